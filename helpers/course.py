@@ -1,0 +1,279 @@
+"""Course plumbing: run profiles, the resolved run configuration, results JSON, and the notebook runner.
+
+Every notebook starts with a cell tagged ``parameters`` whose knobs default to ``None`` ("take the profile's
+value"), a table ``PROFILES`` of what ``smoke`` / ``quick`` / ``full`` mean for that notebook, and then::
+
+    cfg = course.configure("01_measuring_calibration", PROFILES, profile=profile, epochs=epochs, ...)
+
+so a papermill sweep can override any single knob and everything else follows the profile.
+
+Command line (``python -m helpers.course --help``)::
+
+    run      execute every notebook with papermill into a run folder (executed copies, results JSON, summary)
+    prepare  inject parameters without executing (the CI executes the prepared copies with nbval)
+    check    verify that every notebook of a run folder wrote its results JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+PROFILE_NAMES = ("smoke", "quick", "full")
+KNOBS = (
+    "dataset", "image_size", "model", "epochs", "batch_size", "lr", "seed", "device", "data_dir", "max_train",
+    "results_path",
+)
+
+
+@dataclass
+class RunConfig:
+    """Every knob of one notebook run, after the profile's defaults were filled in."""
+
+    notebook: str
+    profile: str
+    dataset: str
+    image_size: int
+    model: str
+    epochs: int
+    batch_size: int
+    lr: float
+    seed: int
+    device: str
+    data_dir: str | None
+    max_train: int | None
+    results_path: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        # notebook-specific knobs (e.g. ``alphas``, ``recipes``) live in ``extra``
+        extra = self.__dict__.get("extra", {})
+        if name in extra:
+            return extra[name]
+        raise AttributeError(f"RunConfig has no knob {name!r}; knobs are {sorted(list(asdict(self)) + list(extra))}")
+
+    def describe(self) -> str:
+        knobs = ", ".join(f"{k}={v!r}" for k, v in asdict(self).items() if k not in ("notebook", "extra"))
+        extra = ", ".join(f"{k}={v!r}" for k, v in self.extra.items())
+        return f"[{self.notebook}] profile={self.profile!r}: {knobs}" + (f"; {extra}" if extra else "")
+
+
+def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile: str, **knobs: Any) -> RunConfig:
+    """Fill every knob that is ``None`` from ``profiles[profile]`` and print the resolved configuration.
+
+    ``profiles`` maps each of smoke / quick / full to that notebook's defaults. Knobs passed explicitly (not None)
+    win over the profile, so ``papermill -p epochs 3`` changes only the epochs.
+    """
+    if profile not in PROFILE_NAMES:
+        raise ValueError(f"profile must be one of {PROFILE_NAMES}, got {profile!r}")
+    missing_profiles = [p for p in PROFILE_NAMES if p not in profiles]
+    if missing_profiles:
+        raise ValueError(f"the PROFILES table of {notebook} lacks {missing_profiles}")
+    values = dict(profiles[profile])
+    values.update({k: v for k, v in knobs.items() if v is not None})
+    values.setdefault("device", "auto")
+    values.setdefault("seed", 0)
+    values.setdefault("data_dir", None)
+    values.setdefault("max_train", None)
+    if values.get("results_path") is None:
+        values["results_path"] = str(REPO_ROOT / "runs" / "results" / f"{notebook}.json")
+    required = [k for k in KNOBS if k not in ("data_dir", "max_train")]
+    missing = [k for k in required if values.get(k) is None]
+    if missing:
+        raise ValueError(f"{notebook}: no value for {missing} in profile {profile!r} nor in the parameters cell")
+    core = {k: values.pop(k) for k in KNOBS}
+    cfg = RunConfig(notebook=notebook, profile=profile, extra=values, **core)
+    print(cfg.describe())
+    return cfg
+
+
+def environment_report() -> dict[str, Any]:
+    """Versions and the compute device: printed by notebook 00 and stored in every results JSON."""
+    import numpy
+    import torch
+
+    report: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "cuda_available": torch.cuda.is_available(),
+        "mps_available": bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()),
+        "cpu_threads": torch.get_num_threads(),
+    }
+    if torch.cuda.is_available():
+        report["cuda_device"] = torch.cuda.get_device_name(0)
+    for name in ("torchvision", "medmnist", "sklearn", "matplotlib"):
+        try:
+            report[name] = __import__(name).__version__
+        except ImportError:
+            report[name] = None
+    return report
+
+
+def _jsonable(value: Any) -> Any:
+    """Tensors, numpy scalars and arrays, paths and dataclasses → plain JSON values."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return _jsonable(asdict(value))
+    return value
+
+
+def save_results(cfg: RunConfig, results: Mapping[str, Any], data_source: str | None = None) -> Path:
+    """Write ``results`` with the run's configuration and environment to ``cfg.results_path``; return the path."""
+    payload = {
+        "notebook": cfg.notebook,
+        "profile": cfg.profile,
+        "config": _jsonable(asdict(cfg)),
+        "data_source": data_source,
+        "environment": environment_report(),
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "results": _jsonable(results),
+    }
+    path = Path(cfg.results_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2, allow_nan=True))
+    print(f"results written to {path}")
+    return path
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the runner
+
+
+def list_notebooks(selection: list[str] | None = None) -> list[Path]:
+    """Course notebooks in order; ``selection`` filters by prefix (``["00", "01"]``) or full stem."""
+    notebooks = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+    if selection:
+        chosen = [nb for nb in notebooks if any(nb.stem == s or nb.stem.startswith(s + "_") for s in selection)]
+        unknown = [s for s in selection if not any(nb.stem == s or nb.stem.startswith(s + "_") for nb in notebooks)]
+        if unknown:
+            raise ValueError(f"no notebook matches {unknown}; available: {[nb.stem for nb in notebooks]}")
+        notebooks = chosen
+    if not notebooks:
+        raise FileNotFoundError(f"no course notebooks found in {NOTEBOOK_DIR}")
+    return notebooks
+
+
+def _parameters_for(notebook: Path, out: Path, profile: str | None, extra: Mapping[str, Any]) -> dict[str, Any]:
+    parameters: dict[str, Any] = {"results_path": str((out / "results" / f"{notebook.stem}.json").resolve())}
+    if profile is not None:
+        parameters["profile"] = profile
+    parameters.update(extra)
+    return parameters
+
+
+def run_course(out: Path, profile: str | None = None, selection: list[str] | None = None,
+               prepare_only: bool = False, extra: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Execute (or only prepare) every selected notebook with papermill into ``out``; write a summary."""
+    import papermill
+
+    out = Path(out)
+    (out / "notebooks").mkdir(parents=True, exist_ok=True)
+    (out / "results").mkdir(parents=True, exist_ok=True)
+    rows = []
+    for notebook in list_notebooks(selection):
+        parameters = _parameters_for(notebook, out, profile, extra or {})
+        target = out / "notebooks" / notebook.name
+        started = time.perf_counter()
+        status = "prepared" if prepare_only else "ok"
+        error = None
+        try:
+            papermill.execute_notebook(
+                str(notebook), str(target), parameters=parameters, prepare_only=prepare_only,
+                cwd=str(NOTEBOOK_DIR), kernel_name="python3", progress_bar=False,
+            )
+        except Exception as exc:  # the summary records which notebook failed; the run still fails at the end
+            status, error = "failed", f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+        seconds = time.perf_counter() - started
+        rows.append({"notebook": notebook.stem, "status": status, "seconds": round(seconds, 1), "error": error,
+                     "results": parameters["results_path"]})
+        print(f"{notebook.stem:45s} {status:9s} {seconds:7.1f} s" + (f"  {error}" if error else ""), flush=True)
+    _write_summary(out, rows, profile)
+    failed = [r["notebook"] for r in rows if r["status"] == "failed"]
+    if failed:
+        raise SystemExit(f"notebooks failed: {failed}; executed copies with the traceback are in {out / 'notebooks'}")
+    return rows
+
+
+def _write_summary(out: Path, rows: list[dict[str, Any]], profile: str | None) -> None:
+    (out / "summary.json").write_text(json.dumps({"profile": profile or "notebook defaults", "notebooks": rows},
+                                                 indent=2))
+    lines = [f"# CalibMed run — profile: {profile or 'notebook defaults'}", "",
+             "| notebook | status | seconds | results |", "|---|---|---|---|"]
+    lines += [f"| {r['notebook']} | {r['status']} | {r['seconds']} | {Path(r['results']).name} |" for r in rows]
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    print(f"summary: {out / 'summary.md'}")
+
+
+def check_results(out: Path) -> None:
+    """Fail unless every notebook of the run folder wrote a results JSON that names its notebook."""
+    out = Path(out)
+    notebooks = sorted((out / "notebooks").glob("*.ipynb"))
+    if not notebooks:
+        raise SystemExit(f"no notebooks in {out / 'notebooks'}: run `prepare` or `run` first")
+    problems = []
+    for notebook in notebooks:
+        path = out / "results" / f"{notebook.stem}.json"
+        if not path.exists():
+            problems.append(f"{notebook.stem}: no results JSON at {path}")
+            continue
+        payload = json.loads(path.read_text())
+        if payload.get("notebook") != notebook.stem or not payload.get("results"):
+            problems.append(f"{notebook.stem}: results JSON at {path} is empty or names another notebook")
+    if problems:
+        raise SystemExit("results check failed:\n  " + "\n  ".join(problems))
+    print(f"results check: all {len(notebooks)} notebooks wrote their results JSON")
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m helpers.course", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("run", "prepare"):
+        p = sub.add_parser(name)
+        p.add_argument("--profile", choices=PROFILE_NAMES, default=None,
+                       help="profile injected into every notebook (default: each notebook's own default, quick)")
+        p.add_argument("--out", type=Path, default=None, help="run folder (default: runs/<time>-<profile>)")
+        p.add_argument("--notebooks", nargs="*", default=None, help="prefixes such as 00 01 (default: all)")
+        p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                       help="extra parameter for every notebook, VALUE parsed as JSON when possible")
+    check = sub.add_parser("check")
+    check.add_argument("out", type=Path)
+    args = parser.parse_args(argv)
+
+    if args.command == "check":
+        check_results(args.out)
+        return
+    out = args.out or REPO_ROOT / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{args.profile or 'default'}"
+    extra = {name: _parse_value(value) for name, value in args.parameter}
+    print(f"python {sys.version.split()[0]}, data dir: {os.environ.get('CALIBMED_DATA_DIR', '(default data/)')}")
+    run_course(out, profile=args.profile, selection=args.notebooks, prepare_only=args.command == "prepare",
+               extra=extra)
+
+
+if __name__ == "__main__":
+    main()

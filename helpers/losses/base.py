@@ -1,0 +1,108 @@
+"""Base classes shared by every loss in the course.
+
+A loss object owns two things: the training objective ``loss(logits, target)`` (mean reduction) and the map from
+logits to the probabilities it estimates, ``predict_proba(logits)``. The training engine never assumes a softmax
+or a sigmoid: SPA uses its own inverse link and LDACE can read its probability as p², so the loss decides.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import nn
+
+MULTI_CLASS = "multi-class"
+MULTI_LABEL = "multi-label"
+
+
+class MultiClassLoss(nn.Module):
+    """A loss on (N, K) logits and (N,) integer class targets; probabilities are the softmax."""
+
+    task = MULTI_CLASS
+
+    def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(logits.float(), dim=-1)
+
+    def joint_parameters(self) -> list[nn.Parameter]:
+        """Parameters of the loss trained by the same optimiser as the model (none by default)."""
+        return []
+
+
+class MultiLabelLoss(nn.Module):
+    """A loss on (N, T) logits and (N, T) binary targets; probabilities are the sigmoid unless overridden."""
+
+    task = MULTI_LABEL
+
+    def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(logits.float())
+
+    def joint_parameters(self) -> list[nn.Parameter]:
+        return []
+
+
+class Composite(nn.Module):
+    """``base(logits, target) + sum_i weight_i * regulariser_i(base.predict_proba(logits), target)``.
+
+    The regularisers (LPR, CCL, DCA, MDCA) act on the base loss's *own* probability estimate, so they compose
+    with any base loss (SPA paper eq. 21; Hebbalaguppe et al. 2022 for MDCA). Probabilities are those of the
+    base loss: ``predict_proba`` is delegated to it.
+    """
+
+    def __init__(self, base: nn.Module, regularisers: Sequence[tuple[float, nn.Module]]):
+        super().__init__()
+        for weight, _ in regularisers:
+            if not isinstance(weight, (int, float)) or weight < 0:
+                raise ValueError(f"regulariser weights must be non-negative numbers, got {weight!r}")
+        self.base = base
+        self.weights = [float(w) for w, _ in regularisers]
+        self.regularisers = nn.ModuleList([r for _, r in regularisers])
+        self.task = base.task
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        total = self.base(logits, target)
+        if self.regularisers:
+            probs = self.base.predict_proba(logits)
+            for weight, regulariser in zip(self.weights, self.regularisers):
+                if weight != 0.0:
+                    total = total + weight * regulariser(probs, target)
+        return total
+
+    def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        return self.base.predict_proba(logits)
+
+    def joint_parameters(self) -> list[nn.Parameter]:
+        return list(getattr(self.base, "joint_parameters", lambda: [])())
+
+    def extra_repr(self) -> str:
+        return "weights=" + repr(self.weights)
+
+
+def check_multiclass_inputs(logits: torch.Tensor, target: torch.Tensor) -> None:
+    """Raise a clear error for shapes or label values a multi-class loss cannot use."""
+    if logits.ndim != 2:
+        raise ValueError(f"logits must have shape (N, K), got {tuple(logits.shape)}")
+    if target.ndim != 1 or target.shape[0] != logits.shape[0]:
+        raise ValueError(
+            f"target must be a (N,) tensor of class indices matching logits (N={logits.shape[0]}), "
+            f"got shape {tuple(target.shape)}; for one-hot targets pass target.argmax(1)"
+        )
+    if target.dtype.is_floating_point or target.dtype == torch.bool:
+        raise ValueError(f"target must hold integer class indices, got dtype {target.dtype}")
+    if target.numel() and (int(target.min()) < 0 or int(target.max()) >= logits.shape[1]):
+        raise ValueError(
+            f"class indices must lie in [0, {logits.shape[1] - 1}], got range "
+            f"[{int(target.min())}, {int(target.max())}]"
+        )
+
+
+def check_multilabel_inputs(logits: torch.Tensor, targets: torch.Tensor) -> None:
+    """Raise a clear error for shapes or label values a multi-label loss cannot use."""
+    if logits.ndim != 2:
+        raise ValueError(f"logits must have shape (N, T), got {tuple(logits.shape)}")
+    if targets.shape != logits.shape:
+        raise ValueError(
+            f"targets must have the same (N, T) shape as logits, got {tuple(targets.shape)} vs {tuple(logits.shape)}"
+        )
+    if targets.numel() and not bool(((targets == 0) | (targets == 1)).all()):
+        raise ValueError("multi-label targets must be 0 or 1; got other values (soft labels are not supported here)")
