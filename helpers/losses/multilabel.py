@@ -1,0 +1,503 @@
+"""Multi-label losses: BCE, asymmetric focal, ASL, the φ recovery map, SPA, LPR, LDACE and CCL.
+
+Papers: Cheng & Vasconcelos, "Towards Calibrated Multi-label Deep Neural Networks", CVPR 2024 (equation numbers
+below refer to it: BCE eq. 6, asymmetric focal eq. 7, ASL eq. 8, φ eqs. 13–15, SPA eqs. 16–17, LPR eqs. 19–21);
+Ridnik et al., "Asymmetric Loss for Multi-Label Classification", ICCV 2021 (ASL); Pal, Panda & Garain, "Label
+Dependency Aware Loss for Reliable Multi-Label Medical Image Classification", ICASSP 2025 (LDACE, CCL; we follow
+the facts gathered from the authors' reference code, see ``shared/papers/README.md``).
+
+Conventions shared by every class here:
+
+* ``loss(logits (N, T), targets (N, T) in {0, 1})`` returns the MEAN over all N×T entries (per-element losses) or
+  over the batch of per-example normalised sums (LPR, LDACE); where a reference sums, the class says so.
+* Per-element losses expose ``partial_losses(logits) -> (ℓ₊(v), ℓ₋(v))`` elementwise; ``helpers.properness``
+  uses them to minimise the conditional risk ``η ℓ₊ + (1 − η) ℓ₋`` (eq. 11).
+* ``predict_proba(logits)`` is the loss's own estimate of P(y = 1): the sigmoid for BCE / focal / ASL, SPA's
+  inverse link, σ² or σ for LDACE.
+* Logs come from ``logsigmoid`` / ``softplus`` (never ``log(sigmoid)``): value and gradient stay finite for
+  logits up to ±1e4. float16 / bfloat16 inputs are promoted to float32 and autocast is switched off inside the
+  loss, so every op runs in float32 whatever the autocast policy (this removes ASL's known fp16 NaNs); float64
+  stays float64 so that ``torch.autograd.gradcheck`` and the properness checks run in double precision.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .base import MULTI_LABEL, Composite, MultiLabelLoss, check_multilabel_inputs
+
+__all__ = [
+    "BCE",
+    "AsymmetricFocal",
+    "ASL",
+    "phi_recovery",
+    "SPA",
+    "spa_link_as_printed",
+    "LPR",
+    "LDACE",
+    "CanonicalCalibrationLoss",
+    "LDACEWithCCL",
+]
+
+
+# ----------------------------------------------------------------------------------------------- shared utilities
+def _promote(x: torch.Tensor) -> torch.Tensor:
+    """float16 / bfloat16 / integer -> float32; float32 and float64 unchanged."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
+def _no_autocast(x: torch.Tensor):
+    return torch.autocast(device_type=x.device.type, enabled=False)
+
+
+def _check_number(name: str, value, low: float = -math.inf, high: float = math.inf, *,
+                  low_open: bool = False, high_open: bool = False, why: str = "") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    too_low = value <= low if low_open else value < low
+    too_high = value >= high if high_open else value > high
+    if too_low or too_high:
+        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+        raise ValueError(f"{name} must lie in {interval}, got {value}" + (f": {why}" if why else ""))
+    return float(value)
+
+
+def _check_probability_inputs(probs: torch.Tensor, targets: torch.Tensor) -> None:
+    """Shape / label checks of base.py plus: probabilities must be floating point in [0, 1]."""
+    check_multilabel_inputs(probs, targets)
+    if not probs.dtype.is_floating_point:
+        raise TypeError(f"probs must be a floating-point tensor, got dtype {probs.dtype}")
+    if probs.numel():
+        low, high = torch.aminmax(probs.detach())
+        if not (float(low) >= 0.0 and float(high) <= 1.0):  # also catches NaN
+            raise ValueError("probs must lie in [0, 1]: a regulariser takes the base loss's predict_proba(logits), "
+                             "not logits (compose it with helpers.losses.base.Composite)")
+
+
+class _ElementwiseLoss(MultiLabelLoss):
+    """A multi-label loss that is a sum of per-label terms ``y ℓ₊(v) + (1 − y) ℓ₋(v)``, averaged over N×T."""
+
+    def partial_losses(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        check_multilabel_inputs(logits, targets)
+        with _no_autocast(logits):
+            logits = _promote(logits)
+            targets = targets.to(logits.dtype)
+            loss_pos, loss_neg = self.partial_losses(logits)
+            return (targets * loss_pos + (1.0 - targets) * loss_neg).mean()
+
+    def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        with _no_autocast(logits):
+            return torch.sigmoid(_promote(logits))
+
+
+# ------------------------------------------------------------------------------------------------------ BCE, focal
+class BCE(_ElementwiseLoss):
+    """Binary cross-entropy (eq. 6): ℓ₊ = −log σ(v), ℓ₋ = −log(1 − σ(v)); strictly proper with the sigmoid link."""
+
+    def partial_losses(self, logits):
+        return F.softplus(-logits), F.softplus(logits)
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        check_multilabel_inputs(logits, targets)
+        with _no_autocast(logits):
+            logits = _promote(logits)
+            return F.binary_cross_entropy_with_logits(logits, targets.to(logits.dtype))
+
+
+def _focusing_weight(log_base: torch.Tensor, gamma: float) -> torch.Tensor:
+    """base^γ from log(base); exactly 1 for γ = 0, exactly 0 where base = 0 (log_base = −inf), finite gradient."""
+    if gamma == 0.0:
+        return torch.ones_like(log_base)
+    return torch.exp(gamma * log_base)
+
+
+class ASL(_ElementwiseLoss):
+    """Asymmetric loss ASL (eq. 8; Ridnik et al. 2021): focusing γ⁺, γ⁻ plus a probability margin on negatives.
+
+        ℓ₊(v) = −(1 − p)^γ⁺ · log max(p, eps)
+        ℓ₋(v) = −p_m^γ⁻ · log max(1 − p_m, eps),      p = σ(v),  p_m = max(p − m, 0)
+
+    ``eps`` is the reference code's clamp of the probability inside the log (``log(p.clamp(min=eps))``): below
+    v ≈ log(eps) ≈ −18.4 the positive loss is flat with zero gradient, exactly as in the reference.
+    ``eps = 0`` removes the clamp. Defaults (γ⁺, γ⁻, m, eps) = (0, 4, 0.05, 1e-8) are the reference's.
+
+    Departures from the reference: the mean over all N×T entries (the reference sums: multiply by N·T to get its
+    value; the sum only rescales the learning rate); the focusing weight is differentiated (the reference's
+    ``disable_torch_grad_focal_loss`` option, which detaches it, is not offered); logs come from ``logsigmoid``
+    and the loss is computed in float32 with autocast off, which removes the fp16 NaNs the reference is known for.
+
+    Not strictly proper (Theorem 1): ``predict_proba`` is the raw sigmoid; ``recovered_proba`` applies φ
+    (eqs. 13–15, :func:`phi_recovery`). With m > 0 that recovery is not a bijection (see there).
+    """
+
+    def __init__(self, gamma_pos: float = 0.0, gamma_neg: float = 4.0, margin: float = 0.05, eps: float = 1e-8):
+        super().__init__()
+        self.gamma_pos = _check_number("gamma_pos", gamma_pos, 0.0)
+        self.gamma_neg = _check_number("gamma_neg", gamma_neg, 0.0)
+        self.margin = _check_number("margin", margin, 0.0, 1.0, high_open=True,
+                                    why="m is a shift of the probability; m >= 1 discards every negative")
+        self.eps = _check_number("eps", eps, 0.0, 1.0, high_open=True)
+
+    def _clamped_log(self, log_x: torch.Tensor) -> torch.Tensor:
+        return log_x if self.eps == 0.0 else log_x.clamp_min(math.log(self.eps))
+
+    def partial_losses(self, logits):
+        log_p = F.logsigmoid(logits)
+        log_1mp = F.logsigmoid(-logits)
+        loss_pos = -_focusing_weight(log_1mp, self.gamma_pos) * self._clamped_log(log_p)
+        if self.margin == 0.0:
+            loss_neg = -_focusing_weight(log_p, self.gamma_neg) * self._clamped_log(log_1mp)
+        else:
+            shifted = torch.relu(torch.sigmoid(logits) - self.margin)          # p_m ∈ [0, 1 − m]
+            positive = shifted > 0
+            log_shifted = torch.log(torch.where(positive, shifted, torch.ones_like(shifted)))
+            log_shifted = torch.where(positive, log_shifted, torch.full_like(shifted, -math.inf))
+            loss_neg = -_focusing_weight(log_shifted, self.gamma_neg) * self._clamped_log(torch.log1p(-shifted))
+        return loss_pos, loss_neg
+
+    def recovered_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        """φ(σ(v); γ⁻, γ⁺, m) of eq. (13): the posterior implied by the risk minimiser (\"ASY+φ\" in Table 3)."""
+        return phi_recovery(self.predict_proba(logits), gamma_pos=self.gamma_pos, gamma_neg=self.gamma_neg,
+                            margin=self.margin)
+
+    def extra_repr(self) -> str:
+        return f"gamma_pos={self.gamma_pos}, gamma_neg={self.gamma_neg}, margin={self.margin}, eps={self.eps}"
+
+
+class AsymmetricFocal(ASL):
+    """Asymmetric focal loss (eq. 7; Lin et al. 2017, Ridnik et al. 2021): ASL with margin 0 and no eps clamp.
+
+        ℓ₊(v) = −(1 − p)^γ⁺ log p,   ℓ₋(v) = −p^γ⁻ log(1 − p),   p = σ(v).
+
+    γ⁺ = γ⁻ = 0 is BCE. Not strictly proper (Corollary 1), but φ (margin 0) is a bijection, so
+    ``recovered_proba`` returns the posterior (\"Focal+φ\" in Table 3). Defaults (0, 4) are ASL's focusing values.
+    """
+
+    def __init__(self, gamma_pos: float = 0.0, gamma_neg: float = 4.0):
+        super().__init__(gamma_pos=gamma_pos, gamma_neg=gamma_neg, margin=0.0, eps=0.0)
+
+    def extra_repr(self) -> str:
+        return f"gamma_pos={self.gamma_pos}, gamma_neg={self.gamma_neg}"
+
+
+# ------------------------------------------------------------------------------------------------------------- phi
+def _log_h(x: torch.Tensor, gamma: float) -> torch.Tensor:
+    """log h(x; γ) of eq. (15), h = [x^γ − γ x^(γ−1) (1 − x) log(1 − x)] / (1 − x), for x ∈ [0, 1].
+
+    Rewritten as h = x^γ · [1 + γ g(x)] / (1 − x) with g(x) = −(1 − x) log(1 − x) / x ∈ [0, 1] (g(0) = 1,
+    g(1) = 0), which has no 0·∞ at either end: h(0; γ > 0) = 0, h(0; 0) = 1, h(1; ·) = ∞.
+    """
+    interior = (x > 0) & (x < 1)
+    x_safe = torch.where(interior, x, torch.full_like(x, 0.5))
+    g = -(1.0 - x_safe) * torch.log1p(-x_safe) / x_safe
+    g = torch.where(x <= 0, torch.ones_like(x), torch.where(x >= 1, torch.zeros_like(x), g))
+    log_power = torch.zeros_like(x) if gamma == 0.0 else gamma * torch.log(x)
+    return log_power + torch.log1p(gamma * g) - torch.log1p(-x)
+
+
+def phi_recovery(probs: torch.Tensor, gamma_pos: float, gamma_neg: float, margin: float = 0.0) -> torch.Tensor:
+    """Map the conditional-risk minimiser of focal / ASL back to the class posterior (eqs. 13–15, Theorem 2).
+
+        φ(z) = h((z − m)₊; γ⁻) / [h((z − m)₊; γ⁻) + h(1 − z; γ⁺)]
+
+    Derivation (it matches the printed eqs. 14–15): with ℓ₊(z) = −(1 − z)^γ⁺ log z and ℓ₋(z) = −q^γ⁻ log(1 − q),
+    q = (z − m)₊, the first-order condition η ℓ₊'(z) + (1 − η) ℓ₋'(z) = 0 of the conditional risk (eq. 11) gives
+    η = ℓ₋'(z) / (ℓ₋'(z) − ℓ₊'(z)), and ℓ₋'(z) = h(q; γ⁻), −ℓ₊'(z) = h(1 − z; γ⁺).
+
+    Bijective only for m = 0. For m > 0:
+
+    * every z ∈ [0, m] maps to the same value (0 when γ⁻ > 0): ℓ₋ is identically 0 there, so those scores carry
+      no information about η, and φ ties all of them, which changes rankings (mAP) — the "ASY+φ" drop in Table 3.
+      For η > 0 the risk minimiser always lies above m (at z = m the risk still decreases), so φ inverts the
+      minimiser on (m, 1) — but trained networks do output z ≤ m for easy negatives;
+    * with γ⁺ = 0 (the ASL default) φ(1) = h(1 − m; γ⁻) / (1 + h(1 − m; γ⁻)) < 1: every η above that value
+      has its risk minimised at z → 1 (logit → +∞), so no map can recover it. For (γ⁻, m) = (4, 0.05) this
+      saturation value is ≈ 0.964.
+
+    Computed in float64 in log space; returns the dtype of ``probs`` (float32 for non-float inputs).
+    """
+    gamma_pos = _check_number("gamma_pos", gamma_pos, 0.0)
+    gamma_neg = _check_number("gamma_neg", gamma_neg, 0.0)
+    margin = _check_number("margin", margin, 0.0, 1.0, high_open=True)
+    if not torch.is_tensor(probs):
+        raise TypeError(f"probs must be a torch.Tensor, got {type(probs).__name__}")
+    if probs.numel() and not bool(((probs >= 0) & (probs <= 1)).all()):
+        raise ValueError("probs must be probabilities in [0, 1] (pass sigmoid(logits), not logits)")
+    out_dtype = probs.dtype if probs.dtype.is_floating_point else torch.float32
+    z = probs.to(torch.float64)
+    shifted = torch.clamp(z - margin, min=0.0) if margin > 0 else z
+    log_ratio = _log_h(shifted, gamma_neg) - _log_h(1.0 - z, gamma_pos)
+    return torch.sigmoid(log_ratio).to(out_dtype)
+
+
+# ------------------------------------------------------------------------------------------------------------- SPA
+class SPA(_ElementwiseLoss):
+    """Strictly Proper Asymmetric loss: composite partial losses of eq. (16) with the inverse link they imply.
+
+        ℓ₊(v) = softplus(−k⁺(v − b⁺)) / ζ⁺,      ℓ₋(v) = softplus(k⁻(v − b⁻)) / ζ⁻          (eq. 16)
+
+    Inverse link, derived from the first-order condition of C(η, v) = η ℓ₊(v) + (1 − η) ℓ₋(v):
+    ℓ₊'(v) = −(k⁺/ζ⁺) σ(−k⁺(v − b⁺)), ℓ₋'(v) = (k⁻/ζ⁻) σ(k⁻(v − b⁻)), so η*(v) = ℓ₋' / (ℓ₋' − ℓ₊'):
+
+        η̂(v) = (k⁻/ζ⁻) σ(k⁻(v − b⁻)) / [(k⁻/ζ⁻) σ(k⁻(v − b⁻)) + (k⁺/ζ⁺) σ(−k⁺(v − b⁺))].
+
+    The text copy of eq. (17) has the two sigmoid arguments with the opposite signs (σ(−k⁻(v − b⁻)) over
+    σ(k⁺(v − b⁺))); that function DEcreases with v and equals 1 − σ(v) at (1, 1, 0, 1, 1, 0), so it cannot be
+    the link (it is kept as :func:`spa_link_as_printed` for the notebook). See docs/spa_link_derivation.md.
+
+    Validity (Theorem 3, re-derived): with ζ± > 0 and k± > 0 the numerator increases and the second denominator
+    term decreases in v, so η̂ is a strictly increasing bijection R → (0, 1), the risk derivative changes sign
+    exactly once, and C(η, ·) is uniquely minimised at η̂⁻¹(η): strictly proper for every finite b⁺, b⁻.
+    k ≤ 0 makes a partial loss constant or point the wrong way and ζ ≤ 0 turns the risk into a maximisation,
+    so those raise ``ValueError``. (1, 1, 0, 1, 1, 0) is BCE with the sigmoid link; the paper's default is
+    (1, 1, 0, 5, 3, 1). ``predict_proba`` is computed in log space (no 0/0 at logits ±1e4).
+    """
+
+    def __init__(self, zeta_pos: float = 1.0, k_pos: float = 1.0, b_pos: float = 0.0,
+                 zeta_neg: float = 5.0, k_neg: float = 3.0, b_neg: float = 1.0):
+        super().__init__()
+        why_zeta = "ζ scales a partial loss; ζ <= 0 flips or removes it and the loss is no longer proper"
+        why_k = "k is the slope of a partial loss in the logit; k <= 0 makes it constant or point the wrong way"
+        self.zeta_pos = _check_number("zeta_pos", zeta_pos, 0.0, low_open=True, why=why_zeta)
+        self.zeta_neg = _check_number("zeta_neg", zeta_neg, 0.0, low_open=True, why=why_zeta)
+        self.k_pos = _check_number("k_pos", k_pos, 0.0, low_open=True, why=why_k)
+        self.k_neg = _check_number("k_neg", k_neg, 0.0, low_open=True, why=why_k)
+        self.b_pos = _check_number("b_pos", b_pos)
+        self.b_neg = _check_number("b_neg", b_neg)
+
+    def partial_losses(self, logits):
+        loss_pos = F.softplus(-self.k_pos * (logits - self.b_pos)) / self.zeta_pos
+        loss_neg = F.softplus(self.k_neg * (logits - self.b_neg)) / self.zeta_neg
+        return loss_pos, loss_neg
+
+    def _log_link_terms(self, logits):
+        """(log ℓ₋'(v), log(−ℓ₊'(v))): the two positive terms whose normalised first one is the link."""
+        log_neg = math.log(self.k_neg / self.zeta_neg) + F.logsigmoid(self.k_neg * (logits - self.b_neg))
+        log_pos = math.log(self.k_pos / self.zeta_pos) + F.logsigmoid(-self.k_pos * (logits - self.b_pos))
+        return log_neg, log_pos
+
+    def predict_log_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        """log η̂(v) of the derived inverse link (log space; −∞ never occurs for finite logits up to ±1e4)."""
+        with _no_autocast(logits):
+            log_neg, log_pos = self._log_link_terms(_promote(logits))
+            return log_neg - torch.logaddexp(log_neg, log_pos)
+
+    def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        """η̂(v), the inverse link; equals σ(log ℓ₋'(v) − log(−ℓ₊'(v))), a sigmoid of a log-ratio."""
+        with _no_autocast(logits):
+            log_neg, log_pos = self._log_link_terms(_promote(logits))
+            return torch.sigmoid(log_neg - log_pos)
+
+    def extra_repr(self) -> str:
+        return (f"zeta_pos={self.zeta_pos}, k_pos={self.k_pos}, b_pos={self.b_pos}, "
+                f"zeta_neg={self.zeta_neg}, k_neg={self.k_neg}, b_neg={self.b_neg}")
+
+
+def spa_link_as_printed(logits: torch.Tensor, zeta_pos: float = 1.0, k_pos: float = 1.0, b_pos: float = 0.0,
+                        zeta_neg: float = 5.0, k_neg: float = 3.0, b_neg: float = 1.0) -> torch.Tensor:
+    """Eq. (17) exactly as it reads in the text copy — NOT a valid link; for the notebook's comparison only.
+
+        (k⁻/ζ⁻) σ(−k⁻(v − b⁻)) / [(k⁻/ζ⁻) σ(−k⁻(v − b⁻)) + (k⁺/ζ⁺) σ(k⁺(v − b⁺))]
+
+    It decreases with v and is 1 − σ(v) at (1, 1, 0, 1, 1, 0); :meth:`SPA.predict_proba` is the derived link.
+    """
+    logits = _promote(logits)
+    log_a = math.log(k_neg / zeta_neg) + F.logsigmoid(-k_neg * (logits - b_neg))
+    log_b = math.log(k_pos / zeta_pos) + F.logsigmoid(k_pos * (logits - b_pos))
+    return torch.sigmoid(log_a - log_b)
+
+
+# ------------------------------------------------------------------------------------------------------------- LPR
+class LPR(nn.Module):
+    """Label Pair Regulariser (eqs. 19–20), called ``LPR()(probs, targets)`` on a base loss's probabilities.
+
+    For labels t ≠ t' with different values, β̂^{tt'} = η̂_t (1 − η̂_t') / [η̂_t (1 − η̂_t') + η̂_t' (1 − η̂_t)]
+    (eq. 19) is the model's probability that t is the positive one. With odds u = η̂ / (1 − η̂),
+    −log β̂^{tt'} = log(1 + u_t' / u_t) = softplus(logit η̂_t' − logit η̂_t), and per example (eq. 20)
+
+        L_LPR = 2 / (T(T − 1)) · Σ_{t: y_t = 1} Σ_{t': y_t' = 0} log(1 + u_t' / u_t),
+
+    averaged over the batch. Vectorised over all pairs at once: one row of T partners per positive label
+    (K positives -> a (K, T) block, partners with y = 1 weighted 0), so the cost grows with the number of
+    positives rather than with N·T²; one ``log1p`` per pair. Where an odds ratio exceeds the float range
+    (probabilities beyond ~1e-31 from 0 or 1) the whole batch is recomputed as softplus of logit differences.
+
+    Compose with any base loss via ``Composite(base, [(λ, LPR())])`` (eq. 21, Table 4); it regularises whatever
+    ``base.predict_proba`` returns (SPA's link, LDACE's p², ...). Under label independence (Assumption 1) the
+    pairwise risk P(10)(−log β̂) + P(01)(−log(1 − β̂)) is minimised by β̂ = β (eq. 18), which η̂ = η already
+    gives, so base + λ·LPR stays strictly proper; with dependent labels β differs from its plug-in value and LPR
+    pulls the marginals (``helpers.properness.joint_risk_minimiser`` shows both). Probabilities exactly 0 or 1
+    (float saturation) are first moved to the nearest representable value inside (0, 1): the smallest normal
+    float and 1 − eps/2. T = 1 has no pairs and gives 0.
+    """
+
+    task = MULTI_LABEL
+
+    def forward(self, probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        _check_probability_inputs(probs, targets)
+        with _no_autocast(probs):
+            probs = _promote(probs)
+            n, t = probs.shape
+            flat = targets.reshape(-1).nonzero().squeeze(1)  # positive entries, row-major
+            if t < 2 or flat.numel() == 0:
+                return probs.sum() * 0.0
+            info = torch.finfo(probs.dtype)
+            p = probs.clamp(min=info.tiny, max=1.0 - info.eps / 2)
+            q = 1.0 - p
+            rows = torch.div(flat, t, rounding_mode="floor")
+            odds = p / q
+            # 1/u_t as exp(−log u_t): the gradient of 1/u would form 1/u², which overflows for u < 1e-19
+            inverse_odds_pos = torch.exp(-torch.log(odds.reshape(-1).index_select(0, flat)))
+            odds_ratio = odds.index_select(0, rows) * inverse_odds_pos.unsqueeze(1)  # u_t' / u_t, (K, T)
+            if bool(torch.isfinite(odds_ratio).all()):
+                pair_loss = torch.log1p(odds_ratio)
+            else:
+                logit = torch.log(p) - torch.log1p(-p)
+                pair_loss = F.softplus(logit.index_select(0, rows)
+                                       - logit.reshape(-1).index_select(0, flat).unsqueeze(1))
+            partner_is_negative = (1.0 - targets.to(p.dtype)).index_select(0, rows)
+            return (pair_loss * partner_is_negative).sum() * (2.0 / (t * (t - 1) * n))
+
+
+# ----------------------------------------------------------------------------------------------------------- LDACE
+_DIAGONAL_READINGS = ("p_squared", "p")
+
+
+class LDACE(MultiLabelLoss):
+    """Label Dependency Aware Cross-Entropy (Pal et al., ICASSP 2025), as in the authors' reference code.
+
+    With p = σ(v) and the pairwise model q_ij = p_i p_j, the loss is the BCE between q_ij and y_i y_j over all
+    label pairs, weight 1 on the diagonal and 0.5 off it (so each unordered pair i < j counts once), normalised by
+    B·T(T + 1)/2: the mean over the upper triangle including the diagonal. Computed without forming products
+    that could round: log q_ij = log p_i + log p_j (logsigmoid), and 1 − p_i p_j = (1 − p_i) + p_i (1 − p_j)
+    with 1 − p = σ(−v), which stays accurate when p_i p_j → 1 (logaddexp in log space for the extreme pairs).
+    The T(T − 1)/2 pairs are gathered from the upper triangle; the positive-target part is separable, O(N·T).
+
+    ``diagonal`` chooses the reading of the diagonal term:
+
+    * ``"p_squared"`` (reference): q_ii = p_i², i.e. BCE(p_i², y_i). ``predict_proba`` returns p², as the
+      reference's evaluation does: the diagonal term alone is minimised at p_i² = η_i. With T ≥ 2 the
+      off-diagonal terms (minimised at p_i p_j = P(y_i = y_j = 1)) pull the other way even for independent
+      labels, so p² is biased: for T = 2, η = (½, ½) the joint minimiser is p² = 5/12 (p ≈ 0.645).
+    * ``"p"``: q_ii = p_i (the model's own P(y_i = 1, y_i = 1)), i.e. BCE(p_i, y_i); ``predict_proba``
+      returns p. Every term is then minimised at p = η when labels are independent, so this reading is strictly
+      proper under label independence; dependent labels bias both readings.
+
+    Departure from the reference: no clamping of p to [1e-7, 1 − 1e-7] (values differ only beyond it; the
+    log-space form keeps value and gradient finite at logits ±1e4).
+    """
+
+    def __init__(self, diagonal: str = "p_squared"):
+        super().__init__()
+        if diagonal not in _DIAGONAL_READINGS:
+            raise ValueError(f"diagonal must be one of {_DIAGONAL_READINGS}, got {diagonal!r}: 'p_squared' is the "
+                             "reference code (BCE(p², y) on the diagonal, probability p²), 'p' uses BCE(p, y)")
+        self.diagonal = diagonal
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        check_multilabel_inputs(logits, targets)
+        with _no_autocast(logits):
+            logits = _promote(logits)
+            n, t = logits.shape
+            y = targets.to(logits.dtype)
+            log_p = F.logsigmoid(logits)
+            log_1mp = F.logsigmoid(-logits)
+            # Pairs i < j with target y_i y_j = 1: −(log p_i + log p_j) summed = −Σ_i y_i log p_i (Σ_{j≠i} y_j).
+            pos = -(y * log_p * (y.sum(dim=1, keepdim=True) - y)).sum()
+            i, j = torch.triu_indices(t, t, offset=1, device=logits.device)
+            neg = -((1.0 - y.index_select(1, i) * y.index_select(1, j)) * self._log_one_minus_pair(
+                log_p, log_1mp, i, j)).sum()
+            if self.diagonal == "p_squared":
+                # BCE(p², y): log p² = 2 log p, log(1 − p²) = log(1 − p) + log(1 + p)
+                diag = -(y * 2.0 * log_p + (1.0 - y) * (log_1mp + torch.log1p(torch.exp(log_p)))).sum()
+            else:
+                diag = -(y * log_p + (1.0 - y) * log_1mp).sum()
+            return (pos + neg + diag) / (n * t * (t + 1) / 2)
+
+    def partial_losses(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Elementwise (ℓ₊, ℓ₋) of the single-label case T = 1, where LDACE is its diagonal term alone:
+        (−log p², −log(1 − p²)) under "p_squared", BCE's (−log p, −log(1 − p)) under "p". With T ≥ 2 the loss
+        couples labels and has no per-label partial losses (see helpers.properness.joint_risk_minimiser)."""
+        log_p, log_1mp = F.logsigmoid(logits), F.logsigmoid(-logits)
+        if self.diagonal == "p_squared":
+            return -2.0 * log_p, -(log_1mp + torch.log1p(torch.exp(log_p)))
+        return -log_p, -log_1mp
+
+    @staticmethod
+    def _log_one_minus_pair(log_p, log_1mp, i, j):
+        """log(1 − p_i p_j) for the pairs (i, j) as log((1 − p_i) + p_i (1 − p_j)): a sum of two non-negative
+        terms, so no cancellation as p_i p_j → 1. Pairs whose sum falls below 1e-30 (logits beyond ~±69) are
+        recomputed in log space with logaddexp (exact, finite at ±1e4)."""
+        p, one_minus_p = torch.exp(log_p), torch.exp(log_1mp)
+        total = one_minus_p.index_select(1, i) + p.index_select(1, i) * one_minus_p.index_select(1, j)
+        normal = total > 1e-30
+        if bool(normal.all()):
+            return torch.log(total)
+        exact = torch.logaddexp(log_1mp.index_select(1, i), log_p.index_select(1, i) + log_1mp.index_select(1, j))
+        return torch.where(normal, torch.log(torch.where(normal, total, torch.ones_like(total))), exact)
+
+    def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        with _no_autocast(logits):
+            logits = _promote(logits)
+            if self.diagonal == "p_squared":
+                return torch.exp(2.0 * F.logsigmoid(logits))
+            return torch.sigmoid(logits)
+
+    def extra_repr(self) -> str:
+        return f"diagonal={self.diagonal!r}"
+
+
+class CanonicalCalibrationLoss(nn.Module):
+    """Canonical Calibration Loss (Pal et al., ICASSP 2025), a regulariser ``reg(probs, targets)``.
+
+    Per label t, the predictions q_nt are binned into ``n_bins`` equal-width bins on [0, 1] (q = 1 goes to the
+    last bin) and the loss is the ECE-style sum (1/N) Σ_b |Σ_{n ∈ b} (q_nt − y_nt)|, averaged over labels. With
+    one bin — the reference — it is mean_t |mean_n q_nt − mean_n y_nt|: the gap between the batch-mean
+    prediction and the batch prevalence of each label. A batch-level term (not a sum over examples). In the
+    reference q = p², LDACE's probability; ``Composite`` passes ``base.predict_proba``, which is exactly that.
+    Gradients flow through q (bin membership is piecewise constant).
+    """
+
+    task = MULTI_LABEL
+
+    def __init__(self, n_bins: int = 1):
+        super().__init__()
+        if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
+            raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+        self.n_bins = n_bins
+
+    def forward(self, probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        _check_probability_inputs(probs, targets)
+        with _no_autocast(probs):
+            q = _promote(probs)
+            y = targets.to(q.dtype)
+            n, t = q.shape
+            if n == 0:
+                raise ValueError("CanonicalCalibrationLoss needs a non-empty batch")
+            if self.n_bins == 1:
+                return (q.mean(0) - y.mean(0)).abs().mean()
+            bins = torch.clamp((q.detach() * self.n_bins).long(), max=self.n_bins - 1)
+            flat_index = (bins + self.n_bins * torch.arange(t, device=q.device)).reshape(-1)
+            gaps = torch.zeros(t * self.n_bins, dtype=q.dtype, device=q.device)
+            gaps = gaps.index_add(0, flat_index, (q - y).reshape(-1))
+            return gaps.abs().sum() / (n * t)
+
+    def extra_repr(self) -> str:
+        return f"n_bins={self.n_bins}"
+
+
+class LDACEWithCCL(Composite):
+    """LDACE + λ·CCL as trained in the reference (λ = 1, one bin): ``Composite(LDACE(diagonal), [(λ, CCL)])``.
+
+    CCL acts on LDACE's own probability (p² under the reference reading).
+    """
+
+    def __init__(self, diagonal: str = "p_squared", ccl_weight: float = 1.0, n_bins: int = 1):
+        super().__init__(LDACE(diagonal=diagonal), [(ccl_weight, CanonicalCalibrationLoss(n_bins=n_bins))])

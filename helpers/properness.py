@@ -1,0 +1,207 @@
+"""Strict properness, measured: numerical minimisers of the conditional risk of multi-label losses.
+
+Cheng & Vasconcelos (CVPR 2024), eq. (11) and Definition 1: a per-label loss with partial losses ℓ₊, ℓ₋ is
+strictly proper when the conditional risk C(η, v) = η ℓ₊(v) + (1 − η) ℓ₋(v) is uniquely minimised, for every η,
+at a score v* whose probability estimate ``loss.predict_proba(v*)`` equals η. :func:`conditional_risk_minimiser`
+finds v* numerically (dense grid, then vectorised golden-section refinement, float64) for a whole grid of η at
+once and returns the loss's own estimate there: the identity for BCE and SPA, not for focal or ASL (whose
+minimiser φ maps back, eqs. 13–15).
+
+Losses that couple labels (LPR, LDACE, CCL) have no per-label conditional risk. For them
+:func:`joint_risk_minimiser` minimises the expected loss over the whole label vector, E_y[loss(v, y)], for a
+given distribution of y over {0, 1}^T (small T), e.g. independent labels from :func:`independent_label_distribution`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from helpers.losses.base import Composite
+
+__all__ = [
+    "RiskMinimum",
+    "JointRiskMinimum",
+    "partial_losses",
+    "conditional_risk",
+    "conditional_risk_minimiser",
+    "independent_label_distribution",
+    "joint_risk_minimiser",
+]
+
+_INV_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+class RiskMinimum(NamedTuple):
+    """Result of :func:`conditional_risk_minimiser`, one entry per η (all float64, shape (G,))."""
+
+    eta: torch.Tensor
+    logits: torch.Tensor       # the minimising score v*(η)
+    proba: torch.Tensor        # loss.predict_proba(v*): equals eta for a strictly proper loss
+    at_boundary: torch.Tensor  # bool: v* is at an end of the searched range (the infimum may lie beyond it)
+
+
+class JointRiskMinimum(NamedTuple):
+    """Result of :func:`joint_risk_minimiser` (float64): minimising logits (T,), their probabilities, the risk."""
+
+    logits: torch.Tensor
+    proba: torch.Tensor
+    risk: float
+
+
+def partial_losses(loss: nn.Module, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Elementwise (ℓ₊(v), ℓ₋(v)) of a per-label multi-label loss, same shape as ``logits``.
+
+    Uses ``loss.partial_losses(logits)`` where the loss defines it (every per-element loss in
+    ``helpers.losses.multilabel``). Otherwise each logit is evaluated as its own one-label batch, ``loss(v (1, 1),
+    target (1, 1))``, vectorised with ``torch.func.vmap``; for a pairwise loss such as LDACE this is its T = 1
+    special case. ``Composite`` losses are refused: their regularisers couple labels or examples, so they have no
+    per-label partial losses (use :func:`joint_risk_minimiser`).
+    """
+    if isinstance(loss, Composite):
+        raise TypeError("a Composite loss (base + regularisers on label pairs or batch statistics) has no per-label "
+                        "partial losses; use joint_risk_minimiser, or pass its .base")
+    if hasattr(loss, "partial_losses"):
+        return loss.partial_losses(logits)
+    flat = logits.reshape(-1, 1, 1)
+
+    def per_logit(target_value: float) -> torch.Tensor:
+        target = torch.full((1, 1), target_value, dtype=logits.dtype, device=logits.device)
+        return torch.func.vmap(lambda v: loss(v, target))(flat).reshape(logits.shape)
+
+    try:
+        return per_logit(1.0), per_logit(0.0)
+    except RuntimeError as error:
+        raise TypeError(f"{type(loss).__name__} defines no partial_losses(logits) and cannot be evaluated per "
+                        f"logit with torch.func.vmap ({error}); add a partial_losses method") from error
+
+
+def _as_eta(eta) -> torch.Tensor:
+    eta = torch.as_tensor(eta, dtype=torch.float64).reshape(-1)
+    if eta.numel() == 0 or not bool(((eta >= 0) & (eta <= 1)).all()):
+        raise ValueError("eta must be a non-empty set of probabilities in [0, 1]")
+    return eta
+
+
+def conditional_risk(loss: nn.Module, eta, logits) -> torch.Tensor:
+    """C(η, v) = η ℓ₊(v) + (1 − η) ℓ₋(v) (eq. 11) for every (η, v) pair: shape (len(eta), len(logits)), float64."""
+    eta = _as_eta(eta)
+    logits = torch.as_tensor(logits, dtype=torch.float64).reshape(-1)
+    with torch.no_grad():
+        loss_pos, loss_neg = partial_losses(loss, logits.reshape(-1, 1))
+    loss_pos, loss_neg = loss_pos.reshape(1, -1).double(), loss_neg.reshape(1, -1).double()
+    return eta.unsqueeze(1) * loss_pos + (1.0 - eta.unsqueeze(1)) * loss_neg
+
+
+def conditional_risk_minimiser(loss: nn.Module, eta, logit_range: tuple[float, float] = (-40.0, 40.0),
+                               grid_size: int = 4001, refine_steps: int = 60) -> RiskMinimum:
+    """Minimise C(η, v) over the logit v for every η at once and return the loss's estimate at the minimiser.
+
+    A dense grid of ``grid_size`` logits over ``logit_range`` locates the global minimum (robust to flat or
+    non-convex risks such as ASL's), then ``refine_steps`` golden-section steps inside the neighbouring grid
+    cells shrink the bracket by 0.618 each (60 steps: from 0.04 to below 1e-13, i.e. float64 resolution).
+    Ties (flat risk) resolve to the smallest logit. For η = 0 or 1 (and for ASL's saturated η, see
+    ``phi_recovery``) the infimum lies at ∓∞: such entries are marked ``at_boundary`` (the risk at an end of the
+    range is no larger than at v*), and their ``logits`` / ``proba`` only say "as far as the range goes".
+    """
+    eta = _as_eta(eta)
+    low, high = (float(x) for x in logit_range)
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(f"logit_range must be two finite numbers low < high, got {logit_range!r}")
+    if grid_size < 3:
+        raise ValueError(f"grid_size must be at least 3, got {grid_size}")
+    grid = torch.linspace(low, high, grid_size, dtype=torch.float64)
+    index = conditional_risk(loss, eta, grid).argmin(dim=1)
+    a = grid[(index - 1).clamp(min=0)]
+    b = grid[(index + 1).clamp(max=grid_size - 1)]
+
+    one_eta = eta.reshape(-1, 1)
+
+    def risk_at(v: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            loss_pos, loss_neg = partial_losses(loss, v.reshape(-1, 1))
+        return (one_eta * loss_pos.double() + (1.0 - one_eta) * loss_neg.double()).reshape(-1)
+
+    c = b - _INV_GOLDEN * (b - a)
+    d = a + _INV_GOLDEN * (b - a)
+    fc, fd = risk_at(c), risk_at(d)
+    for _ in range(refine_steps):
+        left = fc <= fd  # the minimum lies in [a, d]
+        a, b = torch.where(left, a, c), torch.where(left, d, b)
+        new = torch.where(left, b - _INV_GOLDEN * (b - a), a + _INV_GOLDEN * (b - a))
+        f_new = risk_at(new)
+        c, d, fc, fd = (torch.where(left, new, d), torch.where(left, c, new),
+                        torch.where(left, f_new, fd), torch.where(left, fc, f_new))
+    best = torch.where(fc <= fd, c, d)
+    # keep the grid point if refinement did not improve on it (e.g. a minimum at an end of the range)
+    grid_best = grid[index]
+    best = torch.where(risk_at(grid_best) < risk_at(best), grid_best, best)
+    with torch.no_grad():
+        proba = loss.predict_proba(best.reshape(-1, 1)).reshape(-1).double()
+    # The infimum is (also) approached at an end of the range when the risk there is no larger than at v*: a
+    # minimiser at ∓∞, or a risk that is flat out to the end (e.g. ASL once σ(v) rounds to 1 in float64).
+    min_risk = risk_at(best)
+    slack = 1e-12 * (1.0 + min_risk.abs())
+    at_boundary = ((risk_at(torch.full_like(best, low)) <= min_risk + slack)
+                   | (risk_at(torch.full_like(best, high)) <= min_risk + slack))
+    return RiskMinimum(eta=eta, logits=best, proba=proba, at_boundary=at_boundary)
+
+
+def independent_label_distribution(eta) -> tuple[torch.Tensor, torch.Tensor]:
+    """All 2^T label vectors (K, T) and their probabilities (K,) when labels are independent with marginals η."""
+    eta = _as_eta(eta)
+    configs = torch.tensor(list(itertools.product([0.0, 1.0], repeat=eta.numel())), dtype=torch.float64)
+    weights = torch.where(configs == 1, eta, 1.0 - eta).prod(dim=1)
+    return configs, weights
+
+
+def joint_risk_minimiser(loss: nn.Module, label_configs: torch.Tensor, weights: torch.Tensor,
+                         init_logits: torch.Tensor | None = None, max_iter: int = 500) -> JointRiskMinimum:
+    """Minimise the expected loss Σ_k w_k · loss(v, y_k) over one logit vector v ∈ R^T (L-BFGS, float64).
+
+    ``label_configs`` (K, T) in {0, 1} with probabilities ``weights`` (K,) describe the distribution of the label
+    vector given x. The loss is evaluated on one-example batches, one per configuration with w_k > 0 (a loop
+    over the support of the distribution, not over data; keep T ≤ 10). Valid for losses whose value is a mean
+    of per-example terms (BCE, SPA, LPR, LDACE and their Composites); a batch-level regulariser such as CCL has
+    no per-example value, so this is not its risk. Returns ``loss.predict_proba`` at the minimiser.
+    """
+    configs = torch.as_tensor(label_configs, dtype=torch.float64)
+    weights = torch.as_tensor(weights, dtype=torch.float64).reshape(-1)
+    if configs.ndim != 2 or configs.shape[0] != weights.numel():
+        raise ValueError(f"label_configs must be (K, T) with one weight per row, got {tuple(configs.shape)} and "
+                         f"{weights.numel()} weights")
+    if configs.shape[1] > 10:
+        raise ValueError(f"T = {configs.shape[1]} is too many labels for an exact expectation (at most 10)")
+    if not bool(((configs == 0) | (configs == 1)).all()):
+        raise ValueError("label_configs must hold 0/1 label vectors")
+    if bool((weights < 0).any()) or abs(float(weights.sum()) - 1.0) > 1e-9:
+        raise ValueError(f"weights must be non-negative and sum to 1, got sum {float(weights.sum()):.6g}")
+    support = weights > 0
+    configs, weights = configs[support], weights[support]
+    t = configs.shape[1]
+    start = torch.zeros(t, dtype=torch.float64) if init_logits is None else torch.as_tensor(
+        init_logits, dtype=torch.float64).reshape(t)
+    logits = start.clone().requires_grad_(True)
+    optimiser = torch.optim.LBFGS([logits], lr=1.0, max_iter=max_iter, tolerance_grad=1e-10,
+                                  tolerance_change=1e-14, history_size=20, line_search_fn="strong_wolfe")
+
+    def expected_loss() -> torch.Tensor:
+        row = logits.unsqueeze(0)
+        return sum(w * loss(row, y.unsqueeze(0)) for w, y in zip(weights, configs))
+
+    def closure() -> torch.Tensor:
+        optimiser.zero_grad()
+        risk = expected_loss()
+        risk.backward()
+        return risk
+
+    optimiser.step(closure)
+    with torch.no_grad():
+        final = logits.detach()
+        proba = loss.predict_proba(final.unsqueeze(0)).reshape(-1).double()
+        risk = float(expected_loss())
+    return JointRiskMinimum(logits=final, proba=proba, risk=risk)

@@ -1,0 +1,396 @@
+"""Tests for helpers.losses.multiclass: reductions to CE, independent formulas, numerics, input errors."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers.losses.base import Composite, MultiClassLoss
+from helpers.losses.multiclass import (
+    DCA,
+    FLSD53,
+    MDCA,
+    CrossEntropy,
+    DCARegulariser,
+    FocalLoss,
+    LabelSmoothing,
+    LSPlus,
+    MbLS,
+    MDCARegulariser,
+    class_accuracy_from_model,
+    class_accuracy_from_predictions,
+    class_frequencies,
+    lsplus_soft_targets,
+)
+
+K = 5
+
+
+def make_batch(n=32, k=K, scale=3.0, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    logits = (scale * torch.randn(n, k, generator=g)).to(dtype)
+    target = torch.randint(0, k, (n,), generator=g)
+    return logits, target
+
+
+def all_losses():
+    return {
+        "ce": CrossEntropy(),
+        "ls": LabelSmoothing(0.1),
+        "ls_prior": LabelSmoothing(0.2, prior=[0.4, 0.3, 0.1, 0.1, 0.1]),
+        "focal": FocalLoss(3.0),
+        "focal_half": FocalLoss(0.5),
+        "flsd53": FLSD53(),
+        "mbls": MbLS(),
+        "lsplus": LSPlus([0.6, 0.9, 0.3, 1.0, 0.75]),
+        "dca": DCA(beta=1.0),
+        "mdca": MDCA(beta=1.0),
+    }
+
+
+# ---------------------------------------------------------------- reductions to cross-entropy
+
+
+@pytest.mark.parametrize(
+    "loss",
+    [
+        LabelSmoothing(0.0),
+        LabelSmoothing(0.0, prior=[0.4, 0.3, 0.1, 0.1, 0.1]),
+        FocalLoss(0.0),
+        MbLS(margin=10.0, lam=0.0),
+        MDCA(beta=0.0),
+        DCA(beta=0.0),
+        LSPlus(torch.ones(K)),
+        LSPlus(torch.ones(K), alpha=1.0),
+        CrossEntropy(),
+    ],
+    ids=["ls0", "ls0_prior", "focal0", "mbls0", "mdca0", "dca0", "lsplus1", "lsplus1_alpha1", "ce"],
+)
+def test_reductions_equal_cross_entropy(loss):
+    logits, target = make_batch()
+    logits.requires_grad_(True)
+    value = loss(logits, target)
+    ref = F.cross_entropy(logits, target)
+    torch.testing.assert_close(value, ref, rtol=1e-6, atol=1e-6)
+    (g,) = torch.autograd.grad(value, logits)
+    (g_ref,) = torch.autograd.grad(ref, logits)
+    torch.testing.assert_close(g, g_ref, rtol=1e-5, atol=1e-7)
+
+
+def test_mbls_margin_larger_than_all_distances_is_cross_entropy():
+    logits, target = make_batch(scale=1.0)
+    assert float(MbLS.logit_distances(logits).max()) < 50
+    torch.testing.assert_close(MbLS(margin=50, lam=1.0)(logits, target), F.cross_entropy(logits, target))
+
+
+# ---------------------------------------------------------------- label smoothing
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.1, 0.5228, 1.0])
+def test_label_smoothing_uniform_matches_torch(alpha):
+    logits, target = make_batch()
+    torch.testing.assert_close(LabelSmoothing(alpha)(logits, target),
+                               F.cross_entropy(logits, target, label_smoothing=alpha))
+
+
+def test_label_smoothing_prior_is_soft_target_cross_entropy_and_kl_form():
+    logits, target = make_batch(dtype=torch.float64)
+    prior = torch.tensor([0.4, 0.3, 0.1, 0.1, 0.1], dtype=torch.float64)
+    alpha = 0.3
+    soft = (1 - alpha) * F.one_hot(target, K).double() + alpha * prior
+    log_p = torch.log(torch.softmax(logits, 1))
+    direct = -(soft * log_p).sum(1).mean()
+    value = LabelSmoothing(alpha, prior=prior)(logits, target)
+    assert value.dtype == torch.float64
+    torch.testing.assert_close(value, direct)
+    # derivation in the docstring: (1 - a) CE + a KL(u || p) + a H(u)
+    kl = (prior * (prior.log() - log_p)).sum(1).mean()
+    entropy = -(prior * prior.log()).sum()
+    kl_form = (1 - alpha) * F.cross_entropy(logits, target) + alpha * kl + alpha * entropy
+    torch.testing.assert_close(value, kl_form)
+
+
+def test_class_frequencies():
+    labels = torch.tensor([0, 0, 1, 3, 3, 3])
+    torch.testing.assert_close(class_frequencies(labels, 4), torch.tensor([2, 1, 0, 3]) / 6.0)
+
+
+# ---------------------------------------------------------------- focal / FLSD-53
+
+
+def brute_force_focal(logits, target, gamma):
+    total = 0.0
+    for i in range(logits.shape[0]):
+        p = math.exp(logits[i, target[i]]) / sum(math.exp(z) for z in logits[i].tolist())
+        total += -((1 - p) ** gamma) * math.log(p)
+    return total / logits.shape[0]
+
+
+@pytest.mark.parametrize("gamma", [0.5, 1.0, 2.0, 3.0, 5.0])
+def test_focal_matches_brute_force(gamma):
+    logits, target = make_batch(n=16, scale=2.0, dtype=torch.float64)
+    value = FocalLoss(gamma)(logits, target)
+    assert value.item() == pytest.approx(brute_force_focal(logits, target, gamma), rel=1e-10)
+
+
+def logits_with_pt(pt_values, k=K):
+    """Rows of logits whose softmax gives probability pt to class 0 and equal mass elsewhere."""
+    pt = torch.as_tensor(pt_values, dtype=torch.float64)
+    other = (1 - pt) / (k - 1)
+    logits = torch.log(other).unsqueeze(1).repeat(1, k)
+    logits[:, 0] = torch.log(pt)
+    return logits, torch.zeros(len(pt_values), dtype=torch.long)
+
+
+def test_flsd53_switches_gamma_at_pt_0_2():
+    below, target = logits_with_pt([0.19999, 0.1, 0.01])
+    above, _ = logits_with_pt([0.20001, 0.35, 0.9])
+    torch.testing.assert_close(torch.softmax(below, 1)[:, 0], torch.tensor([0.19999, 0.1, 0.01], dtype=torch.float64))
+    flsd = FLSD53()
+    torch.testing.assert_close(flsd(below, target), FocalLoss(5.0)(below, target))
+    torch.testing.assert_close(flsd(above, target), FocalLoss(3.0)(above, target))
+    assert not torch.allclose(FocalLoss(5.0)(below, target), FocalLoss(3.0)(below, target))
+    mixed = torch.cat([below, above])
+    expected = (FocalLoss(5.0)(below, target) + FocalLoss(3.0)(above, target)) / 2
+    torch.testing.assert_close(flsd(mixed, torch.cat([target, target])), expected)
+
+
+def test_flsd53_gamma_is_constant_for_differentiation():
+    logits, target = logits_with_pt([0.1, 0.6])
+    logits.requires_grad_(True)
+    (grad,) = torch.autograd.grad(FLSD53()(logits, target), logits)
+    gamma = torch.tensor([5.0, 3.0], dtype=torch.float64)
+    l2 = logits.detach().clone().requires_grad_(True)
+    log_pt = F.log_softmax(l2, 1)[:, 0]
+    ref = (-(1 - log_pt.exp()) ** gamma * log_pt).mean()
+    (grad_ref,) = torch.autograd.grad(ref, l2)
+    torch.testing.assert_close(grad, grad_ref)
+
+
+# ---------------------------------------------------------------- MbLS
+
+
+def test_mbls_penalty_matches_brute_force_loop():
+    logits, target = make_batch(n=12, k=4, scale=8.0, dtype=torch.float64)
+    margin, lam = 3.0, 0.7
+    penalty = 0.0
+    for i in range(12):
+        zmax = max(logits[i].tolist())
+        for k in range(4):
+            penalty += max(0.0, zmax - logits[i, k].item() - margin)
+    penalty /= 12 * 4  # reference averages over all N x K entries
+    assert penalty > 0
+    expected = F.cross_entropy(logits, target).item() + lam * penalty
+    assert MbLS(margin=margin, lam=lam)(logits, target).item() == pytest.approx(expected, rel=1e-12)
+
+
+# ---------------------------------------------------------------- LS+
+
+
+def test_lsplus_soft_targets_paper_example():
+    # LS+ paper, after eq. (3): three classes, 60 % validation accuracy -> [0.6, 0.2, 0.2]
+    v = lsplus_soft_targets([0.6, 0.9, 0.5])
+    torch.testing.assert_close(v[0], torch.tensor([0.6, 0.2, 0.2]))
+    torch.testing.assert_close(v[1], torch.tensor([0.05, 0.9, 0.05]))
+    torch.testing.assert_close(v.sum(1), torch.ones(3))
+
+
+def test_lsplus_loss_matches_formula():
+    acc = [0.6, 0.9, 0.3, 1.0, 0.75]
+    logits, target = make_batch(dtype=torch.float64)
+    alpha = 0.5
+    log_p = F.log_softmax(logits, 1)
+    total = 0.0
+    for i in range(logits.shape[0]):
+        k = target[i].item()
+        v = [acc[k] if j == k else (1 - acc[k]) / (K - 1) for j in range(K)]
+        kl = sum(vj * (math.log(vj) - log_p[i, j].item()) for j, vj in enumerate(v) if vj > 0)
+        total += (1 - alpha) * (-log_p[i, k].item()) + alpha * kl
+    value = LSPlus(acc, alpha=alpha)(logits, target)
+    assert value.item() == pytest.approx(total / logits.shape[0], rel=1e-6)
+
+
+def test_lsplus_zero_accuracy_floored_to_uniform_with_warning():
+    with pytest.warns(UserWarning, match="below min_accuracy"):
+        v = lsplus_soft_targets([0.0, 0.1, 0.8, 0.5])
+    torch.testing.assert_close(v[0], torch.full((4,), 0.25))  # never below uniform for the true class
+    torch.testing.assert_close(v[1], torch.full((4,), 0.25))  # 0.1 < 1/4 is floored as well
+    torch.testing.assert_close(v[2], torch.tensor([0.2 / 3, 0.2 / 3, 0.8, 0.2 / 3]))
+    # literal eq. (3) on request: the true class gets target 0, loss stays finite
+    v_literal = lsplus_soft_targets([0.0, 0.1, 0.8, 0.5], min_accuracy=0.0)
+    torch.testing.assert_close(v_literal[0], torch.tensor([0.0, 1 / 3, 1 / 3, 1 / 3]))
+    logits, _ = make_batch(n=4, k=4)
+    value = LSPlus([0.0, 0.1, 0.8, 0.5], min_accuracy=0.0)(logits, torch.zeros(4, dtype=torch.long))
+    assert torch.isfinite(value)
+
+
+def test_class_accuracy_from_predictions_matches_sklearn():
+    recall_score = pytest.importorskip("sklearn.metrics").recall_score
+    g = torch.Generator().manual_seed(3)
+    labels = torch.randint(0, 4, (200,), generator=g)
+    probs = torch.softmax(torch.randn(200, 4, generator=g) + 2 * F.one_hot(labels, 4), 1)
+    acc = class_accuracy_from_predictions(probs, labels, 4)
+    ref = recall_score(labels.numpy(), probs.argmax(1).numpy(), average=None)
+    torch.testing.assert_close(acc, torch.as_tensor(ref, dtype=torch.float32))
+    torch.testing.assert_close(class_accuracy_from_predictions(probs.argmax(1), labels, 4), acc)
+
+
+def test_class_accuracy_missing_class_raises_or_fills():
+    labels = torch.tensor([0, 0, 1, 1])
+    preds = torch.tensor([0, 1, 1, 1])
+    with pytest.raises(ValueError, match="no validation sample"):
+        class_accuracy_from_predictions(preds, labels, 3)
+    acc = class_accuracy_from_predictions(preds, labels, 3, fill_missing=1 / 3)
+    torch.testing.assert_close(acc, torch.tensor([0.5, 1.0, 1 / 3]))
+
+
+def test_class_accuracy_from_model_uses_predict_logits(monkeypatch):
+    import sys
+    import types
+
+    fake = types.ModuleType("helpers.train")
+    fixed = torch.tensor([[2.0, 0.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 1.0], [5.0, 0.0, 0.0]])
+    fake.predict_logits = lambda model, images, device=None, batch_size=1024: fixed
+    monkeypatch.setitem(sys.modules, "helpers.train", fake)
+    acc = class_accuracy_from_model(None, torch.zeros(4, 1, 2, 2, dtype=torch.uint8), torch.tensor([0, 1, 1, 2]))
+    torch.testing.assert_close(acc, torch.tensor([1.0, 0.5, 0.0]))  # preds 0,1,2,0
+
+
+# ---------------------------------------------------------------- DCA / MDCA
+
+
+def test_mdca_and_dca_terms_match_brute_force():
+    logits, target = make_batch(n=20, dtype=torch.float64)
+    probs = torch.softmax(logits, 1)
+    n = 20
+    mdca = sum(abs(sum(probs[i, k].item() for i in range(n)) / n - sum(int(target[i] == k) for i in range(n)) / n)
+               for k in range(K)) / K
+    conf = sum(max(probs[i].tolist()) for i in range(n)) / n
+    acc = sum(int(int(probs[i].argmax()) == int(target[i])) for i in range(n)) / n
+    assert MDCARegulariser()(probs, target).item() == pytest.approx(mdca, rel=1e-12)
+    assert DCARegulariser()(probs, target).item() == pytest.approx(abs(conf - acc), rel=1e-12)
+    ce = F.cross_entropy(logits, target).item()
+    assert MDCA(beta=2.0)(logits, target).item() == pytest.approx(ce + 2 * mdca, rel=1e-12)
+    assert DCA(beta=3.0)(logits, target).item() == pytest.approx(ce + 3 * abs(conf - acc), rel=1e-12)
+
+
+def test_mdca_on_other_base_equals_composite():
+    logits, target = make_batch()
+    loss = MDCA(beta=1.5, base=FocalLoss(3.0))
+    comp = Composite(FocalLoss(3.0), [(1.5, MDCARegulariser())])
+    torch.testing.assert_close(loss(logits, target), comp(logits, target))
+
+
+# ---------------------------------------------------------------- numerics
+
+
+@pytest.mark.parametrize("name", list(all_losses()))
+def test_finite_value_and_gradient_at_extreme_logits(name):
+    loss = all_losses()[name]
+    logits = torch.tensor([[1e4, -1e4, 0.0, 5e3, -5e3],
+                           [-1e4, 1e4, 1e4, 0.0, 0.0],
+                           [0.0, 0.0, 0.0, 0.0, 1e4],
+                           [-1e4, -1e4, -1e4, -1e4, 1e4]], requires_grad=True)
+    target = torch.tensor([0, 3, 4, 1])  # correct, wrong, correct, extremely wrong
+    value = loss(logits, target)
+    value.backward()
+    assert torch.isfinite(value), name
+    assert torch.isfinite(logits.grad).all(), name
+
+
+@pytest.mark.parametrize("name", list(all_losses()))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_autocast_and_low_precision_inputs(name, dtype):
+    loss = all_losses()[name]
+    layer = torch.nn.Linear(8, K)
+    x = torch.randn(16, 8) * 10
+    target = torch.randint(0, K, (16,))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = layer(x)
+        assert logits.dtype == torch.bfloat16
+        value = loss(logits, target)
+    value.backward()
+    assert value.dtype == torch.float32 and torch.isfinite(value)
+    assert torch.isfinite(layer.weight.grad).all()
+    # low-precision logits handed in directly are computed in float32 too
+    low = (torch.randn(16, K) * 100).to(dtype)
+    v_low = loss(low, target)
+    torch.testing.assert_close(v_low, loss(low.float(), target))
+
+
+@pytest.mark.parametrize("name", list(all_losses()))
+def test_gradcheck_float64(name):
+    loss = all_losses()[name]
+    logits, target = make_batch(n=6, scale=2.0, seed=5, dtype=torch.float64)
+    if name == "mbls":
+        loss = MbLS(margin=1.5, lam=0.5)  # small margin so the penalty is active
+        d = MbLS.logit_distances(logits)
+        assert ((d - 1.5).abs() > 1e-3).all()
+    logits.requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda z: loss(z, target), (logits,), eps=1e-6, atol=1e-6)
+
+
+def test_predict_proba_is_softmax():
+    logits, _ = make_batch()
+    for name, loss in all_losses().items():
+        assert isinstance(loss, MultiClassLoss) and loss.task == "multi-class", name
+        torch.testing.assert_close(loss.predict_proba(logits), torch.softmax(logits, 1))
+
+
+# ---------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: LabelSmoothing(-0.1),
+        lambda: LabelSmoothing(1.5),
+        lambda: LabelSmoothing(0.1, prior=[0.5, 0.6]),
+        lambda: LabelSmoothing(0.1, prior=[1.2, -0.2]),
+        lambda: LabelSmoothing(0.1, prior=[[0.5, 0.5]]),
+        lambda: FocalLoss(-1.0),
+        lambda: FocalLoss(float("nan")),
+        lambda: MbLS(margin=-1.0),
+        lambda: MbLS(lam=-0.1),
+        lambda: LSPlus([0.5, 1.2, 0.3]),
+        lambda: LSPlus([0.5, float("nan"), 0.3]),
+        lambda: LSPlus([0.5, 0.5], alpha=2.0),
+        lambda: LSPlus([0.7]),
+        lambda: DCA(beta=-1.0),
+        lambda: MDCA(beta=float("inf")),
+    ],
+)
+def test_bad_construction_raises(build):
+    with pytest.raises(ValueError):
+        build()
+
+
+def test_bad_base_type_raises():
+    class FakeMultiLabel(torch.nn.Module):
+        task = "multi-label"
+
+    with pytest.raises(TypeError, match="multi-class"):
+        MDCA(beta=1.0, base=FakeMultiLabel())
+
+
+@pytest.mark.parametrize("name", list(all_losses()))
+def test_bad_inputs_raise(name):
+    loss = all_losses()[name]
+    logits, target = make_batch(n=4)
+    with pytest.raises(ValueError, match="class indices"):
+        loss(logits, torch.tensor([0, 1, 2, K]))
+    with pytest.raises(ValueError, match="integer"):
+        loss(logits, target.float())
+    with pytest.raises(ValueError, match="shape"):
+        loss(logits[0], target)
+    with pytest.raises(ValueError):
+        loss(logits, F.one_hot(target, K))
+
+
+def test_class_count_mismatch_raises():
+    logits, target = make_batch(n=4, k=3)
+    with pytest.raises(ValueError, match="classes"):
+        LabelSmoothing(0.1, prior=[0.2] * 5)(logits, target)
+    with pytest.raises(ValueError, match="classes"):
+        LSPlus([0.5] * 5)(logits, target)

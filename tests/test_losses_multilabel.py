@@ -1,0 +1,493 @@
+"""Tests for helpers.losses.multilabel: each loss against an independent formula written here."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from helpers.losses.base import Composite
+from helpers.losses.multilabel import (ASL, BCE, LDACE, LPR, SPA, AsymmetricFocal, CanonicalCalibrationLoss,
+                                       LDACEWithCCL, phi_recovery, spa_link_as_printed)
+
+DOUBLE = torch.float64
+
+
+def _data(n=7, t=5, seed=0, scale=3.0, dtype=DOUBLE):
+    g = torch.Generator().manual_seed(seed)
+    logits = (scale * torch.randn(n, t, generator=g)).to(dtype)
+    targets = (torch.rand(n, t, generator=g) < 0.4).to(dtype)
+    targets[0] = 1.0  # make sure both label values and mixed rows occur
+    targets[1] = 0.0
+    return logits, targets
+
+
+def _grad(loss_fn, logits, targets):
+    x = logits.clone().requires_grad_(True)
+    value = loss_fn(x, targets)
+    (g,) = torch.autograd.grad(value, x)
+    return value.detach(), g
+
+
+# ---------------------------------------------------------------------------------------------- reference formulae
+def ridnik_asl_reference(x, y, gamma_neg=4.0, gamma_pos=1.0, clip=0.05, eps=1e-8):
+    """Re-typed AsymmetricLoss.forward of Ridnik et al.'s public code (sum reduction)."""
+    x_sigmoid = torch.sigmoid(x)
+    xs_pos = x_sigmoid
+    xs_neg = 1 - x_sigmoid
+    if clip is not None and clip > 0:
+        xs_neg = (xs_neg + clip).clamp(max=1)
+    los_pos = y * torch.log(xs_pos.clamp(min=eps))
+    los_neg = (1 - y) * torch.log(xs_neg.clamp(min=eps))
+    loss = los_pos + los_neg
+    if gamma_neg > 0 or gamma_pos > 0:
+        pt = xs_pos * y + xs_neg * (1 - y)
+        one_sided_gamma = gamma_pos * y + gamma_neg * (1 - y)
+        loss = loss * torch.pow(1 - pt, one_sided_gamma)
+    return -loss.sum()
+
+
+def focal_eq7(x, y, gamma_pos, gamma_neg):
+    p = torch.sigmoid(x)
+    pos = -((1 - p) ** gamma_pos) * torch.log(p)
+    neg = -(p ** gamma_neg) * torch.log(1 - p)
+    return (y * pos + (1 - y) * neg).mean()
+
+
+# --------------------------------------------------------------------------------------------------- BCE and focal
+def test_bce_matches_log_loss_formula():
+    logits, targets = _data()
+    p = torch.sigmoid(logits)
+    expected = -(targets * torch.log(p) + (1 - targets) * torch.log(1 - p)).mean()
+    assert torch.allclose(BCE()(logits, targets), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("gamma_pos,gamma_neg", [(0.0, 4.0), (1.0, 4.0), (2.0, 2.0), (0.5, 0.5)])
+def test_asymmetric_focal_matches_eq7(gamma_pos, gamma_neg):
+    logits, targets = _data()
+    loss = AsymmetricFocal(gamma_pos=gamma_pos, gamma_neg=gamma_neg)
+    assert torch.allclose(loss(logits, targets), focal_eq7(logits, targets, gamma_pos, gamma_neg), atol=1e-12)
+
+
+def test_focal_with_zero_gammas_is_bce_in_value_and_gradient():
+    logits, targets = _data(scale=6.0)
+    v_focal, g_focal = _grad(AsymmetricFocal(gamma_pos=0.0, gamma_neg=0.0), logits, targets)
+    v_bce, g_bce = _grad(BCE(), logits, targets)
+    assert torch.allclose(v_focal, v_bce, atol=1e-12)
+    assert torch.allclose(g_focal, g_bce, atol=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------------------- ASL
+@pytest.mark.parametrize("gamma_pos,gamma_neg,margin", [(0.0, 4.0, 0.05), (1.0, 4.0, 0.05), (1.0, 2.0, 0.2),
+                                                         (0.0, 0.5, 0.1), (2.0, 3.0, 0.0)])
+def test_asl_matches_reference_code_up_to_mean(gamma_pos, gamma_neg, margin):
+    logits, targets = _data(n=9, t=6, scale=4.0)
+    loss = ASL(gamma_pos=gamma_pos, gamma_neg=gamma_neg, margin=margin)
+    v_ours, g_ours = _grad(loss, logits, targets)
+    v_ref, g_ref = _grad(lambda x, y: ridnik_asl_reference(x, y, gamma_neg, gamma_pos, margin), logits, targets)
+    n_entries = targets.numel()
+    assert torch.allclose(v_ours * n_entries, v_ref, rtol=1e-10, atol=1e-10)
+    # With γ⁻ < 1 the reference's pow(p_m, γ⁻) has a NaN gradient where p_m = 0 (p ≤ m); ours is 0 there,
+    # which is the limit of the one-sided derivative of the (flat) loss.
+    reference_finite = torch.isfinite(g_ref)
+    assert torch.isfinite(g_ours).all()
+    assert torch.allclose(g_ours[reference_finite] * n_entries, g_ref[reference_finite], rtol=1e-8, atol=1e-10)
+    if gamma_neg < 1 and margin > 0:
+        flat = (torch.sigmoid(logits) <= margin) & (targets == 0)
+        assert flat.any() and torch.isnan(g_ref[flat]).all() and (g_ours[flat] == 0).all()
+
+
+def test_asl_eps_clamp_flattens_the_positive_loss_like_the_reference():
+    logits = torch.tensor([[-30.0, -25.0]], dtype=DOUBLE)
+    targets = torch.ones_like(logits)
+    value, grad = _grad(ASL(), logits, targets)
+    assert value.item() == pytest.approx(-math.log(1e-8), rel=1e-12)
+    assert torch.all(grad == 0)
+
+
+def test_asl_with_zero_margin_equals_asymmetric_focal():
+    logits, targets = _data(scale=4.0)  # |v| < 18.4, where the eps clamp is inactive
+    assert logits.abs().max() < 18
+    for gp, gn in [(0.0, 4.0), (1.0, 3.0)]:
+        v_asl, g_asl = _grad(ASL(gamma_pos=gp, gamma_neg=gn, margin=0.0), logits, targets)
+        v_focal, g_focal = _grad(AsymmetricFocal(gamma_pos=gp, gamma_neg=gn), logits, targets)
+        assert torch.allclose(v_asl, v_focal, atol=1e-12) and torch.allclose(g_asl, g_focal, atol=1e-12)
+    far = torch.tensor([[-40.0, 40.0]], dtype=DOUBLE)
+    both = torch.tensor([[1.0, 0.0]], dtype=DOUBLE)
+    assert torch.allclose(ASL(margin=0.0, eps=0.0)(far, both), AsymmetricFocal()(far, both), atol=1e-12)
+
+
+@pytest.mark.parametrize("kwargs", [{"margin": -0.1}, {"margin": 1.0}, {"gamma_neg": -1.0}, {"eps": 1.0},
+                                    {"gamma_pos": float("nan")}])
+def test_asl_rejects_bad_hyper_parameters(kwargs):
+    with pytest.raises(ValueError):
+        ASL(**kwargs)
+
+
+# ------------------------------------------------------------------------------------------------------------- phi
+def naive_h(z, gamma):
+    return (z ** gamma - gamma * z ** (gamma - 1) * (1 - z) * torch.log(1 - z)) / (1 - z)
+
+
+def naive_phi(z, gamma_pos, gamma_neg, margin):
+    q = torch.clamp(z - margin, min=0)
+    return naive_h(q, gamma_neg) / (naive_h(q, gamma_neg) + naive_h(1 - z, gamma_pos))
+
+
+@pytest.mark.parametrize("gamma_pos,gamma_neg,margin", [(1.0, 4.0, 0.0), (0.0, 4.0, 0.05), (2.0, 2.0, 0.0),
+                                                         (0.5, 3.0, 0.1)])
+def test_phi_matches_eqs_14_15_inside_the_interval(gamma_pos, gamma_neg, margin):
+    z = torch.linspace(margin + 0.01, 0.99, 50, dtype=DOUBLE)
+    ours = phi_recovery(z, gamma_pos=gamma_pos, gamma_neg=gamma_neg, margin=margin)
+    assert torch.allclose(ours, naive_phi(z, gamma_pos, gamma_neg, margin), atol=1e-12)
+
+
+def test_phi_is_an_increasing_bijection_for_zero_margin():
+    z = torch.linspace(0, 1, 2001, dtype=DOUBLE)
+    phi = phi_recovery(z, gamma_pos=1.0, gamma_neg=4.0, margin=0.0)
+    assert phi[0].item() == 0.0 and phi[-1].item() == 1.0
+    assert torch.all(phi[1:] > phi[:-1])
+
+
+def test_phi_collapses_scores_below_the_margin_and_saturates_for_gamma_pos_zero():
+    margin, gamma_neg = 0.05, 4.0
+    low = torch.linspace(0, margin, 20, dtype=DOUBLE)
+    assert torch.all(phi_recovery(low, gamma_pos=1.0, gamma_neg=gamma_neg, margin=margin) == 0)
+    # γ⁺ = 0: φ(1) = h(1 − m) / (1 + h(1 − m)) < 1, worked out by hand from eq. (15)
+    q = 1 - margin
+    h = (q ** 4 - 4 * q ** 3 * (1 - q) * math.log(1 - q)) / (1 - q)
+    top = phi_recovery(torch.tensor([1.0], dtype=DOUBLE), gamma_pos=0.0, gamma_neg=gamma_neg, margin=margin)
+    assert top.item() == pytest.approx(h / (1 + h), rel=1e-12)
+    assert top.item() == pytest.approx(0.9637, abs=1e-4)
+
+
+def test_phi_rejects_logits_and_bad_margin():
+    with pytest.raises(ValueError):
+        phi_recovery(torch.tensor([2.0]), 1.0, 4.0)
+    with pytest.raises(ValueError):
+        phi_recovery(torch.tensor([0.5]), 1.0, 4.0, margin=1.5)
+
+
+def test_asl_recovered_proba_applies_phi():
+    logits, _ = _data()
+    loss = ASL(gamma_pos=1.0, gamma_neg=4.0, margin=0.05)
+    expected = phi_recovery(torch.sigmoid(logits), 1.0, 4.0, 0.05)
+    assert torch.allclose(loss.recovered_proba(logits), expected)
+
+
+# ------------------------------------------------------------------------------------------------------------- SPA
+def test_spa_with_bce_parameters_equals_bce():
+    logits, targets = _data(scale=5.0, dtype=torch.float32)
+    spa = SPA(zeta_pos=1, k_pos=1, b_pos=0, zeta_neg=1, k_neg=1, b_neg=0)
+    v_spa, g_spa = _grad(spa, logits, targets)
+    v_bce, g_bce = _grad(BCE(), logits, targets)
+    assert torch.allclose(v_spa, v_bce, atol=1e-6)
+    assert torch.allclose(g_spa, g_bce, atol=1e-6)
+    grid = torch.linspace(-30, 30, 601).reshape(-1, 1)
+    assert torch.allclose(spa.predict_proba(grid), torch.sigmoid(grid), atol=1e-6)
+
+
+def test_spa_partial_losses_are_eq16():
+    v = torch.linspace(-5, 5, 11, dtype=DOUBLE)
+    spa = SPA(zeta_pos=2.0, k_pos=0.5, b_pos=-1.0, zeta_neg=5.0, k_neg=3.0, b_neg=1.0)
+    loss_pos, loss_neg = spa.partial_losses(v)
+    assert torch.allclose(loss_pos, -torch.log(1 / (1 + torch.exp(-0.5 * (v + 1.0)))) / 2.0, atol=1e-12)
+    assert torch.allclose(loss_neg, -torch.log(1 / (1 + torch.exp(3.0 * (v - 1.0)))) / 5.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("params", [(1, 1, 0, 5, 3, 1), (2.0, 0.5, -1.0, 3.0, 2.0, 0.5), (0.3, 4.0, 2.0, 9.0, 0.7, -3.0)])
+def test_spa_link_is_the_first_order_condition_of_the_conditional_risk(params):
+    """η̂(v) must equal ℓ₋'(v) / (ℓ₋'(v) − ℓ₊'(v)), with the derivatives taken by autograd here."""
+    spa = SPA(*params)
+    v = torch.linspace(-8, 8, 161, dtype=DOUBLE).requires_grad_(True)
+    loss_pos, loss_neg = spa.partial_losses(v)
+    (d_pos,) = torch.autograd.grad(loss_pos.sum(), v)
+    (d_neg,) = torch.autograd.grad(loss_neg.sum(), v)
+    expected = d_neg / (d_neg - d_pos)
+    with torch.no_grad():
+        link = spa.predict_proba(v.detach().reshape(-1, 1)).reshape(-1)
+    assert torch.allclose(link, expected, atol=1e-12)
+    assert torch.all(link[1:] > link[:-1])
+    ends = spa.predict_proba(torch.tensor([[-1e4, 1e4]]))
+    assert ends[0, 0].item() == 0.0 and ends[0, 1].item() == 1.0
+    log_link = spa.predict_log_proba(v.detach())
+    assert torch.allclose(log_link.exp(), link, atol=1e-12)
+
+
+def test_printed_eq17_is_decreasing_and_is_one_minus_sigmoid_at_bce_parameters():
+    v = torch.linspace(-6, 6, 121, dtype=DOUBLE)
+    printed = spa_link_as_printed(v, 1, 1, 0, 1, 1, 0)
+    assert torch.allclose(printed, 1 - torch.sigmoid(v), atol=1e-12)
+    printed_default = spa_link_as_printed(v)
+    assert torch.all(printed_default[1:] < printed_default[:-1])
+
+
+@pytest.mark.parametrize("kwargs", [{"k_neg": 0.0}, {"k_pos": -1.0}, {"zeta_neg": 0.0}, {"zeta_pos": -2.0},
+                                    {"b_neg": float("inf")}, {"b_pos": "1"}])
+def test_spa_rejects_hyper_parameters_that_break_strict_properness(kwargs):
+    with pytest.raises(ValueError):
+        SPA(**kwargs)
+
+
+# ------------------------------------------------------------------------------------------------------------- LPR
+def lpr_brute_force(probs, targets):
+    n, t = probs.shape
+    total = probs.new_zeros(())
+    for i in range(n):
+        example = probs.new_zeros(())
+        for a in range(t):
+            for b in range(t):
+                if a != b and targets[i, a] == 1 and targets[i, b] == 0:
+                    pa, pb = probs[i, a], probs[i, b]
+                    beta = pa * (1 - pb) / (pa * (1 - pb) + pb * (1 - pa))  # eq. (19)
+                    example = example - torch.log(beta)
+        total = total + 2.0 / (t * (t - 1)) * example  # eq. (20)
+    return total / n
+
+
+def test_lpr_equals_brute_force_double_loop_in_value_and_gradient():
+    logits, targets = _data(n=6, t=5, scale=2.0)
+    probs = torch.sigmoid(logits)
+    v_fast, g_fast = _grad(LPR(), probs, targets)
+    v_slow, g_slow = _grad(lpr_brute_force, probs, targets)
+    assert torch.allclose(v_fast, v_slow, atol=1e-12)
+    assert torch.allclose(g_fast, g_slow, atol=1e-10)
+
+
+def test_lpr_composes_with_any_base_through_its_probabilities():
+    logits, targets = _data(n=6, t=5, scale=2.0)
+    spa = SPA()
+    total = Composite(spa, [(0.7, LPR())])(logits, targets)
+    expected = spa(logits, targets) + 0.7 * lpr_brute_force(spa.predict_proba(logits), targets)
+    assert torch.allclose(total, expected, atol=1e-12)
+
+
+def test_lpr_single_label_has_no_pairs():
+    probs = torch.tensor([[0.3], [0.9]], dtype=DOUBLE)
+    assert LPR()(probs, torch.tensor([[1.0], [0.0]], dtype=DOUBLE)).item() == 0.0
+
+
+def test_lpr_rejects_logits_passed_as_probabilities():
+    logits, targets = _data()
+    with pytest.raises(ValueError, match="probs"):
+        LPR()(logits, targets)
+
+
+# ----------------------------------------------------------------------------------------------------------- LDACE
+def ldace_brute_force(logits, targets, diagonal):
+    p = torch.sigmoid(logits)
+    n, t = p.shape
+    total = p.new_zeros(())
+    for b in range(n):
+        for i in range(t):
+            for j in range(i, t):
+                if i == j:
+                    q = p[b, i] ** 2 if diagonal == "p_squared" else p[b, i]
+                    y = targets[b, i]
+                else:
+                    q = p[b, i] * p[b, j]
+                    y = targets[b, i] * targets[b, j]
+                total = total - (y * torch.log(q) + (1 - y) * torch.log(1 - q))
+    return total / (n * t * (t + 1) / 2)
+
+
+@pytest.mark.parametrize("diagonal", ["p_squared", "p"])
+def test_ldace_equals_brute_force_pairwise_bce(diagonal):
+    logits, targets = _data(n=5, t=4, scale=2.5)
+    v_fast, g_fast = _grad(LDACE(diagonal=diagonal), logits, targets)
+    v_slow, g_slow = _grad(lambda x, y: ldace_brute_force(x, y, diagonal), logits, targets)
+    assert torch.allclose(v_fast, v_slow, atol=1e-12)
+    assert torch.allclose(g_fast, g_slow, atol=1e-10)
+
+
+def test_ldace_matches_the_reference_clamped_formula_with_half_weights_off_the_diagonal():
+    """Reference: full T×T BCE matrix, weight 1 on the diagonal and 0.5 off it, / (B·T(T+1)/2), clamp 1e-7."""
+    logits, targets = _data(n=5, t=4, scale=2.0)
+    p = torch.sigmoid(logits).clamp(1e-7, 1 - 1e-7)
+    q = (p.unsqueeze(2) * p.unsqueeze(1)).clamp(1e-7, 1 - 1e-7)
+    y = targets.unsqueeze(2) * targets.unsqueeze(1)
+    bce = -(y * torch.log(q) + (1 - y) * torch.log(1 - q))
+    t = logits.shape[1]
+    weight = torch.full((t, t), 0.5, dtype=DOUBLE).fill_diagonal_(1.0)
+    reference = (bce * weight).sum() / (logits.shape[0] * t * (t + 1) / 2)
+    assert torch.allclose(LDACE()(logits, targets), reference, atol=1e-9)
+
+
+def test_ldace_probability_readings():
+    logits, _ = _data()
+    assert torch.allclose(LDACE(diagonal="p_squared").predict_proba(logits), torch.sigmoid(logits) ** 2)
+    assert torch.allclose(LDACE(diagonal="p").predict_proba(logits), torch.sigmoid(logits))
+    with pytest.raises(ValueError, match="diagonal"):
+        LDACE(diagonal="sqrt")
+
+
+def test_ldace_stays_accurate_when_both_probabilities_approach_one():
+    """−log(1 − σ(a)σ(b)) for large a = b: exact value log(1 + 2e^a) − ... ≈ a − log 2 when e^{−a} ≪ 1."""
+    a = 40.0
+    logits = torch.tensor([[a, a]], dtype=DOUBLE)
+    targets = torch.tensor([[0.0, 1.0]], dtype=DOUBLE)
+    # terms: diag BCE(p_a², 0), diag BCE(p_b², 1), off BCE(p_a p_b, 0); with p = σ(a):
+    # −log(1 − p²) = −log((1 − p)(1 + p)) ≈ a − log 2, −log p² ≈ 2e^{−a}, −log(1 − p²) again for the pair
+    expected = (2 * (a - math.log(2.0)) + 2 * math.exp(-a)) / 3
+    assert LDACE()(logits, targets).item() == pytest.approx(expected, rel=1e-12)
+
+
+def _exact_one_minus_pair(a, b):
+    """1 − σ(a)σ(b) = σ(−a) + σ(a)σ(−b) in float64 scalars (no cancellation)."""
+    def sig(x):
+        return 1.0 / (1.0 + math.exp(-x))
+    return sig(-a) + sig(a) * sig(-b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, DOUBLE])
+def test_ldace_extreme_pairs_use_the_exact_log_space_branch(dtype):
+    row = [100.0, 100.0, 0.5, -3.0]
+    logits = torch.tensor([row], dtype=dtype, requires_grad=True)
+    targets = torch.tensor([[0.0, 0.0, 1.0, 0.0]], dtype=dtype)
+    y = targets[0].tolist()
+    total = 0.0
+    for i in range(4):
+        for j in range(i, 4):
+            pi, pj = 1 / (1 + math.exp(-row[i])), 1 / (1 + math.exp(-row[j]))
+            if y[i] * y[j] == 1:
+                total -= math.log(pi) + math.log(pj)
+            elif i == j:  # BCE(p², 0): 1 − p² = (1 − p)(1 + p)
+                total -= math.log(1 / (1 + math.exp(row[i]))) + math.log1p(pi)
+            else:
+                total -= math.log(_exact_one_minus_pair(row[i], row[j]))
+    value = LDACE()(logits, targets)
+    value.backward()
+    assert value.item() == pytest.approx(total / 10, rel=1e-6)
+    assert torch.isfinite(logits.grad).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, DOUBLE])
+def test_lpr_odds_ratio_overflow_falls_back_to_the_log_space_formula(dtype):
+    probs64 = torch.tensor([[1e-35, 1 - 1e-7, 0.3], [0.5, 0.2, 0.9]], dtype=DOUBLE)
+    targets = torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 1.0]], dtype=DOUBLE)
+    probs = probs64.to(dtype).requires_grad_(True)
+    value = LPR()(probs, targets.to(dtype))
+    value.backward()
+    assert value.item() == pytest.approx(lpr_brute_force(probs.detach().double(), targets).item(), rel=1e-5)
+    assert torch.isfinite(probs.grad).all()
+
+
+# ------------------------------------------------------------------------------------------------------------- CCL
+def test_ccl_single_bin_is_the_gap_between_mean_prediction_and_prevalence():
+    logits, targets = _data(n=20, t=4)
+    probs = torch.sigmoid(logits)
+    expected = sum(abs(probs[:, t].mean() - targets[:, t].mean()) for t in range(4)) / 4
+    assert torch.allclose(CanonicalCalibrationLoss()(probs, targets), expected, atol=1e-12)
+
+
+def test_ccl_binned_equals_a_brute_force_loop():
+    logits, targets = _data(n=40, t=3, scale=2.0)
+    probs = torch.sigmoid(logits)
+    probs[0, 0] = 1.0  # the closed last bin
+    n_bins = 4
+    total = 0.0
+    for t in range(3):
+        for b in range(n_bins):
+            lo, hi = b / n_bins, (b + 1) / n_bins
+            inside = (probs[:, t] >= lo) & ((probs[:, t] < hi) | ((b == n_bins - 1) & (probs[:, t] == 1.0)))
+            total += abs(float((probs[inside, t] - targets[inside, t]).sum())) / 40
+    assert CanonicalCalibrationLoss(n_bins=n_bins)(probs, targets).item() == pytest.approx(total / 3, abs=1e-12)
+    with pytest.raises(ValueError):
+        CanonicalCalibrationLoss(n_bins=0)
+
+
+def test_ldace_with_ccl_is_ldace_plus_ccl_on_p_squared():
+    logits, targets = _data(n=10, t=4)
+    combined = LDACEWithCCL()(logits, targets)
+    expected = LDACE()(logits, targets) + CanonicalCalibrationLoss()(torch.sigmoid(logits) ** 2, targets)
+    assert torch.allclose(combined, expected, atol=1e-12)
+    assert torch.allclose(LDACEWithCCL().predict_proba(logits), torch.sigmoid(logits) ** 2)
+
+
+# --------------------------------------------------------------------------------------------- numerics, precision
+ALL_LOSSES = {
+    "bce": BCE(),
+    "focal": AsymmetricFocal(gamma_pos=1.0, gamma_neg=4.0),
+    "focal_small_gamma": AsymmetricFocal(gamma_pos=0.3, gamma_neg=0.5),
+    "asl": ASL(),
+    "asl_small_gamma": ASL(gamma_pos=0.5, gamma_neg=0.5, margin=0.1),
+    "spa": SPA(),
+    "spa_steep": SPA(zeta_pos=0.5, k_pos=4.0, b_pos=-2.0, zeta_neg=9.0, k_neg=7.0, b_neg=3.0),
+    "bce_lpr": Composite(BCE(), [(1.0, LPR())]),
+    "spa_lpr": Composite(SPA(), [(1.0, LPR())]),
+    "ldace": LDACE(),
+    "ldace_p": LDACE(diagonal="p"),
+    "ldace_ccl": LDACEWithCCL(n_bins=1),
+    "ldace_ccl_binned": LDACEWithCCL(n_bins=10),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALL_LOSSES))
+def test_finite_value_gradient_and_probabilities_at_extreme_logits(name):
+    loss = ALL_LOSSES[name]
+    logits = torch.tensor([[1e4, -1e4, 1e4, -1e4, 0.0, 30.0], [-1e4, 1e4, 1e4, -1e4, -30.0, 5.0]])
+    targets = torch.tensor([[1.0, 0.0, 0.0, 1.0, 1.0, 0.0], [0.0, 1.0, 1.0, 1.0, 0.0, 0.0]])
+    value, grad = _grad(loss, logits, targets)
+    assert value.dtype == torch.float32
+    assert torch.isfinite(value) and torch.isfinite(grad).all()
+    probs = loss.predict_proba(logits)
+    assert torch.isfinite(probs).all() and bool(((probs >= 0) & (probs <= 1)).all())
+
+
+@pytest.mark.parametrize("name", sorted(ALL_LOSSES))
+def test_half_precision_inputs_and_bf16_autocast_are_safe(name):
+    loss = ALL_LOSSES[name]
+    logits, targets = _data(n=16, t=6, scale=8.0, dtype=torch.float32)
+    rounded = logits.to(torch.bfloat16).float()
+    reference = loss(rounded, targets)
+    x = logits.to(torch.bfloat16).requires_grad_(True)
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        value = loss(x, targets)
+    value.backward()
+    assert value.dtype == torch.float32 and torch.isfinite(value) and torch.isfinite(x.grad.float()).all()
+    assert torch.allclose(value, reference, rtol=1e-5, atol=1e-6)
+    half = logits.half().requires_grad_(True)
+    half_value = loss(half, targets)
+    half_value.backward()
+    assert torch.isfinite(half_value) and torch.isfinite(half.grad.float()).all()
+
+
+def test_asl_is_finite_for_large_float16_logits():
+    """The reference ASL evaluates log(clamp(p, eps)) in the input dtype: eps = 1e-8 underflows in float16."""
+    raw = [[-20.0, 12.0, -12.0, 65000.0]]
+    targets = torch.tensor([[1.0, 0.0, 1.0, 0.0]])
+    reference_logits = torch.tensor(raw, dtype=torch.float16, requires_grad=True)
+    reference = ridnik_asl_reference(reference_logits, targets.half(), 4.0, 0.0, 0.05)
+    reference.backward()
+    assert not torch.isfinite(reference) and not torch.isfinite(reference_logits.grad).all()
+    logits = torch.tensor(raw, dtype=torch.float16, requires_grad=True)
+    value = ASL()(logits, targets)
+    value.backward()
+    assert torch.isfinite(value) and torch.isfinite(logits.grad.float()).all()
+    assert value.item() == pytest.approx(ASL()(torch.tensor(raw, dtype=DOUBLE), targets.double()).item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["bce", "focal", "focal_small_gamma", "asl", "spa", "spa_steep", "ldace",
+                                  "ldace_p"])
+def test_gradcheck_float64(name):
+    logits, targets = _data(n=3, t=4, scale=2.0)
+    x = logits.clone().requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda z: ALL_LOSSES[name](z, targets), (x,))
+
+
+@pytest.mark.parametrize("regulariser", [LPR(), CanonicalCalibrationLoss()])
+def test_gradcheck_float64_regularisers(regulariser):
+    logits, targets = _data(n=5, t=4, scale=1.5)
+    probs = torch.sigmoid(logits).requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda p: regulariser(p, targets), (probs,))
+
+
+def test_bad_inputs_raise_clear_errors():
+    logits, targets = _data()
+    with pytest.raises(ValueError, match="same"):
+        BCE()(logits, targets[:, :2])
+    with pytest.raises(ValueError, match="0 or 1"):
+        SPA()(logits, targets * 0.5)
+    with pytest.raises(ValueError, match="shape"):
+        LDACE()(logits.reshape(-1), targets.reshape(-1))

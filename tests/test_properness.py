@@ -1,0 +1,187 @@
+"""Tests for helpers.properness: measured strict properness of the multi-label losses (SPA paper sec. 3.3)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from helpers.losses.base import Composite
+from helpers.losses.multilabel import ASL, BCE, LDACE, LPR, SPA, AsymmetricFocal, phi_recovery
+from helpers.properness import (conditional_risk, conditional_risk_minimiser, independent_label_distribution,
+                                joint_risk_minimiser, partial_losses)
+
+ETA = torch.linspace(0.01, 0.99, 99, dtype=torch.float64)
+
+
+def test_bce_recovers_eta_and_the_minimiser_is_the_logit():
+    result = conditional_risk_minimiser(BCE(), ETA)
+    assert torch.allclose(result.proba, ETA, atol=1e-4)
+    assert torch.allclose(result.logits, torch.log(ETA / (1 - ETA)), atol=1e-5)
+    assert not result.at_boundary.any()
+
+
+def test_spa_with_its_link_recovers_eta_for_random_valid_hyper_parameters():
+    rng = torch.Generator().manual_seed(1)
+    for _ in range(5):
+        u = torch.rand(6, generator=rng, dtype=torch.float64)
+        params = dict(zeta_pos=0.2 + 9.8 * u[0].item(), k_pos=0.2 + 7.8 * u[1].item(), b_pos=-3 + 6 * u[2].item(),
+                      zeta_neg=0.2 + 9.8 * u[3].item(), k_neg=0.2 + 7.8 * u[4].item(), b_neg=-3 + 6 * u[5].item())
+        result = conditional_risk_minimiser(SPA(**params), ETA, logit_range=(-200.0, 200.0))
+        assert not result.at_boundary.any(), params
+        assert torch.allclose(result.proba, ETA, atol=1e-4), params
+
+
+def test_spa_with_the_sigmoid_instead_of_its_link_is_not_calibrated():
+    spa = SPA()  # paper default (1, 1, 0, 5, 3, 1)
+    result = conditional_risk_minimiser(spa, ETA)
+    assert (torch.sigmoid(result.logits) - ETA).abs().max() > 0.05
+
+
+def test_focal_is_not_recovered_but_phi_of_its_minimiser_is():
+    for gamma_pos, gamma_neg in [(1.0, 4.0), (2.0, 2.0), (0.0, 4.0)]:
+        result = conditional_risk_minimiser(AsymmetricFocal(gamma_pos=gamma_pos, gamma_neg=gamma_neg), ETA)
+        assert (result.proba - ETA).abs().max() > 0.05
+        recovered = phi_recovery(result.proba, gamma_pos=gamma_pos, gamma_neg=gamma_neg, margin=0.0)
+        assert torch.allclose(recovered, ETA, atol=1e-4)
+
+
+def test_focal_with_zero_gamma_has_the_bce_minimiser():
+    focal = conditional_risk_minimiser(AsymmetricFocal(gamma_pos=0.0, gamma_neg=0.0), ETA)
+    bce = conditional_risk_minimiser(BCE(), ETA)
+    assert torch.allclose(focal.logits, bce.logits, atol=1e-6)
+
+
+def test_asl_with_zero_margin_has_the_asymmetric_focal_minimiser():
+    asl = conditional_risk_minimiser(ASL(gamma_pos=1.0, gamma_neg=4.0, margin=0.0), ETA)
+    focal = conditional_risk_minimiser(AsymmetricFocal(gamma_pos=1.0, gamma_neg=4.0), ETA)
+    assert torch.allclose(asl.logits, focal.logits, atol=1e-6)
+
+
+def test_asl_with_margin_is_not_recovered_and_saturates_for_gamma_pos_zero():
+    loss = ASL()  # reference defaults: γ⁺ = 0, γ⁻ = 4, m = 0.05
+    result = conditional_risk_minimiser(loss, ETA)
+    raw = torch.sigmoid(result.logits)
+    assert (raw - ETA).abs().max() > 0.1
+    # For η > 0 the minimiser lies above the margin: the flat part of ℓ₋ is never optimal.
+    assert torch.all(raw > loss.margin)
+    # Derived saturation: every η ≥ h(1 − m)/(1 + h(1 − m)) ≈ 0.9637 is minimised at p̂ → 1 (logit → +∞).
+    saturation = phi_recovery(torch.tensor([1.0], dtype=torch.float64), 0.0, 4.0, 0.05).item()
+    assert torch.equal(result.at_boundary, ETA > saturation)
+    recovered = phi_recovery(raw, 0.0, 4.0, 0.05)
+    inside = ~result.at_boundary
+    assert torch.allclose(recovered[inside], ETA[inside], atol=1e-4)
+    assert torch.all(recovered[~inside] < ETA[~inside] - 0.005)
+
+
+def test_asl_with_margin_and_positive_gamma_pos_is_inverted_by_phi_on_its_range():
+    result = conditional_risk_minimiser(ASL(gamma_pos=1.0, gamma_neg=4.0, margin=0.05), ETA)
+    assert not result.at_boundary.any()
+    assert (result.proba - ETA).abs().max() > 0.1
+    assert torch.allclose(phi_recovery(result.proba, 1.0, 4.0, 0.05), ETA, atol=1e-4)
+
+
+def test_ldace_single_label_case_recovers_eta_only_through_p_squared():
+    """LDACE with T = 1 is BCE(p², y): its minimiser has p² = η, i.e. σ(v*) = √η."""
+    eta = torch.linspace(0.05, 0.95, 7, dtype=torch.float64)
+    loss = LDACE(diagonal="p_squared")
+    v = torch.linspace(-6, 6, 13, dtype=torch.float64).reshape(-1, 1)
+    loss_pos, loss_neg = partial_losses(loss, v)  # the T = 1 loss, one logit at a time
+    assert torch.allclose(loss_pos.mean(), loss(v, torch.ones_like(v)), atol=1e-12)
+    assert torch.allclose(loss_neg.mean(), loss(v, torch.zeros_like(v)), atol=1e-12)
+    result = conditional_risk_minimiser(loss, eta)
+    assert torch.allclose(result.proba, eta, atol=1e-4)
+    assert torch.allclose(torch.sigmoid(result.logits), eta.sqrt(), atol=1e-4)
+
+
+class _BCEWithoutPartialLosses(torch.nn.Module):
+    """A loss exposing only forward/predict_proba, to exercise the generic (vmap) path."""
+
+    def forward(self, logits, targets):
+        return torch.nn.functional.binary_cross_entropy_with_logits(logits, targets)
+
+    def predict_proba(self, logits):
+        return torch.sigmoid(logits)
+
+
+def test_losses_without_partial_losses_are_evaluated_per_logit_with_vmap():
+    v = torch.linspace(-5, 5, 11, dtype=torch.float64)
+    loss_pos, loss_neg = partial_losses(_BCEWithoutPartialLosses(), v)
+    assert torch.allclose(loss_pos, torch.nn.functional.softplus(-v), atol=1e-12)
+    assert torch.allclose(loss_neg, torch.nn.functional.softplus(v), atol=1e-12)
+    eta = torch.tensor([0.2, 0.5, 0.9], dtype=torch.float64)
+    assert torch.allclose(conditional_risk_minimiser(_BCEWithoutPartialLosses(), eta).proba, eta, atol=1e-6)
+
+
+def test_conditional_risk_matrix_and_partial_losses():
+    eta = torch.tensor([0.2, 0.7], dtype=torch.float64)
+    v = torch.tensor([-1.0, 0.0, 2.0], dtype=torch.float64)
+    risk = conditional_risk(BCE(), eta, v)
+    p = torch.sigmoid(v)
+    expected = -(eta[:, None] * torch.log(p)[None] + (1 - eta[:, None]) * torch.log(1 - p)[None])
+    assert risk.shape == (2, 3) and torch.allclose(risk, expected, atol=1e-12)
+    with pytest.raises(TypeError, match="Composite"):
+        partial_losses(Composite(BCE(), [(1.0, LPR())]), v)
+    with pytest.raises(ValueError):
+        conditional_risk_minimiser(BCE(), [0.5, 1.5])
+
+
+# ---------------------------------------------------------------------------------------------- joint minimiser
+def test_independent_label_distribution():
+    configs, weights = independent_label_distribution([0.2, 0.9])
+    assert configs.tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
+    assert torch.allclose(weights, torch.tensor([0.08, 0.72, 0.02, 0.18], dtype=torch.float64))
+
+
+def test_bce_plus_lpr_stays_proper_for_independent_labels():
+    eta = [0.1, 0.3, 0.7]
+    configs, weights = independent_label_distribution(eta)
+    result = joint_risk_minimiser(Composite(BCE(), [(1.0, LPR())]), configs, weights)
+    assert torch.allclose(result.proba, torch.tensor(eta, dtype=torch.float64), atol=1e-5)
+
+
+def dependent_pair():
+    """P(11) = 0.3, P(10) = 0.3, P(01) = 0.05, P(00) = 0.35: marginals (0.6, 0.35), β = 0.3 / 0.35."""
+    configs = torch.tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    weights = torch.tensor([0.35, 0.05, 0.3, 0.3], dtype=torch.float64)
+    return configs, weights, torch.tensor([0.6, 0.35], dtype=torch.float64)
+
+
+def test_lpr_pulls_the_marginals_when_labels_are_dependent():
+    configs, weights, marginals = dependent_pair()
+    bce = joint_risk_minimiser(BCE(), configs, weights)
+    assert torch.allclose(bce.proba, marginals, atol=1e-6)
+    with_lpr = joint_risk_minimiser(Composite(BCE(), [(1.0, LPR())]), configs, weights)
+    assert (with_lpr.proba - marginals).abs().max() > 0.01
+    # and the pair estimate moves towards the true β = 6/7 (the plug-in from the marginals is 0.736)
+    p1, p2 = with_lpr.proba
+    beta_hat = p1 * (1 - p2) / (p1 * (1 - p2) + p2 * (1 - p1))
+    assert 0.3 * 0.65 / (0.3 * 0.65 + 0.35 * 0.4) < 0.736 < beta_hat < 6 / 7
+
+
+def test_ldace_p_squared_reading_is_biased_even_for_independent_labels():
+    """T = 2, η = (½, ½): minimise 2·BCE(s, ½) + BCE(s, ¼) over s = p² (symmetric): s = (2·½ + ¼)/3 = 5/12."""
+    configs, weights = independent_label_distribution([0.5, 0.5])
+    result = joint_risk_minimiser(LDACE(diagonal="p_squared"), configs, weights)
+    assert torch.allclose(result.proba, torch.full((2,), 5 / 12, dtype=torch.float64), atol=1e-6)
+    assert torch.allclose(torch.sigmoid(result.logits), torch.full((2,), math.sqrt(5 / 12), dtype=torch.float64),
+                          atol=1e-6)
+
+
+def test_ldace_p_reading_is_proper_for_independent_labels_only():
+    eta = [0.1, 0.3, 0.7]
+    configs, weights = independent_label_distribution(eta)
+    result = joint_risk_minimiser(LDACE(diagonal="p"), configs, weights)
+    assert torch.allclose(result.proba, torch.tensor(eta, dtype=torch.float64), atol=1e-5)
+    configs, weights, marginals = dependent_pair()
+    dependent = joint_risk_minimiser(LDACE(diagonal="p"), configs, weights)
+    assert (dependent.proba - marginals).abs().max() > 0.01
+
+
+def test_joint_minimiser_rejects_bad_distributions():
+    configs, weights = independent_label_distribution([0.5, 0.5])
+    with pytest.raises(ValueError, match="sum to 1"):
+        joint_risk_minimiser(BCE(), configs, weights * 2)
+    with pytest.raises(ValueError, match="0/1"):
+        joint_risk_minimiser(BCE(), configs * 0.5, weights)

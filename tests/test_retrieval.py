@@ -1,0 +1,151 @@
+"""Tests for helpers.retrieval: query enumeration, eq. (23) scores, AP against scikit-learn."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import average_precision_score
+
+from helpers.retrieval import (average_precision, count_queries, enumerate_queries, format_query,
+                               query_log_scores, query_relevance, retrieval_map, sample_queries, top_k)
+
+
+def brute_force_queries(n_labels, max_length):
+    """Every signed row in {−1, 0, 1}^T with at least one +1 and at most max_length non-zeros."""
+    return {row for row in itertools.product((-1, 0, 1), repeat=n_labels)
+            if 1 in row and sum(v != 0 for v in row) <= max_length}
+
+
+@pytest.mark.parametrize("n_labels,max_length", [(1, 5), (3, 2), (4, 5), (6, 3), (7, 5)])
+def test_enumeration_matches_brute_force(n_labels, max_length):
+    expected = brute_force_queries(n_labels, max_length)
+    queries = enumerate_queries(n_labels, max_length)
+    rows = [tuple(r) for r in queries.tolist()]
+    assert len(rows) == len(set(rows)) == len(expected)
+    assert set(rows) == expected
+    assert sum(count_queries(n_labels, max_length).values()) == len(expected)
+    lengths = (queries != 0).sum(1)
+    assert torch.all(lengths[1:] >= lengths[:-1])  # shortest first
+
+
+def test_query_counts_for_fourteen_labels():
+    counts = count_queries(14, 5)
+    assert counts == {L: math.comb(14, L) * (2 ** L - 1) for L in range(1, 6)}
+    assert sum(counts.values()) == 79912
+
+
+def test_sampling_is_seeded_distinct_valid_and_spread_over_lengths():
+    queries = sample_queries(14, max_length=5, max_queries=600, seed=3)
+    assert queries.shape == (600, 14)
+    assert len({tuple(r) for r in queries.tolist()}) == 600
+    assert torch.all((queries == 1).any(1))
+    lengths = (queries != 0).sum(1)
+    per_length = torch.bincount(lengths, minlength=6)[1:].tolist()
+    assert per_length[0] == 14  # length 1 has only 14 queries: all of them
+    assert max(per_length[1:]) - min(per_length[1:]) <= 1 and sum(per_length) == 600
+    assert torch.equal(queries, sample_queries(14, max_length=5, max_queries=600, seed=3))
+    assert not torch.equal(queries, sample_queries(14, max_length=5, max_queries=600, seed=4))
+    assert sample_queries(4, max_queries=10_000).shape[0] == 65  # everything when the budget covers it
+    big = sample_queries(80, max_length=5, max_queries=500)
+    assert big.shape == (500, 80) and len({tuple(r) for r in big.tolist()}) == 500
+
+
+def test_scores_are_eq23_in_log_space():
+    g = torch.Generator().manual_seed(0)
+    probs = torch.rand(6, 4, generator=g, dtype=torch.float64)
+    probs[0, 1] = 0.0
+    probs[1, 2] = 1.0
+    queries = enumerate_queries(4, 3)
+    scores = query_log_scores(probs, queries)
+    for q in range(queries.shape[0]):
+        for n in range(probs.shape[0]):
+            s = 1.0
+            for t in range(4):
+                if queries[q, t] == 1:
+                    s *= probs[n, t].item()
+                elif queries[q, t] == -1:
+                    s *= 1.0 - probs[n, t].item()
+            expected = math.log(s) if s > 0 else -math.inf
+            assert scores[q, n].item() == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+def test_relevance_is_all_of_p_and_none_of_n():
+    g = torch.Generator().manual_seed(1)
+    labels = (torch.rand(30, 5, generator=g) < 0.4).float()
+    queries = enumerate_queries(5, 3)
+    relevant = query_relevance(labels, queries)
+    for q in range(queries.shape[0]):
+        for n in range(labels.shape[0]):
+            wanted = all(labels[n, t] == 1 for t in range(5) if queries[q, t] == 1)
+            unwanted = all(labels[n, t] == 0 for t in range(5) if queries[q, t] == -1)
+            assert bool(relevant[q, n]) == (wanted and unwanted)
+
+
+def test_average_precision_matches_sklearn_including_ties():
+    rng = np.random.default_rng(0)
+    scores = np.round(rng.normal(size=(12, 40)), 1)  # rounding creates tied scores
+    relevant = rng.random((12, 40)) < 0.3
+    relevant[:, 0] = True
+    ours = average_precision(torch.from_numpy(scores), torch.from_numpy(relevant))
+    for q in range(12):
+        assert ours[q].item() == pytest.approx(average_precision_score(relevant[q], scores[q]), abs=1e-12)
+
+
+def test_average_precision_is_nan_without_relevant_items():
+    ap = average_precision(torch.tensor([[0.3, 0.1]]), torch.tensor([[False, False]]))
+    assert math.isnan(ap.item())
+
+
+def test_perfect_model_has_map_one_and_skipped_queries_are_counted():
+    g = torch.Generator().manual_seed(2)
+    labels = (torch.rand(200, 6, generator=g) < 0.3).float()
+    labels[:, 5] = 0.0  # label 5 never present: queries wanting it have no relevant image
+    perfect = retrieval_map(labels, labels, max_length=3, max_queries=None)
+    assert perfect.mean_average_precision() == pytest.approx(1.0)
+    wants_absent = perfect.queries[:, 5] == 1
+    assert torch.all(torch.isnan(perfect.average_precision[wants_absent]))
+    assert torch.all(perfect.n_relevant[wants_absent] == 0)
+    summary = perfect.summary()
+    assert sum(row["n_skipped"] for row in summary) == int(wants_absent.sum())
+    assert sum(row["n_queries"] for row in summary) == perfect.queries.shape[0]
+    assert set(perfect.map_by_length()) == {1, 2, 3}
+    # a calibrated-but-uncertain model ranks the same way and is still perfect; a random one is not
+    soft = retrieval_map(0.1 + 0.8 * labels, labels, max_length=3, max_queries=None)
+    assert soft.mean_average_precision() == pytest.approx(1.0)
+    noise = retrieval_map(torch.rand(200, 6, generator=g), labels, max_length=3, max_queries=None)
+    assert noise.mean_average_precision() < 0.7
+
+
+def test_retrieval_map_matches_per_query_sklearn_on_a_small_database():
+    g = torch.Generator().manual_seed(5)
+    labels = (torch.rand(60, 4, generator=g) < 0.4).float()
+    probs = (0.5 * labels + 0.5 * torch.rand(60, 4, generator=g)).clamp(0, 1)
+    result = retrieval_map(probs, labels, max_length=2, max_queries=None, chunk_elements=100)
+    scores = query_log_scores(probs, result.queries).numpy()
+    relevant = query_relevance(labels, result.queries).numpy()
+    for q in range(result.queries.shape[0]):
+        if relevant[q].any():
+            expected = average_precision_score(relevant[q], scores[q])
+            assert result.average_precision[q].item() == pytest.approx(expected, abs=1e-12)
+
+
+def test_top_k_and_format_query():
+    probs = torch.tensor([[0.9, 0.1], [0.2, 0.3], [0.8, 0.9], [0.95, 0.05]])
+    query = torch.tensor([1, -1])
+    assert top_k(probs, query, k=2).tolist() == [3, 0]
+    assert format_query(query, ["effusion", "mass"]) == "+effusion \u2212mass"
+
+
+def test_bad_queries_raise():
+    with pytest.raises(ValueError, match="positive"):
+        query_log_scores(torch.rand(3, 2), torch.tensor([[-1, 0]]))
+    with pytest.raises(ValueError, match="\\+1"):
+        query_log_scores(torch.rand(3, 2), torch.tensor([[2, 0]]))
+    with pytest.raises(ValueError, match="probabilities"):
+        query_log_scores(torch.randn(3, 2) * 5, torch.tensor([[1, 0]]))
+    with pytest.raises(ValueError, match="too many"):
+        enumerate_queries(80, 5)

@@ -1,0 +1,355 @@
+"""Synthetic sets: the posteriors are exact, the generators are deterministic, the files load like real data.
+
+Statistical tolerances. Given the images, labels are independent draws from the stored posteriors, so within a
+set of samples the count of positives has mean sum_i p_i and variance sum_i p_i (1 - p_i) exactly. Every check
+below allows 4 such standard errors plus a small slack; with the ~100 checks made here the chance that a correct
+generator fails one is below 1 % (the seeds are fixed, so a run is reproducible either way). Each statistical
+check is paired with a negative control showing that a wrong posterior of realistic size fails it.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import synthetic
+from helpers.data import load_dataset, load_medmnist
+
+SE_MULTIPLIER = 4.0
+
+
+@pytest.fixture(scope="module")
+def derma():
+    return synthetic.make_synthetic_dermamnist(seed=0)  # DermaMNIST's sizes 7007 / 1003 / 2005
+
+
+@pytest.fixture(scope="module")
+def chest():
+    return synthetic.make_synthetic_chestmnist(n_train=12000, n_val=1000, n_test=1000, seed=0)
+
+
+def _all(dataset: synthetic.SyntheticDataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    splits = dataset.splits().values()
+    return (np.concatenate([s.images for s in splits]), np.concatenate([s.labels for s in splits]),
+            np.concatenate([s.posteriors for s in splits]))
+
+
+def _binned_violations(probs: np.ndarray, outcomes: np.ndarray, n_bins: int = 10, min_count: int = 30,
+                       slack: float = 0.005) -> list[str]:
+    """Bins of equal width over the true probability; a bin fails when its positive rate is further from the mean
+    probability than SE_MULTIPLIER * sqrt(sum p (1 - p)) / n + slack."""
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    index = np.clip(np.digitize(probs, edges[1:-1]), 0, n_bins - 1)
+    failures = []
+    for b in range(n_bins):
+        members = index == b
+        n = int(members.sum())
+        if n < min_count:
+            continue
+        p = probs[members]
+        standard_error = np.sqrt(np.sum(p * (1 - p))) / n
+        gap = abs(outcomes[members].mean() - p.mean())
+        if gap > SE_MULTIPLIER * standard_error + slack:
+            failures.append(f"bin {b}: n={n}, mean p={p.mean():.4f}, frequency={outcomes[members].mean():.4f}")
+    return failures
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Exact enumeration against brute force
+# ---------------------------------------------------------------------------------------------------------------
+def _brute_force(fields: np.ndarray, couplings: np.ndarray):
+    """Explicit loop over every configuration (independent of the factorised implementation)."""
+    n_labels = len(couplings)
+    upper = np.triu(couplings, 1)  # sum over s < t
+    out = []
+    for h in fields:
+        z, first, second = 0.0, np.zeros(n_labels), np.zeros((n_labels, n_labels))
+        energies = []
+        for config in itertools.product((0.0, 1.0), repeat=n_labels):
+            y = np.array(config)
+            energies.append((y, h @ y + y @ upper @ y))
+        shift = max(e for _, e in energies)
+        for y, e in energies:
+            w = np.exp(e - shift)
+            z += w
+            first += w * y
+            second += w * np.outer(y, y)
+        out.append((first / z, np.log(z) + shift, second / z))
+    return out
+
+
+def test_enumeration_of_all_2_14_configurations_matches_a_brute_force_loop():
+    rng = np.random.default_rng(1)
+    couplings = synthetic.chest_couplings()
+    fields = rng.normal(-2.0, 2.0, size=(2, 14))
+    expected = _brute_force(fields, couplings)
+    marginals = synthetic.multilabel_marginals(fields, couplings)
+    log_z = synthetic.multilabel_log_partition(fields, couplings)
+    moment = synthetic.multilabel_expected_cooccurrence(fields, couplings)
+    for row, (first, lz, _) in enumerate(expected):
+        np.testing.assert_allclose(marginals[row], first, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(log_z[row], lz, rtol=1e-13)
+    np.testing.assert_allclose(moment, np.mean([second for *_, second in expected], axis=0), atol=1e-12)
+
+
+def test_enumeration_with_uneven_halves_and_extreme_fields():
+    rng = np.random.default_rng(2)
+    couplings = np.triu(rng.normal(0, 1.5, size=(5, 5)), 1)
+    couplings = couplings + couplings.T
+    fields = np.vstack([rng.normal(0, 2, size=(3, 5)), [[40.0, -40.0, 35.0, -60.0, 0.0]]])
+    expected = _brute_force(fields, couplings)
+    np.testing.assert_allclose(synthetic.multilabel_marginals(fields, couplings),
+                               np.array([first for first, *_ in expected]), atol=1e-12)
+    np.testing.assert_allclose(synthetic.multilabel_log_partition(fields, couplings),
+                               np.array([lz for _, lz, _ in expected]), rtol=1e-12)
+
+
+def test_enumeration_rejects_invalid_couplings():
+    with pytest.raises(ValueError, match="symmetric"):
+        synthetic.multilabel_marginals(np.zeros((1, 3)), np.triu(np.ones((3, 3)), 1))
+    with pytest.raises(ValueError, match="square"):
+        synthetic.multilabel_marginals(np.zeros((1, 3)), np.zeros((3, 2)))
+    with pytest.raises(ValueError, match=r"shape \(N, 4\)"):
+        synthetic.multilabel_marginals(np.zeros((2, 3)), np.zeros((4, 4)))
+    with pytest.raises(ValueError, match="finite"):
+        synthetic.multilabel_marginals(np.full((1, 2), np.nan), np.zeros((2, 2)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The posterior is the documented closed form of the stored uint8 image
+# ---------------------------------------------------------------------------------------------------------------
+def test_multiclass_posterior_is_eq_1_2_of_the_stored_image(derma):
+    """Eq. (1)-(2) recomputed with explicit loops over classes and shifts for a few stored images."""
+    model = synthetic.derma_model()
+    lesions = synthetic._derma_lesions()
+    shifts = range(-synthetic.DERMA_MAX_SHIFT, synthetic.DERMA_MAX_SHIFT + 1)
+    images = derma.test.images[:3]
+    for image, stored in zip(images, derma.test.posteriors[:3]):
+        x = image.astype(np.float64) / 255.0
+        logits = []
+        for k, lesion in enumerate(lesions):
+            template = lesion - lesion.mean(axis=(0, 1))
+            scores = [synthetic.DERMA_BETA * np.sum(x * np.roll(template, (dy, dx), axis=(0, 1)))
+                      for dy in shifts for dx in shifts]
+            logits.append(model.bias[k] + np.log(np.mean(np.exp(scores))))
+        expected = np.exp(logits) / np.sum(np.exp(logits))
+        np.testing.assert_allclose(stored, expected, rtol=1e-9, atol=1e-12)
+    assert images.dtype == np.uint8
+
+
+def test_multilabel_posterior_is_eq_1_3_of_the_stored_image(chest):
+    model = synthetic.chest_model()
+    findings = synthetic._chest_findings()
+    image, stored = chest.test.images[:2], chest.test.posteriors[:2]
+    fields = np.empty((2, 14))
+    for t, (pattern, shifts, _, beta) in enumerate(findings):
+        template = pattern - pattern.mean()
+        for row in range(2):
+            x = image[row].astype(np.float64) / 255.0
+            scores = [beta * np.sum(x * np.roll(template, shift, axis=(0, 1))) for shift in shifts]
+            fields[row, t] = model.offsets[t] + np.log(np.mean(np.exp(scores)))
+    expected = np.array([first for first, *_ in _brute_force(fields, model.couplings)])
+    np.testing.assert_allclose(stored, expected, atol=1e-10)
+
+
+def test_posterior_rejects_non_uint8_images():
+    with pytest.raises(ValueError, match="uint8"):
+        synthetic.derma_model().posterior(np.zeros((2, 28, 28, 3), dtype=np.float32))
+
+
+def test_multiclass_posterior_is_invariant_to_flips(derma):
+    """Radially symmetric templates and a symmetric shift set: flipped images have the same posterior."""
+    images, model = derma.val.images[:200], synthetic.derma_model()
+    for flipped in (images[:, :, ::-1], images[:, ::-1, :]):
+        np.testing.assert_allclose(model.posterior(flipped.copy()), derma.val.posteriors[:200], atol=1e-9)
+    shifted = np.roll(images, 3, axis=2)  # not invariant to everything: the test can fail
+    assert np.abs(model.posterior(shifted) - derma.val.posteriors[:200]).max() > 1e-3
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Labels are distributed as the posteriors say
+# ---------------------------------------------------------------------------------------------------------------
+def test_multiclass_label_frequencies_match_the_posteriors_per_bin(derma):
+    _, labels, posteriors = _all(derma)
+    for k in range(7):
+        failures = _binned_violations(posteriors[:, k], labels == k)
+        assert not failures, f"class {k}: " + "; ".join(failures)
+    # negative control: a posterior sharpened like an over-confident network (temperature 0.7) is caught
+    sharpened = np.exp(np.log(posteriors) / 0.7)
+    sharpened /= sharpened.sum(axis=1, keepdims=True)
+    assert any(_binned_violations(sharpened[:, k], labels == k) for k in range(7))
+
+
+def test_multilabel_label_frequencies_match_the_marginals_per_bin(chest):
+    _, labels, marginals = _all(chest)
+    for t in range(14):
+        failures = _binned_violations(marginals[:, t], labels[:, t] == 1)
+        assert not failures, f"{synthetic.CHEST_FINDINGS[t]}: " + "; ".join(failures)
+    sharpened = 1 / (1 + np.exp(-np.log(marginals / (1 - marginals)) / 0.7))
+    assert any(_binned_violations(sharpened[:, t], labels[:, t] == 1) for t in range(14))
+
+
+def test_multilabel_labels_are_drawn_from_the_joint_not_the_marginals(chest):
+    images, labels, marginals = _all(chest)
+    model = synthetic.chest_model()
+    fields = model.fields(images)
+    n = len(images)
+    expected = synthetic.multilabel_expected_cooccurrence(fields, model.couplings) * n
+    observed = labels.T.astype(np.float64) @ labels
+    np.testing.assert_allclose(np.diag(expected), marginals.sum(axis=0), rtol=1e-9)
+    # var(count of y_s y_t = 1) <= expected count: the Bernoulli variance bound gives the standard error
+    assert np.all(np.abs(observed - expected) <= SE_MULTIPLIER * np.sqrt(expected) + 3), \
+        np.round((observed - expected) / np.sqrt(expected + 1), 1)
+    # power: labels drawn independently from the marginals would have expected counts sum_n m_s m_t; for some
+    # coupled pairs (e.g. atelectasis & effusion) that is further from the truth than the tolerance above
+    independent = marginals.T @ marginals
+    off_diagonal = ~np.eye(14, dtype=bool)
+    assert np.any((np.abs(independent - expected) > SE_MULTIPLIER * np.sqrt(expected) + 3) & off_diagonal)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Imbalance, dependency structure, similarity
+# ---------------------------------------------------------------------------------------------------------------
+def test_multiclass_imbalance_is_dermamnist_like(derma):
+    counts = np.bincount(derma.train.labels, minlength=7)
+    expected = 7007 * synthetic.DERMA_PRIOR
+    # binomial standard error, plus 3 % for the offsets being fitted on a finite reference sample
+    tolerance = SE_MULTIPLIER * np.sqrt(expected * (1 - synthetic.DERMA_PRIOR)) + 0.03 * expected
+    assert np.all(np.abs(counts - expected) <= tolerance), (counts, expected.round())
+    np.testing.assert_allclose(synthetic.DERMA_PRIOR * 7007, [228, 359, 769, 80, 779, 4693, 99])
+    _, _, posteriors = _all(derma)
+    np.testing.assert_allclose(posteriors.sum(axis=1), 1.0, atol=1e-12)
+    bayes_accuracy = posteriors.max(axis=1).mean()
+    assert 0.75 <= bayes_accuracy <= 0.92, bayes_accuracy
+
+
+def test_multilabel_prevalences_are_sparse_and_chestmnist_like(chest):
+    _, labels, marginals = _all(chest)
+    n = len(labels)
+    prevalence = synthetic.CHEST_PREVALENCE
+    tolerance = SE_MULTIPLIER * np.sqrt(prevalence * (1 - prevalence) / n) + 0.03 * prevalence
+    assert np.all(np.abs(labels.mean(axis=0) - prevalence) <= tolerance), labels.mean(axis=0).round(4)
+    assert 0.002 <= prevalence.min() and prevalence.max() <= 0.12
+    assert (labels.sum(axis=1) == 0).mean() > 0.5  # most images have no finding
+    assert labels.dtype == np.uint8 and set(np.unique(labels)) == {0, 1}
+
+
+def test_designed_couplings_show_in_the_cooccurrence():
+    truth = synthetic._chest_model_and_reference()[1]
+    cooccurrence, couplings = truth["label_cooccurrence"], truth["couplings"]
+    prevalence = np.diag(cooccurrence)
+    np.testing.assert_allclose(prevalence, synthetic.CHEST_PREVALENCE, rtol=1e-9)
+    lift = cooccurrence / np.outer(prevalence, prevalence)
+    for first, second, value in synthetic.CHEST_COUPLING_LIST:
+        s, t = synthetic.CHEST_FINDINGS.index(first), synthetic.CHEST_FINDINGS.index(second)
+        assert couplings[s, t] == couplings[t, s] == value
+        if value >= 1.5:
+            assert lift[s, t] > 2.0, (first, second, lift[s, t])
+        if value <= -1.5:
+            assert lift[s, t] < 0.5, (first, second, lift[s, t])
+
+
+def test_true_class_similarity_is_the_conditional_mean_posterior(derma):
+    """S[k, j] = E[P(j|x) | y=k]: compare with the plain average of posterior rows grouped by sampled label."""
+    _, labels, posteriors = _all(derma)
+    similarity = synthetic.true_class_similarity(posteriors)
+    np.testing.assert_allclose(similarity.sum(axis=1), 1.0, atol=1e-12)
+    for k in range(7):
+        rows = posteriors[labels == k]
+        standard_error = rows.std(axis=0) / np.sqrt(len(rows))
+        assert np.all(np.abs(rows.mean(axis=0) - similarity[k]) <= SE_MULTIPLIER * standard_error + 0.01)
+    with pytest.raises(ValueError, match="summing to 1"):
+        synthetic.true_class_similarity(posteriors * 2)
+
+
+def test_designed_similar_pairs_are_the_most_confused(derma):
+    truth = derma.ground_truth
+    templates = truth["template_similarity"]
+    paired = {k for pair in synthetic.DERMA_SIMILAR_PAIRS for k in pair}
+    for k, j in synthetic.DERMA_SIMILAR_PAIRS:  # mutual nearest neighbours among the paired classes
+        for a, b in ((k, j), (j, k)):
+            others = [i for i in paired if i not in (a, b)]
+            assert templates[a, b] > templates[a, others].max()
+    symmetric = truth["true_class_similarity"] + truth["true_class_similarity"].T
+    pairs = {tuple(sorted(p)) for p in synthetic.DERMA_SIMILAR_PAIRS}
+    designed = min(symmetric[p] for p in pairs)
+    other = max(symmetric[k, j] for k in range(7) for j in range(k + 1, 7) if (k, j) not in pairs)
+    assert designed > other
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Determinism and files
+# ---------------------------------------------------------------------------------------------------------------
+def test_same_seed_gives_identical_arrays_and_file_bytes(tmp_path):
+    first = synthetic.make_synthetic_dermamnist(n_train=300, n_val=50, n_test=60, seed=3)
+    second = synthetic.make_synthetic_dermamnist(n_train=300, n_val=50, n_test=60, seed=3)
+    other_seed = synthetic.make_synthetic_dermamnist(n_train=300, n_val=50, n_test=60, seed=4)
+    bigger_train = synthetic.make_synthetic_dermamnist(n_train=400, n_val=50, n_test=60, seed=3)
+    for name in ("train", "val", "test"):
+        a, b = first.splits()[name], second.splits()[name]
+        assert np.array_equal(a.images, b.images) and np.array_equal(a.labels, b.labels)
+        assert np.array_equal(a.posteriors, b.posteriors)
+    assert not np.array_equal(first.train.images, other_seed.train.images)
+    assert np.array_equal(first.test.images, bigger_train.test.images)  # splits use independent streams
+    paths_a = synthetic.write_medmnist_npz(tmp_path / "a" / "dermamnist.npz", first)
+    paths_b = synthetic.write_medmnist_npz(tmp_path / "b" / "dermamnist.npz", second)
+    for path_a, path_b in zip(paths_a, paths_b):
+        assert path_a.read_bytes() == path_b.read_bytes()
+
+    chest_a = synthetic.make_synthetic_chestmnist(n_train=200, n_val=30, n_test=30, seed=5)
+    chest_b = synthetic.make_synthetic_chestmnist(n_train=200, n_val=30, n_test=30, seed=5)
+    assert np.array_equal(chest_a.train.images, chest_b.train.images)
+    assert np.array_equal(chest_a.train.labels, chest_b.train.labels)
+
+
+def test_invalid_arguments_are_rejected(tmp_path):
+    with pytest.raises(ValueError, match="n_train"):
+        synthetic.make_synthetic_dermamnist(n_train=0)
+    with pytest.raises(ValueError, match="seed"):
+        synthetic.make_synthetic_chestmnist(n_train=10, n_val=10, n_test=10, seed=-1)
+    small = synthetic.make_synthetic_dermamnist(n_train=20, n_val=10, n_test=10)
+    with pytest.raises(ValueError, match=r"\.npz"):
+        synthetic.write_medmnist_npz(tmp_path / "dermamnist.zip", small)
+
+
+def test_written_chestmnist_file_reads_back_through_the_real_loader(tmp_path, chest):
+    image_path, posterior_path = synthetic.write_medmnist_npz(tmp_path / "chestmnist.npz", chest)
+    with np.load(image_path) as raw:  # medmnist's layout
+        assert raw["train_images"].shape == (12000, 28, 28) and raw["train_labels"].shape == (12000, 14)
+    bundle = load_medmnist("chestmnist", data_dir=tmp_path)
+    assert bundle.task == "multi-label" and bundle.n_classes == 14 and bundle.n_channels == 1
+    assert bundle.train.labels.dtype == torch.float32 and bundle.train.images.shape == (12000, 1, 28, 28)
+    assert torch.equal(bundle.test.images[:, 0], torch.from_numpy(chest.test.images))
+    assert torch.equal(bundle.val.labels, torch.from_numpy(chest.val.labels).float())
+    with np.load(posterior_path) as stored:
+        np.testing.assert_array_equal(stored["test_posteriors"], chest.test.posteriors)
+        np.testing.assert_array_equal(stored["gt_couplings"], synthetic.chest_couplings())
+
+
+def test_load_dataset_generates_synthetic_dermamnist_once_and_reads_it_back(tmp_path, monkeypatch):
+    sizes = dict(n_train=700, n_val=100, n_test=200)
+    monkeypatch.setitem(synthetic.GENERATORS, "synthetic_dermamnist",
+                        functools.partial(synthetic.make_synthetic_dermamnist, **sizes))  # the default, smaller
+    reference = synthetic.make_synthetic_dermamnist(**sizes, seed=0)
+    bundle = load_dataset("synthetic_dermamnist", data_dir=tmp_path)
+    generated = sorted(p.name for p in tmp_path.rglob("*.npz"))
+    assert generated == ["dermamnist.npz", "dermamnist_posteriors.npz"]
+    assert bundle.name == "synthetic_dermamnist" and bundle.task == "multi-class" and bundle.n_channels == 3
+    assert torch.equal(bundle.train.labels, torch.from_numpy(reference.train.labels))
+    assert torch.equal(bundle.train.images, torch.from_numpy(reference.train.images).permute(0, 3, 1, 2))
+    np.testing.assert_array_equal(bundle.true_posteriors["test"].numpy(), reference.test.posteriors)
+    np.testing.assert_allclose(bundle.ground_truth["true_class_similarity"].numpy(),
+                               reference.ground_truth["true_class_similarity"])
+    assert "Exact posteriors" in bundle.describe()
+
+    monkeypatch.setitem(synthetic.GENERATORS, "synthetic_dermamnist", None)  # a second load must not regenerate
+    subset = load_dataset("synthetic_dermamnist", data_dir=tmp_path, max_train=300, seed=1)
+    assert len(subset.train) == 300 and len(subset.test) == 200
+    rows = [int(np.flatnonzero((reference.train.posteriors == p.numpy()).all(axis=1))[0])
+            for p in subset.true_posteriors["train"]]
+    assert rows == sorted(rows)  # a subset in the original order
+    assert torch.equal(subset.train.labels, torch.from_numpy(reference.train.labels[rows]))
