@@ -9,8 +9,9 @@ over-correct. Every comparison therefore runs under two recipes, defined here on
   epoch is kept: the regime of the papers' long fine-tuning of large networks, where cross-entropy is over-confident.
 
 **Run cache.** A trained run (weights, the loss's own state, history, validation and test logits) is stored under
-``runs/cache/`` keyed by everything that determines it: dataset and its file, image size, training cap, model,
-the loss (class, hyper-parameters and tensors), the training configuration, and a hash of the library's source.
+``runs/cache/`` keyed by everything that determines it: the training and validation images and labels, the
+model, the loss (class, hyper-parameters and tensors), the training configuration, and a hash of the source of
+the modules that train (``train``, ``models``, ``losses``, ``cclnet``, this module).
 Notebook 06 therefore reuses the cross-entropy runs of notebooks 01–05 instead of training them again, and any code
 change retrains. Set ``CALIBMED_NO_CACHE=1`` to always train.
 """
@@ -37,7 +38,7 @@ RECIPES: dict[str, dict[str, Any]] = {
 }
 CACHE_DIR = course.REPO_ROOT / "runs" / "cache"
 _SOURCE_FILES = ("train.py", "models.py", "experiments.py", "losses/base.py", "losses/multiclass.py",
-                 "losses/multilabel.py", "cclnet.py", "data.py", "synthetic.py")
+                 "losses/multilabel.py", "cclnet.py")
 
 
 def recipe_config(recipe: str, *, epochs: int, lr: float, batch_size: int, seed: int = 0, device: str = "auto",
@@ -85,20 +86,25 @@ def _source_hash() -> str:
     return digest.hexdigest()[:16]
 
 
+def _tensor_hash(*tensors: torch.Tensor) -> str:
+    digest = hashlib.sha256()
+    for tensor in tensors:
+        digest.update(str((tuple(tensor.shape), tensor.dtype)).encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
 def _loss_fingerprint(loss: nn.Module) -> dict[str, Any]:
-    tensors = hashlib.sha256()
-    for key, value in sorted(loss.state_dict().items()):
-        tensors.update(key.encode())
-        tensors.update(value.detach().cpu().contiguous().numpy().tobytes())
-    return {"class": type(loss).__name__, "repr": repr(loss), "state": tensors.hexdigest()[:16]}
+    state = sorted(loss.state_dict().items())
+    return {"class": type(loss).__name__, "repr": repr(loss), "state_keys": [k for k, _ in state],
+            "state": _tensor_hash(*[v for _, v in state])}
 
 
 def run_key(bundle: Any, model_name: str, loss: nn.Module, config: train.TrainConfig, seed_salt: str = "") -> str:
     """A hash of everything that determines a trained run (see the module docstring)."""
     description = {
         "dataset": bundle.name, "source": str(bundle.source), "image_size": bundle.image_size,
-        "n_train": len(bundle.train.labels), "train_labels": hashlib.sha256(
-            bundle.train.labels.cpu().numpy().tobytes()).hexdigest()[:16],
+        "data": _tensor_hash(bundle.train.images, bundle.train.labels, bundle.val.images, bundle.val.labels),
         "model": model_name, "loss": _loss_fingerprint(loss),
         "config": {k: (repr(v) if not isinstance(v, (int, float, str, bool, type(None))) else v)
                    for k, v in asdict(replace(config, progress=True, checkpoint_path=None, resume=False)).items()},

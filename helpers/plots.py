@@ -1,0 +1,469 @@
+"""Figures of the course: reliability diagrams, training curves, heat maps (matplotlib only, Agg-safe).
+
+Compute and draw are separate: the diagrams take the :class:`helpers.metrics.ReliabilityBins` computed by
+:func:`helpers.metrics.reliability_bins`, so what is drawn is exactly what ECE/MCE/ACE reduce. Every function
+accepts ``ax=None`` (or ``axes=None``), draws on the axes it is given (or on a new figure) and returns the Figure.
+
+Reliability diagram (DeGroot & Fienberg 1983; the form of Guo et al. 2017, Fig. 1): bars of per-bin accuracy,
+a red hatched "gap" bar from the accuracy up (or down) to the mean confidence of the bin, the diagonal of
+perfect calibration, and underneath a histogram of the fraction of samples per bin, which shows how much
+weight each bar carries in the ECE.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from mpl_toolkits.axes_grid1 import make_axes_locatable
+
+from helpers.metrics import ReliabilityBins
+
+__all__ = ["reliability_diagram", "reliability_grid", "reliability_overlay", "training_curves", "heatmap",
+           "ece_title", "image_grid", "class_counts"]
+
+ACCURACY_COLOR = "#4C72B0"
+GAP_COLOR = "#C44E52"
+POOLED = "pooled over labels"
+
+
+def _figure_and_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
+    if ax is None:
+        figure, ax = plt.subplots(figsize=figsize)
+        return figure, ax
+    return ax.figure, ax
+
+
+def _numpy(values: Any) -> np.ndarray:
+    if isinstance(values, torch.Tensor):
+        return values.detach().cpu().numpy()
+    return np.asarray(values)
+
+
+def ece_title(bins: ReliabilityBins, title: str | None = None) -> str:
+    """"<title> - ECE x.xx %" plus "(pooled over labels)" for pooled multi-label bins."""
+    text = f"ECE {100 * bins.ece:.2f} %"
+    if bins.kind == POOLED:
+        text += f" ({POOLED})"
+    return f"{title}\n{text}" if title else text
+
+
+def reliability_diagram(bins: ReliabilityBins, ax: Axes | None = None, title: str | None = None,
+                        show_histogram: bool = True, label: str | None = None) -> Figure:
+    """Reliability diagram of one model from ``metrics.reliability_bins(probs, labels, n_bins, multilabel)``.
+
+    One accuracy bar and one gap bar per NON-EMPTY bin (empty bins have no accuracy to draw); the title gives
+    the ECE of these bins (equal to ``metrics.ece`` / ``metrics.multilabel_ece`` on the same data). With
+    ``show_histogram`` a small axis below ``ax`` (sharing x) shows the fraction of samples in each bin.
+    Pooled multi-label bins are labelled as such: x is the forecast P(present), y the frequency of "present".
+    """
+    if not isinstance(bins, ReliabilityBins):
+        raise TypeError(f"bins must be a helpers.metrics.ReliabilityBins (from reliability_bins), got "
+                        f"{type(bins).__name__}")
+    figure, ax = _figure_and_axes(ax, (4.2, 5.0) if show_histogram else (4.2, 4.2))
+    edges = _numpy(bins.edges)
+    nonempty = _numpy(bins.nonempty)
+    left, width = edges[:-1][nonempty], np.diff(edges)[nonempty]
+    accuracy, confidence = _numpy(bins.accuracy)[nonempty], _numpy(bins.confidence)[nonempty]
+    pooled = bins.kind == POOLED
+
+    ax.bar(left, accuracy, width=width, align="edge", color=ACCURACY_COLOR, edgecolor="black", linewidth=0.5,
+           label=label or ("frequency" if pooled else "accuracy"))
+    ax.bar(left, confidence - accuracy, bottom=accuracy, width=width, align="edge", color=GAP_COLOR, alpha=0.3,
+           hatch="//", edgecolor=GAP_COLOR, linewidth=0.5, label="gap to mean confidence")
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel('frequency of "present"' if pooled else "accuracy")
+    ax.set_title(ece_title(bins, title))
+    ax.legend(loc="upper left", fontsize="small")
+    x_label = "predicted P(present)" if pooled else "confidence (top-label probability)"
+
+    if show_histogram:
+        histogram_ax = make_axes_locatable(ax).append_axes("bottom", size="25%", pad=0.1, sharex=ax)
+        fraction = _numpy(bins.counts)[nonempty] / max(bins.n_samples, 1)
+        histogram_ax.bar(left, fraction, width=width, align="edge", color="grey", edgecolor="black", linewidth=0.5)
+        histogram_ax.set_ylabel("fraction")
+        histogram_ax.set_xlabel(x_label)
+        ax.tick_params(labelbottom=False)
+    else:
+        ax.set_xlabel(x_label)
+    return figure
+
+
+def reliability_grid(bins_by_model: Mapping[str, ReliabilityBins], ncols: int = 3, show_histogram: bool = True,
+                     axes: Sequence[Axes] | None = None, suptitle: str | None = None) -> Figure:
+    """One reliability diagram per model, side by side (``ncols`` per row); ``axes`` to draw on given axes."""
+    if not bins_by_model:
+        raise ValueError("bins_by_model is empty; pass {model name: metrics.reliability_bins(...)}")
+    if ncols < 1:
+        raise ValueError(f"ncols must be >= 1, got {ncols}")
+    n_models = len(bins_by_model)
+    if axes is None:
+        ncols = min(ncols, n_models)
+        nrows = math.ceil(n_models / ncols)
+        figure, grid = plt.subplots(nrows, ncols, figsize=(4.0 * ncols, (4.8 if show_histogram else 4.0) * nrows),
+                                    squeeze=False)
+        axes = list(grid.ravel())
+        for unused in axes[n_models:]:
+            unused.remove()
+    else:
+        axes = list(axes)
+        if len(axes) < n_models:
+            raise ValueError(f"{len(axes)} axes given for {n_models} models")
+        figure = axes[0].figure
+    for ax, (name, bins) in zip(axes, bins_by_model.items()):
+        reliability_diagram(bins, ax=ax, title=name, show_histogram=show_histogram)
+    if suptitle:
+        figure.suptitle(suptitle)
+    figure.subplots_adjust(wspace=0.35, hspace=0.45)
+    return figure
+
+
+def reliability_overlay(bins_by_model: Mapping[str, ReliabilityBins], ax: Axes | None = None,
+                        title: str | None = None) -> Figure:
+    """Accuracy against mean confidence of the non-empty bins, one line per model, on one axis."""
+    if not bins_by_model:
+        raise ValueError("bins_by_model is empty; pass {model name: metrics.reliability_bins(...)}")
+    figure, ax = _figure_and_axes(ax, (4.6, 4.4))
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
+    pooled = False
+    for name, bins in bins_by_model.items():
+        nonempty = _numpy(bins.nonempty)
+        ax.plot(_numpy(bins.confidence)[nonempty], _numpy(bins.accuracy)[nonempty], marker="o", markersize=4,
+                label=f"{name} (ECE {100 * bins.ece:.2f} %)")
+        pooled = pooled or bins.kind == POOLED
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("mean predicted P(present) in bin" if pooled else "mean confidence in bin")
+    ax.set_ylabel('frequency of "present"' if pooled else "accuracy")
+    default_title = "reliability" + (f" ({POOLED})" if pooled else "")
+    ax.set_title(title or default_title)
+    ax.legend(loc="upper left", fontsize="small")
+    return figure
+
+
+def training_curves(history: Sequence[Mapping[str, Any]], metrics: Sequence[str] = ("train_loss", "val_loss"),
+                    ax: Axes | None = None, title: str | None = None) -> Figure:
+    """Per-epoch curves from the list-of-dicts history of ``helpers.train.fit`` (x: the "epoch" key, else 1, 2, ...).
+
+    Entries missing a metric (or holding None) are skipped for that metric; a metric absent from every entry
+    raises ValueError listing the keys that are there.
+    """
+    if not history:
+        raise ValueError("history is empty; pass FitResult.history (a list of per-epoch dicts)")
+    figure, ax = _figure_and_axes(ax, (5.0, 3.6))
+    available = sorted({key for entry in history for key in entry})
+    for metric in metrics:
+        points = [(entry.get("epoch", i + 1), entry[metric]) for i, entry in enumerate(history)
+                  if entry.get(metric) is not None]
+        if not points:
+            raise ValueError(f"metric {metric!r} is in no history entry; available: {available}")
+        epochs, values = zip(*points)
+        ax.plot(epochs, values, marker="o", markersize=3, label=metric)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(", ".join(metrics) if len(metrics) <= 2 else "value")
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    return figure
+
+
+def heatmap(matrix: Any, row_names: Sequence[str], col_names: Sequence[str], ax: Axes | None = None,
+            title: str | None = None, fmt: str = ".2f", cmap: str = "viridis", vmin: float | None = None,
+            vmax: float | None = None, annotate: bool = True, colorbar: bool = True) -> Figure:
+    """Annotated heat map of a (rows, cols) matrix (class-correlation matrices, label co-occurrence)."""
+    values = _numpy(matrix).astype(float)
+    if values.ndim != 2:
+        raise ValueError(f"matrix must be 2-D, got shape {values.shape}")
+    if values.shape != (len(row_names), len(col_names)):
+        raise ValueError(f"matrix shape {values.shape} does not match {len(row_names)} row names and "
+                         f"{len(col_names)} column names")
+    figure, ax = _figure_and_axes(ax, (1.0 + 0.6 * len(col_names), 0.8 + 0.5 * len(row_names)))
+    image = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(len(col_names)), labels=list(col_names), rotation=45, ha="right")
+    ax.set_yticks(range(len(row_names)), labels=list(row_names))
+    if annotate:
+        low, high = image.get_clim()
+        middle = (low + high) / 2
+        for (row, col), value in np.ndenumerate(values):
+            ax.text(col, row, format(value, fmt), ha="center", va="center", fontsize="small",
+                    color="black" if value > middle else "white")
+    if colorbar:
+        figure.colorbar(image, ax=ax)
+    if title:
+        ax.set_title(title)
+    return figure
+
+
+# --- data overview ---
+def image_grid(images: Any, labels: Any, class_names: Sequence[str], per_class: int = 6, ax: Axes | None = None,
+               title: str | None = None) -> Figure:
+    """The first ``per_class`` images of every class, one row per class (uint8 (N, C, H, W) images, int labels)."""
+    images = _numpy(images)
+    labels = _numpy(labels)
+    if images.ndim != 4 or labels.ndim != 1 or len(images) != len(labels):
+        raise ValueError(f"need uint8 images (N, C, H, W) and (N,) integer labels, got {images.shape} and "
+                         f"{labels.shape} (multi-label sets: show labels.argmax(1) or one finding at a time)")
+    height, width = images.shape[2:]
+    rows = []
+    for k in range(len(class_names)):
+        chosen = images[labels == k][:per_class]
+        tiles = np.zeros((per_class, images.shape[1], height, width), dtype=images.dtype)
+        tiles[:len(chosen)] = chosen
+        rows.append(np.concatenate(list(tiles.transpose(0, 2, 3, 1)), axis=1))
+    mosaic = np.concatenate(rows, axis=0)
+    figure, ax = _figure_and_axes(ax, (per_class * 0.9, len(class_names) * 0.9))
+    ax.imshow(mosaic.squeeze(-1) if mosaic.shape[-1] == 1 else mosaic, cmap="gray", interpolation="nearest")
+    ax.set_yticks([height * (k + 0.5) for k in range(len(class_names))], labels=list(class_names))
+    ax.set_xticks([])
+    ax.set_title(title or f"{per_class} training images per class")
+    return figure
+
+
+def class_counts(labels_by_split: Mapping[str, Any], class_names: Sequence[str], ax: Axes | None = None,
+                 title: str | None = "images per class") -> Figure:
+    """Grouped horizontal bars: images per class in each split (multi-class integer labels or (N, T) multi-label)."""
+    figure, ax = _figure_and_axes(ax, (6, 0.5 + 0.45 * len(class_names)))
+    positions = np.arange(len(class_names))
+    height = 0.8 / max(len(labels_by_split), 1)
+    for offset, (split, labels) in enumerate(labels_by_split.items()):
+        values = _numpy(labels)
+        counts = values.sum(0) if values.ndim == 2 else np.bincount(values.astype(int), minlength=len(class_names))
+        ax.barh(positions + offset * height, counts, height=height, label=f"{split} ({len(values):,})")
+    ax.set_yticks(positions + height * (len(labels_by_split) - 1) / 2, labels=list(class_names))
+    ax.set_xscale("log")
+    ax.set_xlabel("images (log scale)")
+    ax.legend(fontsize="small")
+    if title:
+        ax.set_title(title)
+    return figure
+
+
+# --- multi-label track ---
+def risk_minimiser_plot(eta: Any, estimates: Mapping[str, Any], ax: Axes | None = None, title: str | None = None,
+                        styles: Mapping[str, Mapping[str, Any]] | None = None) -> Figure:
+    """η̂ at the conditional-risk minimiser against the true η, one line per loss (or read-out), with the diagonal
+    that a strictly proper loss follows (SPA paper, eq. 11 and Definition 1). ``estimates``: name -> (G,) values
+    on the grid ``eta``; NaN entries (e.g. no interior minimiser) are left as gaps."""
+    if not estimates:
+        raise ValueError("estimates is empty; pass {loss name: estimate at the risk minimiser for each eta}")
+    eta = _numpy(eta).astype(float)
+    figure, ax = _figure_and_axes(ax, (4.8, 4.4))
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="η̂ = η (strictly proper)")
+    for name, values in estimates.items():
+        values = _numpy(values).astype(float)
+        if values.shape != eta.shape:
+            raise ValueError(f"{name}: {values.shape[0] if values.ndim else 0} values for {eta.shape[0]} grid points")
+        ax.plot(eta, values, label=name, **dict((styles or {}).get(name, {})))
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("true posterior η")
+    ax.set_ylabel("estimate at the risk minimiser η̂*")
+    ax.set_title(title or "conditional-risk minimiser")
+    ax.legend(fontsize="small")
+    return figure
+
+
+def partial_loss_plot(logits: Any, partials: Mapping[str, tuple[Any, Any]], ax: Axes | None = None,
+                      title: str | None = None) -> Figure:
+    """Partial losses ℓ₊(v) (solid) and ℓ₋(v) (dashed) against the logit v, one colour per loss (Fig. 2, left)."""
+    if not partials:
+        raise ValueError("partials is empty; pass {loss name: (loss_pos, loss_neg)} evaluated on logits")
+    v = _numpy(logits).astype(float).reshape(-1)
+    figure, ax = _figure_and_axes(ax, (5.0, 3.8))
+    for index, (name, (positive, negative)) in enumerate(partials.items()):
+        color = f"C{index}"
+        ax.plot(v, _numpy(positive).astype(float).reshape(-1), color=color, label=f"{name}: ℓ₊ (y = 1)")
+        ax.plot(v, _numpy(negative).astype(float).reshape(-1), color=color, linestyle="--",
+                label=f"{name}: ℓ₋ (y = 0)")
+    ax.set_xlabel("logit v")
+    ax.set_ylabel("partial loss")
+    ax.set_title(title or "partial losses")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    return figure
+
+
+def link_plot(logits: Any, links: Mapping[str, Any], ax: Axes | None = None, title: str | None = None) -> Figure:
+    """Inverse links η̂ = [Ψ]⁻¹(v) against the logit v, one line per link (Fig. 2, right)."""
+    if not links:
+        raise ValueError("links is empty; pass {name: link values on logits}")
+    v = _numpy(logits).astype(float).reshape(-1)
+    figure, ax = _figure_and_axes(ax, (4.8, 3.8))
+    for name, values in links.items():
+        ax.plot(v, _numpy(values).astype(float).reshape(-1), label=name)
+    ax.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("logit v")
+    ax.set_ylabel("η̂ = [Ψ]⁻¹(v)")
+    ax.set_title(title or "inverse link")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    return figure
+
+
+def retrieval_curve(map_by_length: Mapping[str, Mapping[int, float]], ax: Axes | None = None,
+                    title: str | None = None) -> Figure:
+    """Retrieval mAP against the query length |P| + |N|, one line per model (SPA paper, Fig. 3)."""
+    if not map_by_length:
+        raise ValueError("map_by_length is empty; pass {model: RetrievalResult.map_by_length()}")
+    figure, ax = _figure_and_axes(ax, (5.0, 3.8))
+    for name, curve in map_by_length.items():
+        lengths = sorted(curve)
+        ax.plot(lengths, [100 * curve[length] for length in lengths], marker="o", label=name)
+    ax.set_xlabel("query length |P| + |N|")
+    ax.set_ylabel("retrieval mAP (%)")
+    ax.set_title(title or "multi-label retrieval")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    return figure
+
+
+def interval_plot(estimates: Mapping[str, tuple[float, float, float]], ax: Axes | None = None,
+                  xlabel: str | None = None, title: str | None = None, scale: float = 100.0) -> Figure:
+    """Point estimates with their intervals, one row per model (a forest plot); values are (estimate, low, high),
+    e.g. a :class:`helpers.metrics.BootstrapResult`, multiplied by ``scale``."""
+    if not estimates:
+        raise ValueError("estimates is empty; pass {model: (estimate, low, high)}")
+    figure, ax = _figure_and_axes(ax, (4.6, 0.6 + 0.35 * len(estimates)))
+    names = list(estimates)
+    values = np.array([[scale * float(x) for x in estimates[name]] for name in names])
+    positions = np.arange(len(names))[::-1]
+    ax.errorbar(values[:, 0], positions, xerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]],
+                fmt="o", capsize=3, color=ACCURACY_COLOR)
+    ax.set_yticks(positions, labels=names)
+    ax.set_ylim(-0.6, len(names) - 0.4)
+    ax.grid(axis="x", alpha=0.3)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if title:
+        ax.set_title(title)
+    return figure
+
+
+def image_row(images: Any, relevant: Sequence[bool] | None = None, ax: Axes | None = None,
+              title: str | None = None, captions: Sequence[str] | None = None) -> Figure:
+    """k images (uint8 (k, C, H, W)) side by side on one axis; with ``relevant`` each gets a green (True) or red
+    (False) frame, as the retrieval figures of the SPA paper (Fig. 4)."""
+    images = _numpy(images)
+    if images.ndim != 4 or len(images) == 0:
+        raise ValueError(f"images must be a non-empty (k, C, H, W) array, got shape {images.shape}")
+    if relevant is not None and len(relevant) != len(images):
+        raise ValueError(f"{len(relevant)} relevance flags for {len(images)} images")
+    k, _, height, width = images.shape
+    gap = 2
+    tiles = images.transpose(0, 2, 3, 1).astype(float) / 255.0
+    if tiles.shape[-1] == 1:
+        tiles = np.repeat(tiles, 3, axis=-1)
+    frame = 2
+    canvas = np.ones((height + 2 * frame, k * (width + 2 * frame + gap) - gap, 3))
+    for index, tile in enumerate(tiles):
+        left = index * (width + 2 * frame + gap)
+        color = (0.2, 0.7, 0.2) if relevant is None or relevant[index] else (0.85, 0.1, 0.1)
+        canvas[:, left:left + width + 2 * frame] = color
+        canvas[frame:frame + height, left + frame:left + frame + width] = tile
+    figure, ax = _figure_and_axes(ax, (1.1 * k, 1.5))
+    ax.imshow(canvas, interpolation="nearest")
+    ax.set_yticks([])
+    if captions is not None:
+        ax.set_xticks([index * (width + 2 * frame + gap) + width / 2 + frame for index in range(k)],
+                      labels=list(captions), fontsize="x-small")
+    else:
+        ax.set_xticks([])
+    if title:
+        ax.set_title(title, fontsize="small", loc="left")
+    return figure
+
+
+# --- multi-class track ---
+
+
+def retention_curves(curves: Mapping[str, tuple[Any, Any]], ax: Axes | None = None,
+                     title: str | None = None) -> Figure:
+    """Accuracy–retention curves (LS+ paper Fig. 1), one line per model, R-AUC in the legend.
+
+    ``curves``: {name: (fractions, accuracy)} from :func:`helpers.selective.retention_curve`.
+    """
+    if not curves:
+        raise ValueError("curves is empty; pass {model name: selective.retention_curve(probs, labels)}")
+    figure, ax = _figure_and_axes(ax, (5.0, 4.0))
+    for name, (fractions, accuracy) in curves.items():
+        fractions, accuracy = _numpy(fractions), _numpy(accuracy)
+        area = float(np.sum((accuracy[1:] + accuracy[:-1]) / 2 * np.diff(fractions)))
+        ax.plot(fractions, accuracy, label=f"{name} (R-AUC {area:.4f})")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("retention fraction (most confident predictions kept)")
+    ax.set_ylabel("accuracy (referred samples counted correct)")
+    ax.set_title(title or "retention curves")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    return figure
+
+
+def confidence_densities(correct: Any, incorrect: Any, ax: Axes | None = None, title: str | None = None,
+                         bins: int = 20) -> Figure:
+    """Density histograms of the top-label confidence of correct (green) and incorrect (red) predictions
+    (LS+ paper Fig. 2); each histogram integrates to 1."""
+    correct, incorrect = _numpy(correct).ravel(), _numpy(incorrect).ravel()
+    if correct.size + incorrect.size == 0:
+        raise ValueError("no confidences to plot; pass selective.confidence_by_correctness(probs, labels)")
+    figure, ax = _figure_and_axes(ax, (4.6, 3.4))
+    edges = np.linspace(0, 1, bins + 1)
+    for values, color, label in ((correct, "#55A868", "correct"), (incorrect, GAP_COLOR, "incorrect")):
+        if values.size:
+            ax.hist(values, bins=edges, density=True, color=color, alpha=0.5, label=f"{label} (n={values.size})")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("confidence (top-label probability)")
+    ax.set_ylabel("density")
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize="small")
+    return figure
+
+
+def distance_histograms(distances_by_model: Mapping[str, Any], ax: Axes | None = None, margin: float | None = None,
+                        bins: int = 60, title: str | None = None) -> Figure:
+    """Step histograms (densities) of the non-winning logit distances of each model (notebook 03), with an
+    optional vertical line at the MbLS margin m."""
+    if not distances_by_model:
+        raise ValueError("distances_by_model is empty; pass {model name: analysis.logit_distances(logits)}")
+    figure, ax = _figure_and_axes(ax, (5.6, 3.6))
+    high = max(float(np.max(_numpy(d))) for d in distances_by_model.values())
+    edges = np.linspace(0, max(high, margin or 0) * 1.02 + 1e-9, bins + 1)
+    for name, distances in distances_by_model.items():
+        ax.hist(_numpy(distances).ravel(), bins=edges, density=True, histtype="step", linewidth=1.5, label=name)
+    if margin is not None:
+        ax.axvline(margin, color="black", linestyle="--", linewidth=1, label=f"margin m = {margin:g}")
+    ax.set_xlabel(r"logit distance $d_k = \max_j z_j - z_k$ (non-winning classes)")
+    ax.set_ylabel("density")
+    ax.set_title(title or "logit distances")
+    ax.legend(fontsize="small")
+    return figure
+
+
+def interval_plot(rows: Mapping[str, tuple[float, float, float]], ax: Axes | None = None, xlabel: str = "",
+                  title: str | None = None) -> Figure:
+    """One estimate with its interval per row (``{name: (estimate, low, high)}``), a dot-and-whisker plot."""
+    if not rows:
+        raise ValueError("rows is empty; pass {model name: (estimate, low, high)}")
+    figure, ax = _figure_and_axes(ax, (5.0, 0.8 + 0.32 * len(rows)))
+    names = list(rows)
+    values = np.array([rows[n] for n in names], dtype=float)
+    if values.ndim != 2 or values.shape[1] != 3:
+        raise ValueError("every row must be (estimate, low, high)")
+    y = np.arange(len(names))[::-1]
+    ax.errorbar(values[:, 0], y, xerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]], fmt="o",
+                color=ACCURACY_COLOR, capsize=3)
+    ax.set_yticks(y, labels=names)
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="x", alpha=0.3)
+    if title:
+        ax.set_title(title)
+    return figure

@@ -1,0 +1,16 @@
+"""Shared test set-up."""
+
+import matplotlib
+import pytest
+import torch
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """The tests use small tensors: one thread is faster than two threads contending for 2 cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

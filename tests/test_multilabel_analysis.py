@@ -1,0 +1,80 @@
+"""helpers.multilabel_analysis: the shared loss set, Table 1 measured, label correlation, bootstrap tables."""
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import metrics, multilabel_analysis as mla
+from helpers.losses import ASL, BCE, SPA, AsymmetricFocal, Composite, phi_recovery
+
+
+def test_course_losses_are_fresh_and_named():
+    first, second = mla.course_losses(), mla.course_losses()
+    assert list(first) == list(mla.LOSS_NAMES)
+    assert first["SPA"] is not second["SPA"]
+    assert isinstance(first["SPA+LPR"], Composite) and isinstance(first["SPA+LPR"].base, SPA)
+    assert (first["ASL"].gamma_neg, first["ASL"].margin) == (4.0, 0.05)
+    with pytest.raises(ValueError, match="unknown loss"):
+        mla.course_losses(["BCE", "hinge"])
+
+
+def test_train_config_has_no_augmentation_and_is_the_regularised_recipe():
+    config = mla.multilabel_train_config(epochs=2, lr=0.1, batch_size=64)
+    assert config.augment is False and config.augmentation is None
+    assert (config.weight_decay, config.schedule, config.monitor) == (5e-4, "onecycle", "val_nll")
+
+
+def test_readouts_add_phi_only_for_focal_and_asl():
+    logits = torch.linspace(-4, 4, 12).reshape(3, 4)
+    assert list(mla.probability_readouts("BCE", BCE(), logits)) == ["BCE"]
+    asl = ASL()
+    readouts = mla.probability_readouts("ASL", asl, logits)
+    assert torch.allclose(readouts["ASL"], torch.sigmoid(logits))
+    expected = phi_recovery(torch.sigmoid(logits), gamma_pos=0.0, gamma_neg=4.0, margin=0.05)
+    assert torch.allclose(readouts["ASL+φ"], expected.float())
+
+
+def test_table_one_is_measured_as_the_paper_states():
+    bce = mla.loss_properties(BCE())
+    focal = mla.loss_properties(AsymmetricFocal(0.0, 4.0), recover=lambda z: phi_recovery(z, 0.0, 4.0, 0.0))
+    asl = mla.loss_properties(ASL(), recover=lambda z: phi_recovery(z, 0.0, 4.0, 0.05))
+    spa = mla.loss_properties(SPA())
+    columns = ("asymmetric", "strictly_proper", "recover_eta")
+    assert tuple(bce[c] for c in columns) == (False, True, True)
+    assert tuple(focal[c] for c in columns) == (True, False, True)
+    assert tuple(asl[c] for c in columns) == (True, False, False)
+    assert tuple(spa[c] for c in columns) == (True, True, True)
+    assert asl["n_eta_at_boundary"] > 0  # η ≥ 0.964 all share the minimiser v → +∞
+
+
+def test_spa_read_through_the_sigmoid_is_not_proper():
+    class SigmoidSPA(SPA):
+        def predict_proba(self, logits):
+            return torch.sigmoid(logits)
+
+    assert not mla.loss_properties(SigmoidSPA())["strictly_proper"]
+
+
+def test_label_correlation_matches_numpy():
+    generator = torch.Generator().manual_seed(0)
+    labels = (torch.rand(500, 5, generator=generator) < torch.tensor([0.1, 0.3, 0.5, 0.2, 0.4])).float()
+    labels[:, 4] = labels[:, 0]  # a perfectly correlated pair
+    expected = np.corrcoef(labels.numpy().T)
+    assert np.allclose(mla.label_correlation(labels).numpy(), expected)
+    assert mla.label_correlation(labels)[0, 4] == pytest.approx(1.0)
+
+
+def test_bootstrap_table_pairs_resamples_and_accepts_other_targets():
+    generator = torch.Generator().manual_seed(1)
+    eta = torch.rand(300, 4, generator=generator, dtype=torch.float64)
+    labels = (torch.rand(300, 4, generator=generator, dtype=torch.float64) < eta).float()
+    noisy = (eta + 0.1).clamp(0, 1)
+    fns = {"ece": metrics.multilabel_ece,
+           "true": lambda p, q: metrics.true_calibration_error(p, q, multilabel=True).mean_abs}
+    table = mla.bootstrap_table({"bayes": eta, "noisy": noisy}, labels, fns, n=20, seed=3, targets={"true": eta})
+    assert table["bayes"]["true"].estimate == 0.0
+    assert table["noisy"]["true"].estimate == pytest.approx(float((noisy - eta).abs().mean()))
+    direct = metrics.bootstrap(metrics.multilabel_ece, noisy, labels, n=20, seed=3)
+    assert torch.equal(table["noisy"]["ece"].samples, direct.samples)
+    text = mla.format_interval_table(table)
+    assert "bayes" in text and "[" in text and len(text.splitlines()) == 3

@@ -1,0 +1,144 @@
+"""Tests of helpers.plots: every function returns a Figure, draws on a given axis, and draws what was computed."""
+
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from helpers import metrics, plots  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def multiclass_data(n=400, k=5, seed=0, scale=3.0):
+    generator = torch.Generator().manual_seed(seed)
+    probs = torch.softmax(scale * torch.randn(n, k, generator=generator), dim=1)
+    labels = torch.randint(k, (n,), generator=generator)
+    return probs, labels
+
+
+def multilabel_data(n=300, t=4, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    probs = torch.rand(n, t, generator=generator) ** 2
+    labels = (torch.rand(n, t, generator=generator) < probs).float()
+    return probs, labels
+
+
+def ece_in_title(ax):
+    match = re.search(r"ECE ([0-9.]+) %", ax.get_title())
+    assert match, ax.get_title()
+    return float(match.group(1)) / 100
+
+
+def bar_container(ax, label):
+    return next(c for c in ax.containers if c.get_label() == label)
+
+
+def test_reliability_diagram_draws_one_bar_per_nonempty_bin_and_the_ece():
+    probs, labels = multiclass_data(n=60)  # few samples over 15 bins: some bins stay empty
+    bins = metrics.reliability_bins(probs, labels, n_bins=15)
+    n_nonempty = int(bins.nonempty.sum())
+    assert 0 < n_nonempty < 15
+    figure = plots.reliability_diagram(bins, title="CE")
+    assert isinstance(figure, Figure)
+    main_ax, histogram_ax = figure.axes
+    accuracy_bars = bar_container(main_ax, "accuracy")
+    assert len(accuracy_bars) == n_nonempty
+    assert len(bar_container(main_ax, "gap to mean confidence")) == n_nonempty
+    assert len(histogram_ax.patches) == n_nonempty
+    # bar heights are the per-bin accuracies; gap bars end at the mean confidences
+    heights = np.array([bar.get_height() for bar in accuracy_bars])
+    assert np.allclose(heights, bins.accuracy[bins.nonempty].numpy())
+    gap_tops = np.array([bar.get_y() + bar.get_height() for bar in bar_container(main_ax, "gap to mean confidence")])
+    assert np.allclose(gap_tops, bins.confidence[bins.nonempty].numpy())
+    assert abs(ece_in_title(main_ax) - metrics.ece(probs, labels)) <= 0.5e-4 + 1e-12
+    assert main_ax.get_title().startswith("CE")
+    # histogram heights are fractions of the samples
+    assert sum(bar.get_height() for bar in histogram_ax.patches) == pytest.approx(1.0)
+
+
+def test_reliability_diagram_draws_on_a_given_axis():
+    probs, labels = multiclass_data()
+    bins = metrics.reliability_bins(probs, labels)
+    figure, ax = plt.subplots()
+    returned = plots.reliability_diagram(bins, ax=ax, show_histogram=False, label="model A")
+    assert returned is figure and figure.axes == [ax]
+    assert len(bar_container(ax, "model A")) == int(bins.nonempty.sum())
+
+
+def test_pooled_multilabel_diagram_says_so_and_matches_multilabel_ece():
+    probs, labels = multilabel_data()
+    bins = metrics.reliability_bins(probs, labels, multilabel=True)
+    figure = plots.reliability_diagram(bins)
+    main_ax = figure.axes[0]
+    assert "pooled over labels" in main_ax.get_title()
+    assert abs(ece_in_title(main_ax) - metrics.multilabel_ece(probs, labels)) <= 0.5e-4 + 1e-12
+    assert len(bar_container(main_ax, "frequency")) == int(bins.nonempty.sum())
+
+
+def test_reliability_grid_and_overlay():
+    bins_by_model = {
+        f"model {i}": metrics.reliability_bins(*multiclass_data(seed=i, scale=1.0 + i)) for i in range(3)
+    }
+    figure = plots.reliability_grid(bins_by_model, ncols=2)
+    assert isinstance(figure, Figure)
+    main_axes = [ax for ax in figure.axes if ax.get_title()]
+    assert len(main_axes) == 3
+    for ax, (name, bins) in zip(main_axes, bins_by_model.items()):
+        assert ax.get_title().startswith(name)
+        assert abs(ece_in_title(ax) - bins.ece) <= 0.5e-4 + 1e-12
+    figure, axes = plt.subplots(1, 3)
+    assert plots.reliability_grid(bins_by_model, axes=axes, show_histogram=False) is figure
+    assert all(len(bar_container(ax, "accuracy")) == int(b.nonempty.sum())
+               for ax, b in zip(axes, bins_by_model.values()))
+
+    figure, ax = plt.subplots()
+    assert plots.reliability_overlay(bins_by_model, ax=ax) is figure
+    model_lines = ax.get_lines()[1:]  # the first line is the diagonal
+    assert len(model_lines) == 3
+    for line, bins in zip(model_lines, bins_by_model.values()):
+        assert np.allclose(line.get_xdata(), bins.confidence[bins.nonempty].numpy())
+        assert np.allclose(line.get_ydata(), bins.accuracy[bins.nonempty].numpy())
+    with pytest.raises(ValueError, match="empty"):
+        plots.reliability_grid({})
+
+
+def test_training_curves():
+    history = [{"epoch": e, "train_loss": 1.0 / e, "val_loss": 1.2 / e, "val_ece": None if e == 1 else 0.1}
+               for e in range(1, 6)]
+    figure = plots.training_curves(history)
+    assert isinstance(figure, Figure)
+    ax = figure.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert set(lines) == {"train_loss", "val_loss"}
+    assert list(lines["val_loss"].get_ydata()) == pytest.approx([1.2 / e for e in range(1, 6)])
+    figure, ax = plt.subplots()
+    assert plots.training_curves(history, metrics=("val_ece",), ax=ax) is figure
+    assert list(ax.get_lines()[0].get_xdata()) == [2, 3, 4, 5]  # the None entry is skipped
+    with pytest.raises(ValueError, match="available"):
+        plots.training_curves(history, metrics=("val_auc",))
+
+
+def test_heatmap():
+    matrix = torch.tensor([[1.0, 0.25], [0.5, 0.125]])
+    figure = plots.heatmap(matrix, ["a", "b"], ["x", "y"], title="co-occurrence")
+    assert isinstance(figure, Figure)
+    ax = figure.axes[0]
+    assert np.array_equal(ax.images[0].get_array(), matrix.numpy())
+    assert sorted(text.get_text() for text in ax.texts) == ["0.12", "0.25", "0.50", "1.00"]
+    assert [tick.get_text() for tick in ax.get_xticklabels()] == ["x", "y"]
+    figure, ax = plt.subplots()
+    assert plots.heatmap(np.eye(3), list("abc"), list("abc"), ax=ax, fmt=".0f", colorbar=False) is figure
+    with pytest.raises(ValueError, match="names"):
+        plots.heatmap(np.eye(3), ["a"], ["b"])

@@ -1,0 +1,53 @@
+"""Tests of the multi-class plot functions appended to helpers.plots (Agg backend, no display)."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from helpers import plots  # noqa: E402
+from helpers.selective import confidence_by_correctness, r_auc, retention_curve  # noqa: E402
+
+
+@pytest.fixture
+def probs_labels():
+    generator = torch.Generator().manual_seed(0)
+    probs = torch.softmax(torch.randn(300, 4, generator=generator) * 2, 1)
+    return probs, torch.randint(4, (300,), generator=generator)
+
+
+def test_retention_curves_legend_reports_the_r_auc(probs_labels):
+    probs, labels = probs_labels
+    figure = plots.retention_curves({"model": retention_curve(probs, labels)})
+    legend = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+    assert legend == [f"model (R-AUC {r_auc(probs, labels):.4f})"]
+    plt.close(figure)
+
+
+def test_confidence_densities_integrate_to_one_and_draw_on_given_axes(probs_labels):
+    figure, ax = plt.subplots()
+    returned = plots.confidence_densities(*confidence_by_correctness(*probs_labels), ax=ax, bins=10)
+    assert returned is figure
+    heights = np.array([patch.get_height() for patch in ax.patches])
+    assert heights.size == 20
+    assert heights[:10].sum() * 0.1 == pytest.approx(1.0)
+    assert heights[10:].sum() * 0.1 == pytest.approx(1.0)
+    plt.close(figure)
+
+
+def test_distance_histograms_and_interval_plot():
+    figure = plots.distance_histograms({"a": torch.tensor([0.5, 1.0, 3.0]), "b": np.array([2.0, 4.0])}, margin=10)
+    assert figure.axes[0].get_xlim()[1] >= 10
+    plt.close(figure)
+    figure = plots.interval_plot({"x": (0.5, 0.4, 0.6), "y": (0.2, 0.1, 0.35)}, xlabel="ECE")
+    line = figure.axes[0].lines[0]
+    assert list(line.get_xdata()) == [0.5, 0.2] and list(line.get_ydata()) == [1, 0]  # first row on top
+    plt.close(figure)
+    with pytest.raises(ValueError):
+        plots.interval_plot({})
+    with pytest.raises(ValueError):
+        plots.retention_curves({})

@@ -1,0 +1,34 @@
+"""Data-overview figures of notebook 00."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from helpers import plots  # noqa: E402
+
+
+def test_image_grid_puts_each_class_on_its_own_row():
+    images = torch.zeros(6, 3, 4, 4, dtype=torch.uint8)
+    labels = torch.tensor([0, 1, 1, 2, 2, 2])
+    images[labels == 1] = 100
+    images[labels == 2] = 200
+    figure = plots.image_grid(images, labels, ["a", "b", "c"], per_class=2)
+    mosaic = figure.axes[0].images[0].get_array()
+    assert mosaic.shape == (12, 8, 3)
+    assert (mosaic[0:4, 0:4] == 0).all() and (mosaic[4:8, 0:8] == 100).all() and (mosaic[8:12, :] == 200).all()
+    assert (mosaic[0:4, 4:8] == 0).all()  # class "a" has one image: the second tile stays blank
+
+
+def test_image_grid_rejects_multilabel_targets():
+    with pytest.raises(ValueError, match="multi-label"):
+        plots.image_grid(torch.zeros(2, 1, 4, 4, dtype=torch.uint8), torch.zeros(2, 3), ["a", "b", "c"])
+
+
+def test_class_counts_bars_equal_the_counts():
+    figure = plots.class_counts({"train": np.array([0, 0, 1]), "test": np.array([[1, 0], [1, 1]])}, ["x", "y"])
+    widths = [patch.get_width() for patch in figure.axes[0].patches]
+    assert widths == [2, 1, 2, 1]
