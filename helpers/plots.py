@@ -326,7 +326,7 @@ def retrieval_curve(map_by_length: Mapping[str, Mapping[int, float]], ax: Axes |
     return figure
 
 
-def interval_plot(estimates: Mapping[str, tuple[float, float, float]], ax: Axes | None = None,
+def bootstrap_interval_plot(estimates: Mapping[str, tuple[float, float, float]], ax: Axes | None = None,
                   xlabel: str | None = None, title: str | None = None, scale: float = 100.0) -> Figure:
     """Point estimates with their intervals, one row per model (a forest plot); values are (estimate, low, high),
     e.g. a :class:`helpers.metrics.BootstrapResult`, multiplied by ``scale``."""

@@ -78,3 +78,11 @@ def test_bootstrap_table_pairs_resamples_and_accepts_other_targets():
     assert torch.equal(table["noisy"]["ece"].samples, direct.samples)
     text = mla.format_interval_table(table)
     assert "bayes" in text and "[" in text and len(text.splitlines()) == 3
+
+
+def test_bootstrap_table_restores_the_thread_setting():
+    before = torch.get_num_threads()
+    eta = torch.full((50, 3), 0.3, dtype=torch.float64)
+    labels = (torch.arange(150).reshape(50, 3) % 3 == 0).float()
+    mla.bootstrap_table({"m": eta}, labels, {"hamming": metrics.hamming_loss}, n=5)
+    assert torch.get_num_threads() == before

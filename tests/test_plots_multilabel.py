@@ -48,7 +48,7 @@ def test_retrieval_curve_plots_percent_in_length_order():
 
 def test_interval_plot_rows_and_error_bars():
     figure, ax = plt.subplots()
-    plots.interval_plot({"a": (0.1, 0.05, 0.2), "b": (0.3, 0.2, 0.35)}, ax=ax, xlabel="ACE (%)")
+    plots.bootstrap_interval_plot({"a": (0.1, 0.05, 0.2), "b": (0.3, 0.2, 0.35)}, ax=ax, xlabel="ACE (%)")
     assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
     assert np.allclose(ax.lines[0].get_xdata(), [10.0, 30.0])
 

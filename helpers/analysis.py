@@ -1,0 +1,100 @@
+"""Small analyses of trained multi-class models: logit distances (MbLS) and the confidence a loss asks for.
+
+* :func:`logit_distances` / :func:`logit_distance_summary` — the distances d_k = max_j z_j − z_k of Liu et al.
+  (CVPR 2022, "The devil is in the margin"; summarised in ``shared/papers/mbls_summary.txt``):
+  label smoothing and focal loss push every d_k towards 0, cross-entropy lets them grow without bound, and MbLS
+  only penalises d_k > m. Notebook 03 plots their distribution per loss.
+* :func:`optimal_confidence` — for a K-class problem whose true conditional distribution is
+  (q, (1 − q)/(K − 1), …), the top-class probability θ that minimises a loss's *expected* value
+  E_{y∼q}[ℓ(z(θ), y)] over predictions of the same shape (θ, (1 − θ)/(K − 1), …). A strictly proper loss
+  (cross-entropy) returns θ = q; label smoothing returns (1 − α)q + α/K; focal loss returns θ < q for confident q
+  (Mukhoti et al. 2020 discuss the entropy bonus; Charoenphakdee et al. 2021 show focal loss is not proper).
+  Notebook 02 draws this "calibration map" of each loss.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from helpers.cclnet import CCLNetLoss
+
+__all__ = ["logit_distances", "logit_distance_summary", "optimal_confidence", "CacheableCCLNetLoss"]
+
+
+def _logits(logits: Any) -> torch.Tensor:
+    z = torch.as_tensor(logits)
+    if z.ndim != 2 or z.shape[1] < 2 or z.shape[0] == 0:
+        raise ValueError(f"logits must be a non-empty (N, K) matrix with K >= 2, got shape {tuple(z.shape)}")
+    if not z.is_floating_point() or not bool(torch.isfinite(z).all()):
+        raise ValueError("logits must be finite floating-point values (pass the raw logits, not probabilities)")
+    return z.double()
+
+
+def logit_distances(logits: Any) -> torch.Tensor:
+    """d_k = max_j z_j − z_k for every NON-winning class: a flat float64 tensor of N·(K − 1) values ≥ 0.
+
+    The winning class (d = 0 by definition) is left out, once per row, so the distribution shows only the
+    distances the losses act on.
+    """
+    z = _logits(logits)
+    distances = z.max(dim=1, keepdim=True).values - z
+    winner = torch.zeros_like(distances, dtype=torch.bool).scatter(1, z.argmax(dim=1, keepdim=True), True)
+    return distances[~winner].cpu()
+
+
+def logit_distance_summary(logits: Any, margins: Sequence[float] = (10.0,)) -> dict[str, float]:
+    """Mean, quartiles and maximum of the non-winning logit distances, and the fraction above each margin m."""
+    d = logit_distances(logits)
+    quartiles = torch.quantile(d, torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)).tolist()
+    summary = {"mean": float(d.mean()), "q25": quartiles[0], "median": quartiles[1], "q75": quartiles[2],
+               "max": float(d.max())}
+    for m in margins:
+        summary[f"fraction_above_{m:g}"] = float((d > m).double().mean())
+    return summary
+
+
+def optimal_confidence(loss: nn.Module, true_top_probability: Sequence[float] | torch.Tensor,
+                       num_classes: int, grid_size: int = 400) -> torch.Tensor:
+    """For each q, the θ on a grid minimising E_{y∼q}[loss(z(θ), y)] with z(θ) = log(θ, (1−θ)/(K−1), …).
+
+    The expectation needs the loss of one sample with label 0 (weight q) and with label 1 (weight (1 − q)/(K − 1),
+    times the K − 1 symmetric wrong classes); the loss is called once per grid point and label on a batch of one,
+    so any ``MultiClassLoss`` works unchanged. θ ranges over (1/K, 1) (predictions whose top class is class 0).
+    Returns float64 (len(q),).
+    """
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
+    if isinstance(grid_size, bool) or not isinstance(grid_size, int) or grid_size < 10:
+        raise ValueError(f"grid_size must be an integer >= 10, got {grid_size!r}")
+    q = torch.as_tensor(true_top_probability, dtype=torch.float64).reshape(-1)
+    if bool(((q <= 0) | (q >= 1)).any()):
+        raise ValueError("true_top_probability values must lie strictly between 0 and 1")
+    k = num_classes
+    theta = torch.linspace(1.0 / k, 1.0, grid_size + 2, dtype=torch.float64)[1:-1]
+    rest = (1.0 - theta) / (k - 1)
+    logits = torch.log(torch.cat([theta.unsqueeze(1), rest.unsqueeze(1).expand(-1, k - 1)], dim=1))
+    with torch.no_grad():
+        loss_true = torch.stack([loss(row.unsqueeze(0), torch.zeros(1, dtype=torch.long)) for row in logits])
+        loss_other = torch.stack([loss(row.unsqueeze(0), torch.ones(1, dtype=torch.long)) for row in logits])
+    expected = q.unsqueeze(1) * loss_true.double() + (1.0 - q).unsqueeze(1) * loss_other.double()
+    return theta[expected.argmin(dim=1)]
+
+
+class CacheableCCLNetLoss(CCLNetLoss):
+    """:class:`helpers.cclnet.CCLNetLoss` whose extra state (optimiser, freeze rule, epoch log) is one uint8 tensor.
+
+    Work-around, not a method change: ``helpers.experiments`` fingerprints a loss by hashing every
+    ``state_dict()`` entry as a tensor, and CCLNetLoss stores its extra state as a dict, so ``train_run`` raised
+    ``AttributeError`` for it. Pickling the dict into a tensor keeps the exact same state (it round-trips through
+    ``load_state_dict``) and makes it hashable. Training is identical to CCLNetLoss.
+    """
+
+    def get_extra_state(self) -> torch.Tensor:
+        return torch.frombuffer(bytearray(pickle.dumps(super().get_extra_state())), dtype=torch.uint8).clone()
+
+    def set_extra_state(self, state: torch.Tensor) -> None:
+        super().set_extra_state(pickle.loads(state.cpu().numpy().tobytes()))

@@ -1,0 +1,166 @@
+"""Shared pieces of the multi-label notebooks 07–11: the course's set of losses, their training configuration,
+probability read-outs (with φ), the computed Table 1 of the SPA paper, label-dependency statistics and
+bootstrap tables.
+
+Notebooks 08–11 build their losses and configurations here, so the run cache (``helpers.experiments``) sees the
+same loss and the same configuration in every notebook and trains each model once. Equation numbers refer to
+Cheng & Vasconcelos, "Towards Calibrated Multi-label Deep Neural Networks", CVPR 2024.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import torch
+from torch import nn
+
+from helpers import experiments, metrics, properness
+from helpers.losses import (ASL, BCE, LDACE, LPR, SPA, AsymmetricFocal, Composite, LDACEWithCCL)
+
+__all__ = [
+    "LOSS_NAMES",
+    "course_losses",
+    "multilabel_train_config",
+    "probability_readouts",
+    "risk_minimiser_curves",
+    "loss_properties",
+    "label_correlation",
+    "bootstrap_table",
+    "format_interval_table",
+]
+
+#: the trained multi-label losses of notebooks 08–11, in the order the tables list them
+LOSS_NAMES = ("BCE", "focal", "ASL", "SPA", "SPA+LPR", "BCE+LPR", "LDACE", "LDACE+CCL")
+
+
+def course_losses(names: tuple[str, ...] | list[str] = LOSS_NAMES, lpr_weight: float = 1.0) -> dict[str, nn.Module]:
+    """Fresh loss objects by name, with the hyper-parameters every notebook uses.
+
+    focal: asymmetric focal (eq. 7) with (γ⁺, γ⁻) = (0, 4); ASL: eq. (8) with the reference defaults
+    (γ⁺, γ⁻, m) = (0, 4, 0.05); SPA: eq. (16) with the paper's (1, 1, 0, 5, 3, 1); LPR: eq. (20) with weight
+    ``lpr_weight`` (λ of eq. 21; the paper's value is not in our copy, 1 is the course's choice); LDACE (+CCL):
+    the reference reading, probability p².
+    """
+    factories: dict[str, Callable[[], nn.Module]] = {
+        "BCE": BCE,
+        "focal": lambda: AsymmetricFocal(gamma_pos=0.0, gamma_neg=4.0),
+        "ASL": lambda: ASL(gamma_pos=0.0, gamma_neg=4.0, margin=0.05, eps=1e-8),
+        "SPA": lambda: SPA(1.0, 1.0, 0.0, 5.0, 3.0, 1.0),
+        "SPA+LPR": lambda: Composite(SPA(1.0, 1.0, 0.0, 5.0, 3.0, 1.0), [(lpr_weight, LPR())]),
+        "BCE+LPR": lambda: Composite(BCE(), [(lpr_weight, LPR())]),
+        "LDACE": lambda: LDACE(diagonal="p_squared"),
+        "LDACE+CCL": lambda: LDACEWithCCL(diagonal="p_squared", ccl_weight=1.0, n_bins=1),
+    }
+    unknown = [n for n in names if n not in factories]
+    if unknown:
+        raise ValueError(f"unknown loss name(s) {unknown}; choose from {list(factories)}")
+    return {name: factories[name]() for name in names}
+
+
+def multilabel_train_config(epochs: int, lr: float, batch_size: int, seed: int = 0, device: str = "auto"):
+    """The ``well-regularised`` recipe of :mod:`helpers.experiments` WITHOUT augmentation.
+
+    The synthetic ChestMNIST-like posterior is a function of the stored pixels at fixed anatomical positions
+    (the heart is off-centre, hernia and edema have one position each): a flipped, shifted or rotated image has a
+    different exact posterior than the label it carries, so augmenting would corrupt the known ground truth.
+    """
+    return experiments.recipe_config("well-regularised", epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
+                                     device=device, augment=False)
+
+
+def probability_readouts(name: str, loss: nn.Module, logits: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``{name: loss.predict_proba(logits)}``, plus ``{name+"+φ": φ(σ(logits))}`` for focal / ASL (eqs. 13–15):
+    the same trained model read through the recovery map, as "Focal+φ" / "ASY+φ" in Table 3."""
+    with torch.no_grad():
+        readouts = {name: loss.predict_proba(logits).float()}
+        base = loss.base if isinstance(loss, Composite) else loss
+        if isinstance(base, ASL):
+            readouts[f"{name}+φ"] = base.recovered_proba(logits).float()
+    return readouts
+
+
+def risk_minimiser_curves(losses: Mapping[str, nn.Module], eta: torch.Tensor,
+                          logit_range: tuple[float, float] = (-40.0, 40.0)) -> dict[str, properness.RiskMinimum]:
+    """:func:`helpers.properness.conditional_risk_minimiser` (eq. 11) for several per-label losses at once."""
+    return {name: properness.conditional_risk_minimiser(loss, eta, logit_range=logit_range)
+            for name, loss in losses.items()}
+
+
+def loss_properties(loss: nn.Module, recover: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                    tolerance: float = 1e-4, grid: int = 199) -> dict[str, Any]:
+    """The three columns of the SPA paper's Table 1, measured instead of asserted.
+
+    * asymmetric: ℓ₊(v) ≠ ℓ₋(−v) for some v (BCE is symmetric: ℓ₊(η̂) = ℓ₋(1 − η̂));
+    * strictly proper: the loss's own estimate at the conditional-risk minimiser returns η (max error <
+      ``tolerance`` over η ∈ [0.005, 0.995]) and no minimiser sits at the end of the logit range;
+    * recover η: the map η ↦ minimiser is injective (minimising logits strictly increasing, none at the range
+      end), so some map recovers η; if ``recover`` (e.g. φ of eq. 14 applied to σ(v*)) is given, it must also
+      return η to ``tolerance`` on the η where the minimiser is interior.
+    Returns the three booleans plus the measured maximum errors.
+    """
+    eta = torch.linspace(0.005, 0.995, grid, dtype=torch.float64)
+    v = torch.linspace(-8.0, 8.0, 161, dtype=torch.float64).reshape(-1, 1)
+    with torch.no_grad():
+        loss_pos, loss_neg = properness.partial_losses(loss, v)
+        mirrored_neg = properness.partial_losses(loss, -v)[1]
+    asymmetric = bool((loss_pos - mirrored_neg).abs().max() > 1e-9)
+    minimum = properness.conditional_risk_minimiser(loss, eta)
+    interior = ~minimum.at_boundary
+    own_error = float((minimum.proba - eta).abs().max())
+    injective = bool(interior.all()) and bool((minimum.logits.diff() > 0).all())
+    recover_error = None
+    if recover is not None and bool(interior.any()):
+        recovered = recover(torch.sigmoid(minimum.logits[interior]))
+        recover_error = float((recovered.double() - eta[interior]).abs().max())
+    recovers = injective and (recover_error is None or recover_error < tolerance)
+    return {"asymmetric": asymmetric, "strictly_proper": own_error < tolerance and bool(interior.all()),
+            "recover_eta": recovers, "max_error_own_estimate": own_error, "max_error_recovered": recover_error,
+            "n_eta_at_boundary": int((~interior).sum())}
+
+
+def label_correlation(labels: torch.Tensor) -> torch.Tensor:
+    """Pearson (φ) correlation between the binary label columns (T, T), from (N, T) labels in {0, 1}.
+
+    Equals ``numpy.corrcoef(labels.T)``; a column that never varies gives NaN in its row and column.
+    """
+    if labels.ndim != 2:
+        raise ValueError(f"labels must be (N, T), got shape {tuple(labels.shape)}")
+    y = labels.to(torch.float64)
+    centred = y - y.mean(0)
+    covariance = centred.T @ centred / y.shape[0]
+    scale = covariance.diagonal().sqrt()
+    return covariance / (scale[:, None] * scale[None, :])
+
+
+def bootstrap_table(probs_by_model: Mapping[str, torch.Tensor], labels: torch.Tensor,
+                    metric_fns: Mapping[str, Callable[..., float]], n: int = 1000, seed: int = 0,
+                    targets: Mapping[str, torch.Tensor] | None = None) -> dict[str, dict[str, metrics.BootstrapResult]]:
+    """``{model: {metric: metrics.bootstrap(fn, probs, labels, n, seed)}}``; the same ``seed`` gives every model
+    the same resamples (paired comparison). ``targets`` overrides ``labels`` for named metrics (e.g. the true
+    posteriors for a true-calibration-error metric: its rows are resampled together with the predictions)."""
+    targets = targets or {}
+    # Each resample is a small tensor job: torch's intra-op threads cost more than they save there (measured 10–40x
+    # faster with one thread on 2 shared CPU cores), so the table runs single-threaded and restores the setting.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return {model: {name: metrics.bootstrap(fn, probs, targets.get(name, labels), n=n, seed=seed)
+                        for name, fn in metric_fns.items()}
+                for model, probs in probs_by_model.items()}
+    finally:
+        torch.set_num_threads(threads)
+
+
+def format_interval_table(table: Mapping[str, Mapping[str, metrics.BootstrapResult]], scale: float = 100.0,
+                          digits: int = 1) -> str:
+    """A plain-text table "estimate [low, high]" (values multiplied by ``scale``, e.g. percent)."""
+    columns = list(next(iter(table.values())))
+    width = max(len(c) for c in columns) + 2
+    width = max(width, 7 + 2 * (digits + 4))
+    name_width = max(len(m) for m in table) + 2
+    lines = [" " * name_width + "".join(f"{c:>{width}s}" for c in columns)]
+    for model, row in table.items():
+        cells = [f"{scale * r.estimate:.{digits}f} [{scale * r.low:.{digits}f},{scale * r.high:.{digits}f}]"
+                 for r in row.values()]
+        lines.append(f"{model:{name_width}s}" + "".join(f"{c:>{width}s}" for c in cells))
+    return "\n".join(lines)
