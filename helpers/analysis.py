@@ -87,10 +87,10 @@ def optimal_confidence(loss: nn.Module, true_top_probability: Sequence[float] | 
 class CacheableCCLNetLoss(CCLNetLoss):
     """:class:`helpers.cclnet.CCLNetLoss` whose extra state (optimiser, freeze rule, epoch log) is one uint8 tensor.
 
-    Work-around, not a method change: ``helpers.experiments`` fingerprints a loss by hashing every
-    ``state_dict()`` entry as a tensor, and CCLNetLoss stores its extra state as a dict, so ``train_run`` raised
-    ``AttributeError`` for it. Pickling the dict into a tensor keeps the exact same state (it round-trips through
-    ``load_state_dict``) and makes it hashable. Training is identical to CCLNetLoss.
+    Kept because the committed outputs of notebooks 05 and 06 were produced with it: the run cache's loss
+    fingerprint once required every ``state_dict()`` entry to be a tensor. ``helpers.experiments`` now hashes
+    non-tensor extra state too, so new code can pass :class:`~helpers.cclnet.CCLNetLoss` to ``train_run``
+    directly. Pickling the dict into a tensor keeps the exact same state; training is identical to CCLNetLoss.
     """
 
     def get_extra_state(self) -> torch.Tensor:

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.losses.base import MultiClassLoss, check_multiclass_inputs
+from helpers.losses.base import MultiClassLoss, check_multiclass_inputs, promote_float
 
 __all__ = [
     "normalised_squared_distance",
@@ -53,8 +53,6 @@ __all__ = [
 ]
 
 
-def _promote(x: torch.Tensor) -> torch.Tensor:
-    return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
 
 def normalised_squared_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -312,7 +310,7 @@ class CCLNetLoss(MultiClassLoss):
         if logits.shape[1] != self.num_classes:
             raise ValueError(f"CCLNetLoss was built for {self.num_classes} classes, logits have {logits.shape[1]}")
         self._ensure_device(logits.device)
-        logits = _promote(logits)
+        logits = promote_float(logits)
         log_q = F.log_softmax(logits, dim=1)
         soft = self.correlation_matrix().to(log_q)[target]
         ce = -log_q.gather(1, target.unsqueeze(1)).squeeze(1)
@@ -327,7 +325,7 @@ class CCLNetLoss(MultiClassLoss):
         ``features``: the batch's pooled backbone features (N, D); they are detached here, so the backbone
         cannot change. Returns the detached L_CCL value, or None when the step is skipped (N < 2).
         """
-        features = _promote(features.detach())
+        features = promote_float(features.detach())
         check_multiclass_inputs(torch.empty(features.shape[0], self.num_classes, device=features.device), targets)
         if features.shape[0] < 2:
             self.skipped_steps += 1
@@ -358,7 +356,7 @@ class CCLNetLoss(MultiClassLoss):
         self.head.eval()
         try:
             with torch.no_grad():
-                return torch.softmax(self.head.logits(_promote(features.detach())), dim=1)
+                return torch.softmax(self.head.logits(promote_float(features.detach())), dim=1)
         finally:
             self.head.train(was_training)
 

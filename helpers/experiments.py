@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -95,9 +96,13 @@ def _tensor_hash(*tensors: torch.Tensor) -> str:
 
 
 def _loss_fingerprint(loss: nn.Module) -> dict[str, Any]:
+    """Class, hyper-parameters and state of a loss; non-tensor state (CCL-Net's optimiser and freeze rule, kept
+    as module extra state) is hashed through pickle."""
     state = sorted(loss.state_dict().items())
+    tensors = [value for _, value in state if isinstance(value, torch.Tensor)]
+    others = [(key, value) for key, value in state if not isinstance(value, torch.Tensor)]
     return {"class": type(loss).__name__, "repr": repr(loss), "state_keys": [k for k, _ in state],
-            "state": _tensor_hash(*[v for _, v in state])}
+            "state": _tensor_hash(*tensors), "extra_state": hashlib.sha256(pickle.dumps(others)).hexdigest()[:16]}
 
 
 def run_key(bundle: Any, model_name: str, loss: nn.Module, config: train.TrainConfig, seed_salt: str = "") -> str:

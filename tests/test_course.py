@@ -72,7 +72,8 @@ def test_every_course_notebook_has_a_parameters_cell_and_is_executed():
         assert len(tagged) == 1, f"{path.name}: needs exactly one cell tagged 'parameters'"
         for knob in ("profile", *course.KNOBS):
             assert f"{knob} =" in tagged[0].source, f"{path.name}: parameters cell lacks {knob}"
-        assert nb.cells[0].cell_type == "markdown" and "licen" in nb.cells[0].source.lower()
+        assert nb.cells[0].cell_type == "markdown" and "cc by" in nb.cells[0].source.lower(), \
+            f"{path.name}: the first cell must name the data licence (CC BY / CC BY-NC)"
         assert all(c.execution_count for c in code), f"{path.name}: committed without executing every cell"
         errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert not errors, f"{path.name}: committed with an error output"

@@ -64,3 +64,17 @@ def test_cache_can_be_disabled(tmp_path, monkeypatch):
     monkeypatch.setenv("CALIBMED_NO_CACHE", "1")
     again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
     assert not again.from_cache
+
+
+def test_ccl_net_loss_with_non_tensor_extra_state_has_a_key():
+    from helpers.cclnet import CCLNetLoss
+
+    bundle = tiny_bundle()
+    torch.manual_seed(0)
+    slow = experiments.run_key(bundle, "small_cnn", CCLNetLoss(feature_dim=128, num_classes=3), config())
+    torch.manual_seed(0)
+    same = experiments.run_key(bundle, "small_cnn", CCLNetLoss(feature_dim=128, num_classes=3), config())
+    torch.manual_seed(0)
+    fast = experiments.run_key(bundle, "small_cnn", CCLNetLoss(feature_dim=128, num_classes=3, lr_ccl=5e-2),
+                               config())
+    assert slow == same and slow != fast

@@ -16,6 +16,15 @@ MULTI_CLASS = "multi-class"
 MULTI_LABEL = "multi-label"
 
 
+def promote_float(x: torch.Tensor) -> torch.Tensor:
+    """float16 / bfloat16 (autocast) and integer inputs -> float32; float32 and float64 unchanged.
+
+    Losses compute in float32 (or float64, which the properness checks and gradcheck use) whatever the autocast
+    dtype of the logits, so values and gradients stay finite at logits of +-1e4.
+    """
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
 class MultiClassLoss(nn.Module):
     """A loss on (N, K) logits and (N,) integer class targets; probabilities are the softmax."""
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import MultiClassLoss, check_multiclass_inputs
+from .base import MultiClassLoss, check_multiclass_inputs, promote_float
 
 __all__ = [
     "CrossEntropy",
@@ -37,9 +37,6 @@ __all__ = [
 ]
 
 
-def _promote(x: torch.Tensor) -> torch.Tensor:
-    """float16/bfloat16 (autocast) and integer inputs -> float32; float32/float64 unchanged."""
-    return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
 
 def _check_number(name: str, value, low: float, high: float = math.inf) -> float:
@@ -58,7 +55,7 @@ class _SoftmaxLoss(MultiClassLoss):
     """MultiClassLoss whose softmax keeps float64 (for gradcheck); low precision still goes to float32."""
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(_promote(logits), dim=-1)
+        return torch.softmax(promote_float(logits), dim=-1)
 
 
 class CrossEntropy(_SoftmaxLoss):
@@ -66,7 +63,7 @@ class CrossEntropy(_SoftmaxLoss):
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         check_multiclass_inputs(logits, target)
-        return F.cross_entropy(_promote(logits), target)
+        return F.cross_entropy(promote_float(logits), target)
 
 
 class LabelSmoothing(_SoftmaxLoss):
@@ -106,7 +103,7 @@ class LabelSmoothing(_SoftmaxLoss):
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         check_multiclass_inputs(logits, target)
-        logits = _promote(logits)
+        logits = promote_float(logits)
         log_probs = F.log_softmax(logits, dim=1)
         ce = -_target_log_probs(log_probs, target)
         if self.prior is None:
@@ -146,7 +143,7 @@ class FocalLoss(_SoftmaxLoss):
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         check_multiclass_inputs(logits, target)
-        log_pt = _target_log_probs(F.log_softmax(_promote(logits), dim=1), target)
+        log_pt = _target_log_probs(F.log_softmax(promote_float(logits), dim=1), target)
         return _focal_terms(log_pt, self.gamma).mean()
 
     def extra_repr(self) -> str:
@@ -167,7 +164,7 @@ class FLSD53(_SoftmaxLoss):
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         check_multiclass_inputs(logits, target)
-        log_pt = _target_log_probs(F.log_softmax(_promote(logits), dim=1), target)
+        log_pt = _target_log_probs(F.log_softmax(promote_float(logits), dim=1), target)
         gamma = self.sample_gamma(log_pt.detach())
         return _focal_terms(log_pt, gamma).mean()
 
@@ -196,12 +193,12 @@ class MbLS(_SoftmaxLoss):
     @staticmethod
     def logit_distances(logits: torch.Tensor) -> torch.Tensor:
         """d_k = max_j z_j − z_k, shape (N, K), non-negative."""
-        logits = _promote(logits)
+        logits = promote_float(logits)
         return logits.max(dim=1, keepdim=True).values - logits
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         check_multiclass_inputs(logits, target)
-        logits = _promote(logits)
+        logits = promote_float(logits)
         ce = F.cross_entropy(logits, target)
         if self.lam == 0.0:
             return ce
@@ -281,7 +278,7 @@ class LSPlus(_SoftmaxLoss):
         check_multiclass_inputs(logits, target)
         if logits.shape[1] != self.num_classes:
             raise ValueError(f"LSPlus was built for {self.num_classes} classes, logits have {logits.shape[1]}")
-        logits = _promote(logits)
+        logits = promote_float(logits)
         log_probs = F.log_softmax(logits, dim=1)
         v = self.soft_targets.to(log_probs)[target]
         ce = -_target_log_probs(log_probs, target)
@@ -360,7 +357,7 @@ def class_frequencies(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
 
 def _check_probs(probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     check_multiclass_inputs(probs, target)
-    return _promote(probs)
+    return promote_float(probs)
 
 
 class DCARegulariser(nn.Module):

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import MULTI_LABEL, Composite, MultiLabelLoss, check_multilabel_inputs
+from .base import MULTI_LABEL, Composite, MultiLabelLoss, check_multilabel_inputs, promote_float
 
 __all__ = [
     "BCE",
@@ -45,9 +45,6 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------------------------- shared utilities
-def _promote(x: torch.Tensor) -> torch.Tensor:
-    """float16 / bfloat16 / integer -> float32; float32 and float64 unchanged."""
-    return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
 
 def _no_autocast(x: torch.Tensor):
@@ -87,14 +84,14 @@ class _ElementwiseLoss(MultiLabelLoss):
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         check_multilabel_inputs(logits, targets)
         with _no_autocast(logits):
-            logits = _promote(logits)
+            logits = promote_float(logits)
             targets = targets.to(logits.dtype)
             loss_pos, loss_neg = self.partial_losses(logits)
             return (targets * loss_pos + (1.0 - targets) * loss_neg).mean()
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
         with _no_autocast(logits):
-            return torch.sigmoid(_promote(logits))
+            return torch.sigmoid(promote_float(logits))
 
 
 # ------------------------------------------------------------------------------------------------------ BCE, focal
@@ -107,7 +104,7 @@ class BCE(_ElementwiseLoss):
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         check_multilabel_inputs(logits, targets)
         with _no_autocast(logits):
-            logits = _promote(logits)
+            logits = promote_float(logits)
             return F.binary_cross_entropy_with_logits(logits, targets.to(logits.dtype))
 
 
@@ -286,13 +283,13 @@ class SPA(_ElementwiseLoss):
     def predict_log_proba(self, logits: torch.Tensor) -> torch.Tensor:
         """log η̂(v) of the derived inverse link (log space; −∞ never occurs for finite logits up to ±1e4)."""
         with _no_autocast(logits):
-            log_neg, log_pos = self._log_link_terms(_promote(logits))
+            log_neg, log_pos = self._log_link_terms(promote_float(logits))
             return log_neg - torch.logaddexp(log_neg, log_pos)
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
         """η̂(v), the inverse link; equals σ(log ℓ₋'(v) − log(−ℓ₊'(v))), a sigmoid of a log-ratio."""
         with _no_autocast(logits):
-            log_neg, log_pos = self._log_link_terms(_promote(logits))
+            log_neg, log_pos = self._log_link_terms(promote_float(logits))
             return torch.sigmoid(log_neg - log_pos)
 
     def extra_repr(self) -> str:
@@ -308,7 +305,7 @@ def spa_link_as_printed(logits: torch.Tensor, zeta_pos: float = 1.0, k_pos: floa
 
     It decreases with v and is 1 − σ(v) at (1, 1, 0, 1, 1, 0); :meth:`SPA.predict_proba` is the derived link.
     """
-    logits = _promote(logits)
+    logits = promote_float(logits)
     log_a = math.log(k_neg / zeta_neg) + F.logsigmoid(-k_neg * (logits - b_neg))
     log_b = math.log(k_pos / zeta_pos) + F.logsigmoid(k_pos * (logits - b_pos))
     return torch.sigmoid(log_a - log_b)
@@ -343,7 +340,7 @@ class LPR(nn.Module):
     def forward(self, probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         _check_probability_inputs(probs, targets)
         with _no_autocast(probs):
-            probs = _promote(probs)
+            probs = promote_float(probs)
             n, t = probs.shape
             flat = targets.reshape(-1).nonzero().squeeze(1)  # positive entries, row-major
             if t < 2 or flat.numel() == 0:
@@ -404,7 +401,7 @@ class LDACE(MultiLabelLoss):
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         check_multilabel_inputs(logits, targets)
         with _no_autocast(logits):
-            logits = _promote(logits)
+            logits = promote_float(logits)
             n, t = logits.shape
             y = targets.to(logits.dtype)
             log_p = F.logsigmoid(logits)
@@ -445,7 +442,7 @@ class LDACE(MultiLabelLoss):
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
         with _no_autocast(logits):
-            logits = _promote(logits)
+            logits = promote_float(logits)
             if self.diagonal == "p_squared":
                 return torch.exp(2.0 * F.logsigmoid(logits))
             return torch.sigmoid(logits)
@@ -476,7 +473,7 @@ class CanonicalCalibrationLoss(nn.Module):
     def forward(self, probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         _check_probability_inputs(probs, targets)
         with _no_autocast(probs):
-            q = _promote(probs)
+            q = promote_float(probs)
             y = targets.to(q.dtype)
             n, t = q.shape
             if n == 0:
