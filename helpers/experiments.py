@@ -127,6 +127,7 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
     cache = cache and os.environ.get("CALIBMED_NO_CACHE", "") in ("", "0")
     key = run_key(bundle, model_name, loss, config)
     path = Path(cache_dir or CACHE_DIR) / f"{key}.pt"
+    torch.manual_seed(config.seed)
     model = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
     if cache and path.exists():
         stored = torch.load(path, map_location="cpu", weights_only=False)
@@ -135,8 +136,6 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
         print(f"{name}: loaded from the run cache ({path.name}; trained in {stored['seconds']:.0f} s)")
         return TrainedRun(name, model, loss, stored["history"], stored["val_logits"], stored["test_logits"],
                           stored["seconds"], True, key)
-    torch.manual_seed(config.seed)
-    model = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
     print(f"{name}: training {model_name} with {type(loss).__name__} for {config.epochs} epochs")
     result = train.fit(model, loss, bundle, config)
     val_logits = train.predict_logits(result.model, bundle.val.images, batch_size=config.eval_batch_size)

@@ -39,6 +39,7 @@ from sklearn import metrics as sk_metrics
 __all__ = [
     "ece", "adaptive_ece", "average_calibration_error", "mce", "classwise_ece", "brier", "nll",
     "multilabel_ece", "multilabel_average_calibration_error", "multilabel_mce", "multilabel_brier",
+    "multilabel_nll",
     "hamming_loss", "macro_auroc", "map_per_class", "map_per_example",
     "accuracy", "macro_f1", "cohen_kappa", "jaccard", "auroc_ovr",
     "bootstrap", "BootstrapResult", "true_calibration_error", "TrueCalibrationError",
@@ -422,23 +423,36 @@ def brier(probs: Any, labels: Any) -> float:
     return float(((p * p).sum(1) - 2.0 * p_true + 1.0).mean())
 
 
-def nll(probs: Any, labels: Any) -> float:
-    """Mean negative log-likelihood -(1/N) sum_i log p_{i, y_i}.
+def _mean_negative_log(p_outcome: torch.Tensor, metric: str) -> float:
+    """Mean of -log of the probabilities given to the observed outcomes (float64).
 
-    A probability of exactly 0 on the true class makes the NLL infinite. Instead of returning inf (which
-    poisons averages and bootstrap intervals) we evaluate log at ``torch.finfo(float64).tiny`` for those samples,
-    i.e. add about 708.4 per such sample, and warn. No other input is altered.
+    A probability of exactly 0 on the observed outcome makes the NLL infinite. Instead of returning inf (which
+    poisons averages and bootstrap intervals) log is evaluated at ``torch.finfo(float64).tiny`` for those entries,
+    i.e. about 708.4 is added per such entry, with a warning. No other input is altered.
     """
-    p, y = _multiclass_inputs(probs, labels)
-    p_true = p.gather(1, y[:, None])[:, 0].to(torch.float64)
-    n_zero = int((p_true == 0).sum())
+    tiny = torch.finfo(torch.float64).tiny
+    n_zero = int((p_outcome == 0).sum())
     if n_zero:
         warnings.warn(
-            f"nll: {n_zero} sample(s) give probability 0 to their true class; each contributes "
-            f"-log(float64 tiny) = {-math.log(torch.finfo(torch.float64).tiny):.1f} instead of infinity",
-            RuntimeWarning, stacklevel=2,
+            f"{metric}: {n_zero} forecast(s) give probability 0 to the observed outcome; each contributes "
+            f"-log(float64 tiny) = {-math.log(tiny):.1f} instead of infinity",
+            RuntimeWarning, stacklevel=3,
         )
-    return float(-p_true.clamp_min(torch.finfo(torch.float64).tiny).log().mean())
+    return float(-p_outcome.clamp_min(tiny).log().mean())
+
+
+def nll(probs: Any, labels: Any) -> float:
+    """Mean negative log-likelihood -(1/N) sum_i log p_{i, y_i} (log(0) handled as in ``_mean_negative_log``)."""
+    p, y = _multiclass_inputs(probs, labels)
+    return _mean_negative_log(p.gather(1, y[:, None])[:, 0].to(torch.float64), "nll")
+
+
+def multilabel_nll(probs: Any, labels: Any) -> float:
+    """Mean binary negative log-likelihood over all (sample, label) forecasts of "present": -log p where y = 1,
+    -log(1 - p) where y = 0 (log(0) handled as in ``_mean_negative_log``)."""
+    p, y = _multilabel_inputs(probs, labels)
+    p = p.to(torch.float64)
+    return _mean_negative_log(torch.where(y == 1, p, 1 - p), "multilabel_nll")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -368,7 +368,7 @@ def _validation_metrics(probs: torch.Tensor, labels: torch.Tensor, task: str) ->
     """NLL, accuracy and ECE of validation probabilities (CPU float64), through :mod:`helpers.metrics`.
 
     Multi-class: top-label ECE (15 bins), accuracy of the arg-max. Multi-label: pooled ECE over all (sample, label)
-    forecasts, ``val_accuracy`` = 1 − Hamming loss at 0.5, ``val_nll`` = mean binary NLL over all forecasts,
+    forecasts, ``val_accuracy`` = 1 − Hamming loss at 0.5, ``val_nll`` = :func:`metrics.multilabel_nll`,
     ``val_auroc`` = macro AUROC.
     """
     from helpers import metrics  # imported lazily: metrics is optional for prediction-only use
@@ -379,16 +379,9 @@ def _validation_metrics(probs: torch.Tensor, labels: torch.Tensor, task: str) ->
     if task == "multi-class":
         return {"val_nll": metrics.nll(probs, labels), "val_accuracy": metrics.accuracy(probs, labels),
                 "val_ece": metrics.ece(probs, labels)}
-    return {"val_nll": _binary_nll(probs, labels), "val_accuracy": 1.0 - metrics.hamming_loss(probs, labels),
+    return {"val_nll": metrics.multilabel_nll(probs, labels),
+            "val_accuracy": 1.0 - metrics.hamming_loss(probs, labels),
             "val_ece": metrics.multilabel_ece(probs, labels), "val_auroc": metrics.macro_auroc(probs, labels)}
-
-
-def _binary_nll(probs: torch.Tensor, labels: torch.Tensor) -> float:
-    """Mean binary NLL over all (sample, label) forecasts; log evaluated at float64 tiny where p is exactly 0 or 1
-    on the wrong side (the same convention as :func:`helpers.metrics.nll`)."""
-    p, y = probs.double(), labels.double()
-    tiny = torch.finfo(torch.float64).tiny
-    return float(-(y * p.clamp_min(tiny).log() + (1 - y) * (1 - p).clamp_min(tiny).log()).mean())
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -475,3 +475,14 @@ def test_auroc_ovr_equals_sklearn_with_ties():
     labels = torch.randint(0, 5, (300,), generator=generator)
     expected = sk.roc_auc_score(labels.numpy(), probs.numpy(), multi_class="ovr", average="macro")
     assert M.auroc_ovr(probs, labels) == pytest.approx(expected, abs=1e-12)
+
+
+def test_multilabel_nll_equals_sklearn_log_loss_over_all_forecasts():
+    probs, labels = random_multilabel(300, 6, seed=11)
+    expected = sk.log_loss(labels.numpy().ravel(), probs.numpy().ravel(), labels=[0, 1])
+    assert M.multilabel_nll(probs, labels) == pytest.approx(expected, abs=1e-10)
+    saturated = probs.clone()
+    row, column = torch.nonzero(labels == 1)[0].tolist()
+    saturated[row, column] = 0.0  # a present finding given probability 0: finite, with a warning
+    with pytest.warns(RuntimeWarning, match="multilabel_nll"):
+        assert math.isfinite(M.multilabel_nll(saturated, labels))
