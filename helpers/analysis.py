@@ -14,15 +14,13 @@
 
 from __future__ import annotations
 
-import pickle
 from typing import Any, Sequence
 
 import torch
 from torch import nn
 
-from helpers.cclnet import CCLNetLoss
 
-__all__ = ["logit_distances", "logit_distance_summary", "optimal_confidence", "CacheableCCLNetLoss"]
+__all__ = ["logit_distances", "logit_distance_summary", "optimal_confidence"]
 
 
 def _logits(logits: Any) -> torch.Tensor:
@@ -84,17 +82,3 @@ def optimal_confidence(loss: nn.Module, true_top_probability: Sequence[float] | 
     return theta[expected.argmin(dim=1)]
 
 
-class CacheableCCLNetLoss(CCLNetLoss):
-    """:class:`helpers.cclnet.CCLNetLoss` whose extra state (optimiser, freeze rule, epoch log) is one uint8 tensor.
-
-    Kept because the committed outputs of notebooks 05 and 06 were produced with it: the run cache's loss
-    fingerprint once required every ``state_dict()`` entry to be a tensor. ``helpers.experiments`` now hashes
-    non-tensor extra state too, so new code can pass :class:`~helpers.cclnet.CCLNetLoss` to ``train_run``
-    directly. Pickling the dict into a tensor keeps the exact same state; training is identical to CCLNetLoss.
-    """
-
-    def get_extra_state(self) -> torch.Tensor:
-        return torch.frombuffer(bytearray(pickle.dumps(super().get_extra_state())), dtype=torch.uint8).clone()
-
-    def set_extra_state(self, state: torch.Tensor) -> None:
-        super().set_extra_state(pickle.loads(state.cpu().numpy().tobytes()))

@@ -108,12 +108,12 @@ def _loss_fingerprint(loss: nn.Module) -> dict[str, Any]:
 def run_key(bundle: Any, model_name: str, loss: nn.Module, config: train.TrainConfig, seed_salt: str = "") -> str:
     """A hash of everything that determines a trained run (see the module docstring)."""
     description = {
-        "dataset": bundle.name, "source": str(bundle.source), "image_size": bundle.image_size,
+        "dataset": bundle.name, "image_size": bundle.image_size,
         "data": _tensor_hash(bundle.train.images, bundle.train.labels, bundle.val.images, bundle.val.labels),
         "model": model_name, "loss": _loss_fingerprint(loss),
         "config": {k: (repr(v) if not isinstance(v, (int, float, str, bool, type(None))) else v)
                    for k, v in asdict(replace(config, progress=True, checkpoint_path=None, resume=False)).items()},
-        "source": _source_hash(), "salt": seed_salt,
+        "code": _source_hash(), "salt": seed_salt,
     }
     return hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()[:20]
 

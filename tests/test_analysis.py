@@ -48,22 +48,3 @@ def test_bad_logits_raise(bad):
 def test_bad_probability_raises():
     with pytest.raises(ValueError):
         optimal_confidence(CrossEntropy(), [1.0], 3)
-
-
-def test_cacheable_cclnet_loss_is_fingerprinted_and_round_trips_its_state():
-    from helpers import experiments
-    from helpers.analysis import CacheableCCLNetLoss
-
-    torch.manual_seed(0)
-    first = CacheableCCLNetLoss(16, 3, hidden_dims=(8,), embedding_dim=4)
-    torch.manual_seed(0)
-    second = CacheableCCLNetLoss(16, 3, hidden_dims=(8,), embedding_dim=4)
-    assert experiments._loss_fingerprint(first) == experiments._loss_fingerprint(second)
-    features, targets = torch.randn(6, 16), torch.tensor([0, 1, 2, 0, 1, 2])
-    first.after_step(features, targets)
-    first.on_epoch_end(1, None)
-    assert experiments._loss_fingerprint(first) != experiments._loss_fingerprint(second)
-    second.load_state_dict(first.state_dict())
-    assert second.epoch_log == first.epoch_log
-    assert torch.equal(second.head.dictionary, first.head.dictionary)
-    assert second.optimizer.state_dict()["state"].keys() == first.optimizer.state_dict()["state"].keys()

@@ -58,6 +58,16 @@ def test_any_change_of_loss_config_or_data_changes_the_key():
     assert base != experiments.run_key(tiny_bundle(seed=1), "small_cnn", CrossEntropy(), config())
 
 
+def test_the_key_follows_the_data_content_and_the_code_not_where_the_data_lives(monkeypatch):
+    bundle = tiny_bundle()
+    base = experiments.run_key(bundle, "small_cnn", CrossEntropy(), config())
+    moved = tiny_bundle()
+    moved.source = "/somewhere/else/tiny.npz"
+    assert experiments.run_key(moved, "small_cnn", CrossEntropy(), config()) == base
+    monkeypatch.setattr(experiments, "_source_hash", lambda: "edited-code")
+    assert experiments.run_key(bundle, "small_cnn", CrossEntropy(), config()) != base
+
+
 def test_cache_can_be_disabled(tmp_path, monkeypatch):
     bundle = tiny_bundle()
     experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
@@ -78,3 +88,21 @@ def test_ccl_net_loss_with_non_tensor_extra_state_has_a_key():
     fast = experiments.run_key(bundle, "small_cnn", CCLNetLoss(feature_dim=128, num_classes=3, lr_ccl=5e-2),
                                config())
     assert slow == same and slow != fast
+
+
+def test_ccl_net_run_round_trips_through_the_cache(tmp_path):
+    """CCL-Net's non-tensor state (optimiser, freeze rule, epoch log) is stored with the run and restored."""
+    from helpers.cclnet import CCLNetLoss
+
+    bundle = tiny_bundle()
+    torch.manual_seed(0)
+    trained = experiments.train_run("ccl", CCLNetLoss(feature_dim=128, num_classes=3), bundle, "small_cnn",
+                                    config(), cache_dir=tmp_path)
+    torch.manual_seed(0)
+    loaded = experiments.train_run("ccl", CCLNetLoss(feature_dim=128, num_classes=3), bundle, "small_cnn",
+                                   config(), cache_dir=tmp_path)
+    assert loaded.from_cache and not trained.from_cache
+    assert loaded.loss.epoch_log == trained.loss.epoch_log and len(loaded.loss.epoch_log) == 2
+    assert torch.equal(loaded.loss.head.dictionary, trained.loss.head.dictionary)
+    assert loaded.loss.optimizer.state_dict()["state"].keys() == trained.loss.optimizer.state_dict()["state"].keys()
+    assert torch.equal(loaded.test_logits, trained.test_logits)

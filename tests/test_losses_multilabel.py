@@ -246,8 +246,9 @@ def lpr_brute_force(probs, targets):
     return total / n
 
 
-def test_lpr_equals_brute_force_double_loop_in_value_and_gradient():
-    logits, targets = _data(n=6, t=5, scale=2.0)
+@pytest.mark.parametrize("t", [2, 5, 6])
+def test_lpr_equals_brute_force_double_loop_in_value_and_gradient(t):
+    logits, targets = _data(n=6, t=t, scale=2.0)
     probs = torch.sigmoid(logits)
     v_fast, g_fast = _grad(LPR(), probs, targets)
     v_slow, g_slow = _grad(lpr_brute_force, probs, targets)
@@ -261,6 +262,19 @@ def test_lpr_composes_with_any_base_through_its_probabilities():
     total = Composite(spa, [(0.7, LPR())])(logits, targets)
     expected = spa(logits, targets) + 0.7 * lpr_brute_force(spa.predict_proba(logits), targets)
     assert torch.allclose(total, expected, atol=1e-12)
+
+
+def test_lpr_saturated_probabilities_are_evaluated_at_the_nearest_value_inside_0_1():
+    """p = 0 and p = 1 (float saturation) are read as the smallest normal float and 1 − eps/2, value and
+    gradient alike: finite, and equal to LPR at those values."""
+    info = torch.finfo(DOUBLE)
+    targets = torch.tensor([[1.0, 0.0, 0.0, 1.0]], dtype=DOUBLE)
+    saturated = torch.tensor([[0.0, 1.0, 0.3, 0.8]], dtype=DOUBLE)
+    inside = torch.tensor([[info.tiny, 1.0 - info.eps / 2, 0.3, 0.8]], dtype=DOUBLE)
+    v_sat, g_sat = _grad(LPR(), saturated, targets)
+    v_in, g_in = _grad(LPR(), inside, targets)
+    assert torch.isfinite(v_sat) and torch.isfinite(g_sat).all()
+    assert v_sat == v_in and torch.equal(g_sat, g_in)
 
 
 def test_lpr_single_label_has_no_pairs():
@@ -292,9 +306,11 @@ def ldace_brute_force(logits, targets, diagonal):
     return total / (n * t * (t + 1) / 2)
 
 
+@pytest.mark.parametrize("t", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("diagonal", ["p_squared", "p"])
-def test_ldace_equals_brute_force_pairwise_bce(diagonal):
-    logits, targets = _data(n=5, t=4, scale=2.5)
+def test_ldace_equals_brute_force_pairwise_bce(diagonal, t):
+    """Value and gradient; odd and even T (the fused form lists pairs by cyclic offsets, see _cyclic_pairs)."""
+    logits, targets = _data(n=5, t=t, scale=2.5)
     v_fast, g_fast = _grad(LDACE(diagonal=diagonal), logits, targets)
     v_slow, g_slow = _grad(lambda x, y: ldace_brute_force(x, y, diagonal), logits, targets)
     assert torch.allclose(v_fast, v_slow, atol=1e-12)
@@ -362,8 +378,48 @@ def test_ldace_extreme_pairs_use_the_exact_log_space_branch(dtype):
     assert torch.isfinite(logits.grad).all()
 
 
+def ldace_log_space_reference(logits, targets, diagonal):
+    """LDACE with every log formed by logsigmoid / logaddexp (independent of the fused code's branches)."""
+    n, t = logits.shape
+    log_p, log_q = torch.nn.functional.logsigmoid(logits), torch.nn.functional.logsigmoid(-logits)
+    total = logits.new_zeros(())
+    for i in range(t):
+        for j in range(i, t):
+            if i == j and diagonal == "p":
+                log_pair, log_one_minus = log_p[:, i], log_q[:, i]
+            else:
+                log_pair = log_p[:, i] + log_p[:, j]
+                log_one_minus = torch.logaddexp(log_q[:, i], log_p[:, i] + log_q[:, j])  # 1 − p_i p_j
+            y = targets[:, i] * targets[:, j]
+            total = total - (y * log_pair + (1 - y) * log_one_minus).sum()
+    return total / (n * t * (t + 1) / 2)
+
+
+@pytest.mark.parametrize("diagonal", ["p_squared", "p"])
+def test_ldace_log_space_branch_gradient_matches_a_log_space_reference(diagonal):
+    """A logit above 60 switches the fused code to its log-space branch: value and gradient must not change."""
+    logits = torch.tensor([[61.0, 75.0, 0.5, -3.0, 64.0], [2.0, -1.0, 0.0, 3.0, -70.0]], dtype=DOUBLE)
+    targets = torch.tensor([[0.0, 1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 1.0, 1.0, 0.0]], dtype=DOUBLE)
+    v_fast, g_fast = _grad(LDACE(diagonal=diagonal), logits, targets)
+    v_ref, g_ref = _grad(lambda x, y: ldace_log_space_reference(x, y, diagonal), logits, targets)
+    assert torch.allclose(v_fast, v_ref, rtol=1e-12)
+    assert torch.allclose(g_fast, g_ref, rtol=1e-9, atol=1e-15)
+    x = logits.clone().requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda z: LDACE(diagonal=diagonal)(z, targets), (x,))
+
+
+def test_fused_losses_give_the_same_value_without_a_graph():
+    logits, targets = _data(n=6, t=5)
+    probs = torch.sigmoid(logits)
+    with torch.no_grad():
+        values = [LDACE()(logits, targets), LDACE(diagonal="p")(logits, targets), LPR()(probs, targets)]
+    assert torch.allclose(values[0], ldace_brute_force(logits, targets, "p_squared"), atol=1e-12)
+    assert torch.allclose(values[1], ldace_brute_force(logits, targets, "p"), atol=1e-12)
+    assert torch.allclose(values[2], lpr_brute_force(probs, targets), atol=1e-12)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, DOUBLE])
-def test_lpr_odds_ratio_overflow_falls_back_to_the_log_space_formula(dtype):
+def test_lpr_at_probabilities_near_0_and_1_matches_the_brute_force(dtype):
     probs64 = torch.tensor([[1e-35, 1 - 1e-7, 0.3], [0.5, 0.2, 0.9]], dtype=DOUBLE)
     targets = torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 1.0]], dtype=DOUBLE)
     probs = probs64.to(dtype).requires_grad_(True)
@@ -487,7 +543,12 @@ def test_bad_inputs_raise_clear_errors():
     logits, targets = _data()
     with pytest.raises(ValueError, match="same"):
         BCE()(logits, targets[:, :2])
+    for bad in (targets * 0.5, targets + 1.0, -targets, targets.masked_fill(targets == 0, float("nan"))):
+        with pytest.raises(ValueError, match="0 or 1"):
+            SPA()(logits, bad)
     with pytest.raises(ValueError, match="0 or 1"):
-        SPA()(logits, targets * 0.5)
+        LDACE()(logits, targets.long() * 2)
+    assert torch.allclose(BCE()(logits, targets.bool()), BCE()(logits, targets))
+    assert torch.allclose(LDACE()(logits, targets.long()), LDACE()(logits, targets))
     with pytest.raises(ValueError, match="shape"):
         LDACE()(logits.reshape(-1), targets.reshape(-1))

@@ -113,5 +113,9 @@ def check_multilabel_inputs(logits: torch.Tensor, targets: torch.Tensor) -> None
         raise ValueError(
             f"targets must have the same (N, T) shape as logits, got {tuple(targets.shape)} vs {tuple(logits.shape)}"
         )
-    if targets.numel() and not bool(((targets == 0) | (targets == 1)).all()):
-        raise ValueError("multi-label targets must be 0 or 1; got other values (soft labels are not supported here)")
+    if targets.numel() and targets.dtype != torch.bool:
+        # y − y² is 0 exactly for y ∈ {0, 1}, > 0 inside (0, 1), < 0 outside [0, 1] and NaN for NaN: one pass.
+        low, high = torch.aminmax(torch.addcmul(targets, targets, targets, value=-1))
+        if not (low.item() == 0 and high.item() == 0):
+            raise ValueError("multi-label targets must be 0 or 1; got other values (soft labels are not supported "
+                             "here)")

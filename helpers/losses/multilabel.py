@@ -22,11 +22,14 @@ Conventions shared by every class here:
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from .base import MULTI_LABEL, Composite, MultiLabelLoss, check_multilabel_inputs, promote_float
 
@@ -48,7 +51,10 @@ __all__ = [
 
 
 def _no_autocast(x: torch.Tensor):
-    return torch.autocast(device_type=x.device.type, enabled=False)
+    """Switch autocast off inside a loss (a no-op context when it is not on: entering one costs microseconds)."""
+    if torch.is_autocast_enabled(x.device.type):
+        return torch.autocast(device_type=x.device.type, enabled=False)
+    return contextlib.nullcontext()
 
 
 def _check_number(name: str, value, low: float = -math.inf, high: float = math.inf, *,
@@ -70,7 +76,7 @@ def _check_probability_inputs(probs: torch.Tensor, targets: torch.Tensor) -> Non
         raise TypeError(f"probs must be a floating-point tensor, got dtype {probs.dtype}")
     if probs.numel():
         low, high = torch.aminmax(probs.detach())
-        if not (float(low) >= 0.0 and float(high) <= 1.0):  # also catches NaN
+        if not (low.item() >= 0.0 and high.item() <= 1.0):  # also catches NaN
             raise ValueError("probs must lie in [0, 1]: a regulariser takes the base loss's predict_proba(logits), "
                              "not logits (compose it with helpers.losses.base.Composite)")
 
@@ -316,23 +322,24 @@ class LPR(nn.Module):
     """Label Pair Regulariser (eqs. 19–20), called ``LPR()(probs, targets)`` on a base loss's probabilities.
 
     For labels t ≠ t' with different values, β̂^{tt'} = η̂_t (1 − η̂_t') / [η̂_t (1 − η̂_t') + η̂_t' (1 − η̂_t)]
-    (eq. 19) is the model's probability that t is the positive one. With odds u = η̂ / (1 − η̂),
-    −log β̂^{tt'} = log(1 + u_t' / u_t) = softplus(logit η̂_t' − logit η̂_t), and per example (eq. 20)
+    (eq. 19) is the model's probability that t is the positive one. With odds u = η̂ / (1 − η̂) and
+    ℓ = logit η̂, −log β̂^{tt'} = log(1 + u_t' / u_t) = softplus(ℓ_t' − ℓ_t), and per example (eq. 20)
 
-        L_LPR = 2 / (T(T − 1)) · Σ_{t: y_t = 1} Σ_{t': y_t' = 0} log(1 + u_t' / u_t),
+        L_LPR = 2 / (T(T − 1)) · Σ_{t: y_t = 1} Σ_{t': y_t' = 0} softplus(ℓ_t' − ℓ_t),
 
     averaged over the batch. Vectorised over all pairs at once: one row of T partners per positive label
-    (K positives -> a (K, T) block, partners with y = 1 weighted 0), so the cost grows with the number of
-    positives rather than with N·T²; one ``log1p`` per pair. Where an odds ratio exceeds the float range
-    (probabilities beyond ~1e-31 from 0 or 1) the whole batch is recomputed as softplus of logit differences.
+    (K positives -> a (K, T) block; partners with y = 1 get ℓ = −∞, so their softplus and its gradient are 0),
+    so the cost grows with the number of positives rather than with N·T². Fused (see :class:`_LPRFunction`):
+    the forward pass also forms the gradient, ∂/∂ℓ_t' = σ(ℓ_t' − ℓ_t) = −∂/∂ℓ_t, and ∂ℓ/∂η̂ = 1 / (η̂(1 − η̂)).
 
     Compose with any base loss via ``Composite(base, [(λ, LPR())])`` (eq. 21, Table 4); it regularises whatever
     ``base.predict_proba`` returns (SPA's link, LDACE's p², ...). Under label independence (Assumption 1) the
     pairwise risk P(10)(−log β̂) + P(01)(−log(1 − β̂)) is minimised by β̂ = β (eq. 18), which η̂ = η already
     gives, so base + λ·LPR stays strictly proper; with dependent labels β differs from its plug-in value and LPR
     pulls the marginals (``helpers.properness.joint_risk_minimiser`` shows both). Probabilities exactly 0 or 1
-    (float saturation) are first moved to the nearest representable value inside (0, 1): the smallest normal
-    float and 1 − eps/2. T = 1 has no pairs and gives 0.
+    (float saturation) are evaluated at the nearest representable value inside (0, 1) — the smallest normal
+    float and 1 − eps/2 — value and gradient alike (the gradient there is finite; a saturated sigmoid upstream
+    multiplies it by 0). T = 1 has no pairs and gives 0.
     """
 
     task = MULTI_LABEL
@@ -341,26 +348,43 @@ class LPR(nn.Module):
         _check_probability_inputs(probs, targets)
         with _no_autocast(probs):
             probs = promote_float(probs)
-            n, t = probs.shape
-            flat = targets.reshape(-1).nonzero().squeeze(1)  # positive entries, row-major
-            if t < 2 or flat.numel() == 0:
-                return probs.sum() * 0.0
-            info = torch.finfo(probs.dtype)
-            p = probs.clamp(min=info.tiny, max=1.0 - info.eps / 2)
-            q = 1.0 - p
-            rows = torch.div(flat, t, rounding_mode="floor")
-            odds = p / q
-            # 1/u_t as exp(−log u_t): the gradient of 1/u would form 1/u², which overflows for u < 1e-19
-            inverse_odds_pos = torch.exp(-torch.log(odds.reshape(-1).index_select(0, flat)))
-            odds_ratio = odds.index_select(0, rows) * inverse_odds_pos.unsqueeze(1)  # u_t' / u_t, (K, T)
-            if bool(torch.isfinite(odds_ratio).all()):
-                pair_loss = torch.log1p(odds_ratio)
-            else:
-                logit = torch.log(p) - torch.log1p(-p)
-                pair_loss = F.softplus(logit.index_select(0, rows)
-                                       - logit.reshape(-1).index_select(0, flat).unsqueeze(1))
-            partner_is_negative = (1.0 - targets.to(p.dtype)).index_select(0, rows)
-            return (pair_loss * partner_is_negative).sum() * (2.0 / (t * (t - 1) * n))
+            needs_grad = probs.requires_grad and torch.is_grad_enabled()
+            return _LPRFunction.apply(probs, targets.to(probs.dtype), needs_grad)
+
+
+class _LPRFunction(torch.autograd.Function):
+    """LPR's value and its gradient with respect to the probabilities in one pass (one autograd node)."""
+
+    @staticmethod
+    def forward(ctx, probs: torch.Tensor, targets: torch.Tensor, needs_grad: bool) -> torch.Tensor:
+        n, t = probs.shape
+        positive = targets.bool()
+        flat = positive.view(-1).nonzero().squeeze(1)  # positive entries, row-major
+        if t < 2 or flat.numel() == 0:
+            ctx.save_for_backward(torch.zeros_like(probs) if needs_grad else None)
+            return probs.new_zeros(())
+        info = torch.finfo(probs.dtype)
+        p = probs.clamp(min=info.tiny, max=1.0 - info.eps / 2)
+        logit = torch.logit(p)
+        rows = flat.div(t, rounding_mode="floor")
+        partner_logit = logit.masked_fill(positive, -math.inf).index_select(0, rows)  # (K, T), −∞ at positives
+        difference = partner_logit - logit.view(-1).index_select(0, flat).unsqueeze(1)  # ℓ_t' − ℓ_t
+        scale = 2.0 / (t * (t - 1) * n)
+        value = F.softplus(difference).sum() * scale
+        grad = None
+        if needs_grad:
+            weight = torch.sigmoid(difference)
+            grad_logit = torch.zeros_like(p).index_add_(0, rows, weight)
+            grad_logit.view(-1).index_add_(0, flat, weight.sum(1), alpha=-1.0)
+            grad = grad_logit.div_(p * (1.0 - p)).mul_(scale)
+        ctx.save_for_backward(grad)
+        return value
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        (grad,) = ctx.saved_tensors
+        return grad_output * grad, None, None
 
 
 # ----------------------------------------------------------------------------------------------------------- LDACE
@@ -375,7 +399,9 @@ class LDACE(MultiLabelLoss):
     B·T(T + 1)/2: the mean over the upper triangle including the diagonal. Computed without forming products
     that could round: log q_ij = log p_i + log p_j (logsigmoid), and 1 − p_i p_j = (1 − p_i) + p_i (1 − p_j)
     with 1 − p = σ(−v), which stays accurate when p_i p_j → 1 (logaddexp in log space for the extreme pairs).
-    The T(T − 1)/2 pairs are gathered from the upper triangle; the positive-target part is separable, O(N·T).
+    The positive-target part is separable, O(N·T); the T(T + 1)/2 terms log(1 − p_i p_j) are one batched pass.
+    Fused (see :class:`_LDACEFunction`): the forward pass also forms the closed-form gradient, so backward is a
+    single multiplication (first derivatives only; ``torch.autograd.gradgradcheck`` is not supported).
 
     ``diagonal`` chooses the reading of the diagonal term:
 
@@ -402,21 +428,8 @@ class LDACE(MultiLabelLoss):
         check_multilabel_inputs(logits, targets)
         with _no_autocast(logits):
             logits = promote_float(logits)
-            n, t = logits.shape
-            y = targets.to(logits.dtype)
-            log_p = F.logsigmoid(logits)
-            log_1mp = F.logsigmoid(-logits)
-            # Pairs i < j with target y_i y_j = 1: −(log p_i + log p_j) summed = −Σ_i y_i log p_i (Σ_{j≠i} y_j).
-            pos = -(y * log_p * (y.sum(dim=1, keepdim=True) - y)).sum()
-            i, j = torch.triu_indices(t, t, offset=1, device=logits.device)
-            neg = -((1.0 - y.index_select(1, i) * y.index_select(1, j)) * self._log_one_minus_pair(
-                log_p, log_1mp, i, j)).sum()
-            if self.diagonal == "p_squared":
-                # BCE(p², y): log p² = 2 log p, log(1 − p²) = log(1 − p) + log(1 + p)
-                diag = -(y * 2.0 * log_p + (1.0 - y) * (log_1mp + torch.log1p(torch.exp(log_p)))).sum()
-            else:
-                diag = -(y * log_p + (1.0 - y) * log_1mp).sum()
-            return (pos + neg + diag) / (n * t * (t + 1) / 2)
+            needs_grad = logits.requires_grad and torch.is_grad_enabled()
+            return _LDACEFunction.apply(logits, targets.to(logits.dtype), self.diagonal == "p_squared", needs_grad)
 
     def partial_losses(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Elementwise (ℓ₊, ℓ₋) of the single-label case T = 1, where LDACE is its diagonal term alone:
@@ -427,19 +440,6 @@ class LDACE(MultiLabelLoss):
             return -2.0 * log_p, -(log_1mp + torch.log1p(torch.exp(log_p)))
         return -log_p, -log_1mp
 
-    @staticmethod
-    def _log_one_minus_pair(log_p, log_1mp, i, j):
-        """log(1 − p_i p_j) for the pairs (i, j) as log((1 − p_i) + p_i (1 − p_j)): a sum of two non-negative
-        terms, so no cancellation as p_i p_j → 1. Pairs whose sum falls below 1e-30 (logits beyond ~±69) are
-        recomputed in log space with logaddexp (exact, finite at ±1e4)."""
-        p, one_minus_p = torch.exp(log_p), torch.exp(log_1mp)
-        total = one_minus_p.index_select(1, i) + p.index_select(1, i) * one_minus_p.index_select(1, j)
-        normal = total > 1e-30
-        if bool(normal.all()):
-            return torch.log(total)
-        exact = torch.logaddexp(log_1mp.index_select(1, i), log_p.index_select(1, i) + log_1mp.index_select(1, j))
-        return torch.where(normal, torch.log(torch.where(normal, total, torch.ones_like(total))), exact)
-
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
         with _no_autocast(logits):
             logits = promote_float(logits)
@@ -449,6 +449,93 @@ class LDACE(MultiLabelLoss):
 
     def extra_repr(self) -> str:
         return f"diagonal={self.diagonal!r}"
+
+
+@functools.lru_cache(maxsize=64)
+def _cyclic_pairs(t: int, include_diagonal: bool, device: torch.device, dtype: torch.dtype):
+    """The label pairs as cyclic offsets: pair (i, (i + d) mod T) for d = d₀ … ⌊T/2⌋ covers every unordered pair
+    i < j once (d₀ = 1) or every i ≤ j (d₀ = 0), except that for even T the offset T/2 lists each of its pairs
+    twice, so its block gets weight ½. Returns (d₀, number of offsets, block weights (D, 1, 1), partner index of
+    every (d, i) row, flattened) — cached per T, device and dtype."""
+    first = 0 if include_diagonal else 1
+    offsets = torch.arange(first, t // 2 + 1, device=device)
+    weight = torch.ones(offsets.numel(), 1, 1, dtype=dtype, device=device)
+    if t % 2 == 0 and t // 2 >= first:
+        weight[-1] = 0.5
+    partner = ((torch.arange(t, device=device) + offsets.unsqueeze(1)) % t).reshape(-1)
+    return first, offsets.numel(), weight, partner
+
+
+class _LDACEFunction(torch.autograd.Function):
+    """LDACE's value and its gradient with respect to the logits in one pass (one autograd node).
+
+    With a = log p, q = 1 − p, Y_ij = y_i y_j, S = Σ_j y_j and L_ij = log(1 − p_i p_j), the loss times
+    Z = N·T(T + 1)/2 is, per example,
+
+        −Σ_{i ≤ j} [Y_ij (a_i + a_j) + (1 − Y_ij) L_ij] = −Σ_i y_i a_i (S + 1) − Σ_{i ≤ j} (1 − Y_ij) L_ij
+
+    under the reading "p_squared" (the diagonal pair is BCE(p_i², y_i)); reading "p" sums the pairs i < j,
+    −Σ_i y_i a_i (S − 1), and adds BCE(p_i, y_i). Gradient: ∂a_i/∂z_i = q_i and ∂L_ij/∂z_i = −q_i p_i p_j /
+    (1 − p_i p_j), so
+
+        ∂(Z·loss)/∂z_k = q_k [Σ_{pairs ∋ k} (1 − Y_ij) p_i p_j / (1 − p_i p_j) − y_k c]   (+ p_k − y_k for "p"),
+
+    c = S + 1 ("p_squared") or S − 1 ("p"); a diagonal pair (k, k) counts twice. Layout: labels-major (T, N),
+    and the pairs as cyclic offsets (:func:`_cyclic_pairs`), so every pair's partner row is a strided view of the
+    label rows repeated twice — no gather. 1 − p_i p_j = q_i + p_i q_j (no cancellation as p_i p_j → 1); when a
+    logit exceeds 60 that sum could underflow, and the pairs are formed in log space instead (logaddexp), with
+    q_k p_i p_j / (1 − p_i p_j) ≤ 1 exponentiated as one term.
+    """
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, targets: torch.Tensor, p_squared: bool, needs_grad: bool):
+        n, t = logits.shape
+        first, n_offsets, block_weight, partner = _cyclic_pairs(t, p_squared, logits.device, logits.dtype)
+        z, y = logits.t(), targets.t()
+        log_p = F.logsigmoid(z)
+        extreme = logits.numel() > 0 and logits.max().item() > 60.0
+        rows = torch.stack([log_p, F.logsigmoid(-z), y]) if extreme else torch.stack([z, -z, y])
+        if not extreme:
+            rows[:2].sigmoid_()  # p, q
+        # ends[c, d, i] = rows[c, (i + first + d) mod T]: the partner of label i at offset first + d
+        ends = torch.cat([rows, rows], dim=1).as_strided((3, n_offsets, t, n), (2 * t * n, n, n, 1), first * n)
+        unpaired = torch.mul(ends[2], rows[2], out=logits.new_empty((n_offsets, t, n)))
+        unpaired = torch.addcmul(block_weight, block_weight, unpaired, value=-1.0)  # w_d (1 − y_i y_j)
+        if extreme:
+            log_p_i, log_q_i = rows[0], rows[1]
+            log_one_minus = torch.logaddexp(log_q_i, log_p_i + ends[1], out=logits.new_empty((n_offsets, t, n)))
+            p, q = torch.exp(log_p_i), torch.exp(log_q_i)
+        else:
+            p, q = rows[0], rows[1]
+            one_minus = torch.addcmul(q, p, ends[1], out=logits.new_empty((n_offsets, t, n)))
+            log_one_minus = torch.log(one_minus)
+        y_coefficient = y * (y.sum(0) + (1.0 if p_squared else -1.0))
+        total = torch.dot(unpaired.view(-1), log_one_minus.view(-1)) + (y_coefficient * log_p).sum()
+        if not p_squared:
+            total = total - F.binary_cross_entropy_with_logits(z, y, reduction="sum")
+        normaliser = n * t * (t + 1) / 2
+        grad = None
+        if needs_grad:
+            if extreme:
+                log_ratio = log_p_i + ends[0] - log_one_minus  # log p_i p_j / (1 − p_i p_j)
+                to_partner = (unpaired * torch.exp(log_ratio + ends[1])).reshape(n_offsets * t, n)
+                per_label = (unpaired * torch.exp(log_ratio + log_q_i)).sum(0).index_add_(0, partner, to_partner)
+                grad = per_label - q * y_coefficient
+            else:
+                pair_weight = unpaired.mul_(p).mul_(ends[0]).div_(one_minus)
+                per_label = pair_weight.sum(0).index_add_(0, partner, pair_weight.view(n_offsets * t, n))
+                grad = per_label.sub_(y_coefficient).mul_(q)
+            if not p_squared:
+                grad += p - y
+            grad = grad.t().div_(normaliser)
+        ctx.save_for_backward(grad)
+        return -total / normaliser
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        (grad,) = ctx.saved_tensors
+        return grad_output * grad, None, None, None
 
 
 class CanonicalCalibrationLoss(nn.Module):
