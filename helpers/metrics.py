@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 DEFAULT_N_BINS = 15
+POOLED = "pooled over labels"  # ReliabilityBins.kind of multi-label bins pooled over every (example, label)
 ROW_SUM_TOLERANCE = 1e-3
 _LOGITS_HINT = (
     "did you pass logits? Apply torch.softmax(logits, dim=1) (multi-class), torch.sigmoid (multi-label), "
@@ -352,7 +353,7 @@ def reliability_bins(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS,
     _check_n_bins(n_bins)
     if multilabel:
         p, y = _multilabel_inputs(probs, labels)
-        confidence, outcome, kind = p.reshape(-1, 1), y.reshape(-1, 1), "pooled over labels"
+        confidence, outcome, kind = p.reshape(-1, 1), y.reshape(-1, 1), POOLED
     else:
         p, y = _multiclass_inputs(probs, labels)
         (confidence, outcome), kind = _top_label(p, y), "top-label"
@@ -764,8 +765,7 @@ def bootstrap(metric: Callable[..., float], probs: Any, labels: Any, n: int = 10
 
 def multiclass_report(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> dict[str, float]:
     """Every multi-class metric of this module as a flat dict of floats (for result tables)."""
-    _multiclass_inputs(probs, labels)  # fail early with one clear message
-    bins = reliability_bins(probs, labels, n_bins)
+    bins = reliability_bins(probs, labels, n_bins)  # validates the inputs first: one clear message
     return {
         "accuracy": accuracy(probs, labels),
         "macro_f1": macro_f1(probs, labels),
@@ -793,8 +793,8 @@ def multilabel_report(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> 
         "brier": multilabel_brier(probs, labels),
     }
     for per_label, suffix in ((False, ""), (True, "_per_label")):
-        report["ece" + suffix] = multilabel_ece(probs, labels, n_bins, per_label)
-        report["average_calibration_error" + suffix] = multilabel_average_calibration_error(probs, labels, n_bins,
-                                                                                            per_label)
-        report["mce" + suffix] = multilabel_mce(probs, labels, n_bins, per_label)
+        sums = _multilabel_sums(probs, labels, n_bins, per_label)  # binned once for the three errors
+        report["ece" + suffix] = float(_expected_error(sums).mean())
+        report["average_calibration_error" + suffix] = float(_average_error(sums).mean())
+        report["mce" + suffix] = float(_max_error(sums).mean())
     return report

@@ -22,14 +22,14 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from mpl_toolkits.axes_grid1 import make_axes_locatable
 
-from helpers.metrics import ReliabilityBins
+from helpers.metrics import POOLED, ReliabilityBins
+from helpers.selective import retention_area
 
 __all__ = ["reliability_diagram", "reliability_grid", "reliability_overlay", "training_curves", "heatmap",
            "ece_title", "image_grid", "class_counts"]
 
 ACCURACY_COLOR = "#4C72B0"
 GAP_COLOR = "#C44E52"
-POOLED = "pooled over labels"
 
 
 def _figure_and_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
@@ -37,6 +37,29 @@ def _figure_and_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Fig
         figure, ax = plt.subplots(figsize=figsize)
         return figure, ax
     return ax.figure, ax
+
+
+def _label_axes(ax: Axes, xlabel: str, ylabel: str | None = None, title: str | None = None,
+                grid: bool = False) -> None:
+    """Axis labels, the title (when given) and the small legend every line plot here ends with."""
+    ax.set_xlabel(xlabel)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize="small")
+    if grid:
+        ax.grid(alpha=0.3)
+
+
+def _draw_intervals(ax: Axes, names: Sequence[str], values: np.ndarray) -> np.ndarray:
+    """One (estimate, low, high) row per name as a dot with whiskers, the first name on top; returns the y."""
+    positions = np.arange(len(names))[::-1]
+    ax.errorbar(values[:, 0], positions, xerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]],
+                fmt="o", capsize=3, color=ACCURACY_COLOR)
+    ax.set_yticks(positions, labels=list(names))
+    ax.grid(axis="x", alpha=0.3)
+    return positions
 
 
 def _numpy(values: Any) -> np.ndarray:
@@ -166,12 +189,7 @@ def training_curves(history: Sequence[Mapping[str, Any]], metrics: Sequence[str]
             raise ValueError(f"metric {metric!r} is in no history entry; available: {available}")
         epochs, values = zip(*points)
         ax.plot(epochs, values, marker="o", markersize=3, label=metric)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel(", ".join(metrics) if len(metrics) <= 2 else "value")
-    if title:
-        ax.set_title(title)
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
+    _label_axes(ax, "epoch", ", ".join(metrics) if len(metrics) <= 2 else "value", title, grid=True)
     return figure
 
 
@@ -239,10 +257,7 @@ def class_counts(labels_by_split: Mapping[str, Any], class_names: Sequence[str],
         ax.barh(positions + offset * height, counts, height=height, label=f"{split} ({len(values):,})")
     ax.set_yticks(positions + height * (len(labels_by_split) - 1) / 2, labels=list(class_names))
     ax.set_xscale("log")
-    ax.set_xlabel("images (log scale)")
-    ax.legend(fontsize="small")
-    if title:
-        ax.set_title(title)
+    _label_axes(ax, "images (log scale)", title=title)
     return figure
 
 
@@ -264,10 +279,7 @@ def risk_minimiser_plot(eta: Any, estimates: Mapping[str, Any], ax: Axes | None 
         ax.plot(eta, values, label=name, **dict((styles or {}).get(name, {})))
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
-    ax.set_xlabel("true posterior η")
-    ax.set_ylabel("estimate at the risk minimiser η̂*")
-    ax.set_title(title or "conditional-risk minimiser")
-    ax.legend(fontsize="small")
+    _label_axes(ax, "true posterior η", "estimate at the risk minimiser η̂*", title or "conditional-risk minimiser")
     return figure
 
 
@@ -283,11 +295,7 @@ def partial_loss_plot(logits: Any, partials: Mapping[str, tuple[Any, Any]], ax: 
         ax.plot(v, _numpy(positive).astype(float).reshape(-1), color=color, label=f"{name}: ℓ₊ (y = 1)")
         ax.plot(v, _numpy(negative).astype(float).reshape(-1), color=color, linestyle="--",
                 label=f"{name}: ℓ₋ (y = 0)")
-    ax.set_xlabel("logit v")
-    ax.set_ylabel("partial loss")
-    ax.set_title(title or "partial losses")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
+    _label_axes(ax, "logit v", "partial loss", title or "partial losses", grid=True)
     return figure
 
 
@@ -301,11 +309,7 @@ def link_plot(logits: Any, links: Mapping[str, Any], ax: Axes | None = None, tit
         ax.plot(v, _numpy(values).astype(float).reshape(-1), label=name)
     ax.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("logit v")
-    ax.set_ylabel("η̂ = [Ψ]⁻¹(v)")
-    ax.set_title(title or "inverse link")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
+    _label_axes(ax, "logit v", "η̂ = [Ψ]⁻¹(v)", title or "inverse link", grid=True)
     return figure
 
 
@@ -318,11 +322,7 @@ def retrieval_curve(map_by_length: Mapping[str, Mapping[int, float]], ax: Axes |
     for name, curve in map_by_length.items():
         lengths = sorted(curve)
         ax.plot(lengths, [100 * curve[length] for length in lengths], marker="o", label=name)
-    ax.set_xlabel("query length |P| + |N|")
-    ax.set_ylabel("retrieval mAP (%)")
-    ax.set_title(title or "multi-label retrieval")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
+    _label_axes(ax, "query length |P| + |N|", "retrieval mAP (%)", title or "multi-label retrieval", grid=True)
     return figure
 
 
@@ -335,12 +335,8 @@ def bootstrap_interval_plot(estimates: Mapping[str, tuple[float, float, float]],
     figure, ax = _figure_and_axes(ax, (4.6, 0.6 + 0.35 * len(estimates)))
     names = list(estimates)
     values = np.array([[scale * float(x) for x in estimates[name]] for name in names])
-    positions = np.arange(len(names))[::-1]
-    ax.errorbar(values[:, 0], positions, xerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]],
-                fmt="o", capsize=3, color=ACCURACY_COLOR)
-    ax.set_yticks(positions, labels=names)
+    _draw_intervals(ax, names, values)
     ax.set_ylim(-0.6, len(names) - 0.4)
-    ax.grid(axis="x", alpha=0.3)
     if xlabel:
         ax.set_xlabel(xlabel)
     if title:
@@ -396,14 +392,10 @@ def retention_curves(curves: Mapping[str, tuple[Any, Any]], ax: Axes | None = No
     figure, ax = _figure_and_axes(ax, (5.0, 4.0))
     for name, (fractions, accuracy) in curves.items():
         fractions, accuracy = _numpy(fractions), _numpy(accuracy)
-        area = float(np.sum((accuracy[1:] + accuracy[:-1]) / 2 * np.diff(fractions)))
-        ax.plot(fractions, accuracy, label=f"{name} (R-AUC {area:.4f})")
+        ax.plot(fractions, accuracy, label=f"{name} (R-AUC {retention_area(fractions, accuracy):.4f})")
     ax.set_xlim(0, 1)
-    ax.set_xlabel("retention fraction (most confident predictions kept)")
-    ax.set_ylabel("accuracy (referred samples counted correct)")
-    ax.set_title(title or "retention curves")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
+    _label_axes(ax, "retention fraction (most confident predictions kept)",
+                "accuracy (referred samples counted correct)", title or "retention curves", grid=True)
     return figure
 
 
@@ -420,11 +412,7 @@ def confidence_densities(correct: Any, incorrect: Any, ax: Axes | None = None, t
         if values.size:
             ax.hist(values, bins=edges, density=True, color=color, alpha=0.5, label=f"{label} (n={values.size})")
     ax.set_xlim(0, 1)
-    ax.set_xlabel("confidence (top-label probability)")
-    ax.set_ylabel("density")
-    if title:
-        ax.set_title(title)
-    ax.legend(fontsize="small")
+    _label_axes(ax, "confidence (top-label probability)", "density", title)
     return figure
 
 
@@ -441,10 +429,8 @@ def distance_histograms(distances_by_model: Mapping[str, Any], ax: Axes | None =
         ax.hist(_numpy(distances).ravel(), bins=edges, density=True, histtype="step", linewidth=1.5, label=name)
     if margin is not None:
         ax.axvline(margin, color="black", linestyle="--", linewidth=1, label=f"margin m = {margin:g}")
-    ax.set_xlabel(r"logit distance $d_k = \max_j z_j - z_k$ (non-winning classes)")
-    ax.set_ylabel("density")
-    ax.set_title(title or "logit distances")
-    ax.legend(fontsize="small")
+    _label_axes(ax, r"logit distance $d_k = \max_j z_j - z_k$ (non-winning classes)", "density",
+                title or "logit distances")
     return figure
 
 
@@ -458,12 +444,8 @@ def interval_plot(rows: Mapping[str, tuple[float, float, float]], ax: Axes | Non
     values = np.array([rows[n] for n in names], dtype=float)
     if values.ndim != 2 or values.shape[1] != 3:
         raise ValueError("every row must be (estimate, low, high)")
-    y = np.arange(len(names))[::-1]
-    ax.errorbar(values[:, 0], y, xerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]], fmt="o",
-                color=ACCURACY_COLOR, capsize=3)
-    ax.set_yticks(y, labels=names)
+    _draw_intervals(ax, names, values)
     ax.set_xlabel(xlabel)
-    ax.grid(axis="x", alpha=0.3)
     if title:
         ax.set_title(title)
     return figure

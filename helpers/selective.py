@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["retention_curve", "r_auc", "confidence_by_correctness"]
+__all__ = ["retention_curve", "r_auc", "retention_area", "confidence_by_correctness"]
 
 
 def _confidences_and_errors(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,8 +71,12 @@ def retention_curve(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor
 
 def r_auc(probs: Any, labels: Any) -> float:
     """Area under the accuracy–retention curve (LS+ paper's R-AUC; trapezoid rule, higher is better)."""
-    fractions, accuracy = retention_curve(probs, labels)
-    return float(torch.trapezoid(accuracy, fractions))
+    return retention_area(*retention_curve(probs, labels))
+
+
+def retention_area(fractions: Any, accuracy: Any) -> float:
+    """Trapezoid area under a computed accuracy–retention curve (what :func:`r_auc` reports)."""
+    return float(torch.trapezoid(torch.as_tensor(accuracy), torch.as_tensor(fractions)))
 
 
 def confidence_by_correctness(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
