@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.losses.base import MultiClassLoss, check_multiclass_inputs, promote_float
+from helpers.losses.base import MultiClassLoss, check_multiclass_inputs, check_number, promote_float
 
 __all__ = [
     "normalised_squared_distance",
@@ -206,12 +206,9 @@ class CCLNetLoss(MultiClassLoss):
                  grad_clip: float | None = None, freeze_min_delta: float = 0.0,
                  lr_decay_epochs: Sequence[int] = (), lr_decay_factor: float = 0.1):
         super().__init__()
-        for name, value, low in (("lr_ccl", lr_ccl, 0.0), ("alpha_cc", alpha_cc, 0.0), ("b", b, 0.0),
-                                 ("momentum", momentum, 0.0), ("weight_decay", weight_decay, 0.0),
-                                 ("lr_decay_factor", lr_decay_factor, 0.0)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < low:
-                raise ValueError(f"{name} must be a finite number >= {low}, got {value!r}")
+        for name, value in (("lr_ccl", lr_ccl), ("alpha_cc", alpha_cc), ("b", b), ("momentum", momentum),
+                            ("weight_decay", weight_decay), ("lr_decay_factor", lr_decay_factor)):
+            check_number(name, value, 0.0)
         if lr_ccl <= 0:
             raise ValueError(f"lr_ccl must be positive, got {lr_ccl}")
         if grad_clip is not None and not (isinstance(grad_clip, (int, float)) and grad_clip > 0):

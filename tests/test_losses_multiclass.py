@@ -394,3 +394,13 @@ def test_class_count_mismatch_raises():
         LabelSmoothing(0.1, prior=[0.2] * 5)(logits, target)
     with pytest.raises(ValueError, match="classes"):
         LSPlus([0.5] * 5)(logits, target)
+
+
+def test_regularisers_called_directly_check_their_inputs():
+    probs = torch.softmax(torch.randn(6, K), dim=1)
+    for regulariser in (DCARegulariser(), MDCARegulariser()):
+        with pytest.raises(ValueError, match="class indices"):
+            regulariser(probs, torch.full((6,), K))
+        with pytest.raises(ValueError, match="integer"):
+            regulariser(probs, torch.zeros(6))
+    assert isinstance(DCA(beta=2.0), Composite) and DCA(beta=2.0).beta == 2.0

@@ -552,3 +552,30 @@ def test_bad_inputs_raise_clear_errors():
     assert torch.allclose(LDACE()(logits, targets.long()), LDACE()(logits, targets))
     with pytest.raises(ValueError, match="shape"):
         LDACE()(logits.reshape(-1), targets.reshape(-1))
+
+
+def test_composite_rejects_weights_that_are_not_finite_non_negative_numbers():
+    for weight in (float("nan"), float("inf"), -0.5, True, "1"):
+        with pytest.raises(ValueError, match="regulariser weight"):
+            Composite(BCE(), [(weight, LPR())])
+
+
+def test_composite_calls_the_regularisers_penalty_without_rechecking_inputs():
+    """Composite skips a regulariser's input checks (the base loss checked the target and produced the
+    probabilities); called directly, the regulariser still checks them."""
+
+    class CountingLPR(LPR):
+        checks = 0
+
+        def forward(self, probs, targets):
+            CountingLPR.checks += 1
+            return super().forward(probs, targets)
+
+    logits, targets = _data(n=6, t=5)
+    regulariser = CountingLPR()
+    total = Composite(BCE(), [(0.5, regulariser)])(logits, targets)
+    assert CountingLPR.checks == 0
+    expected = BCE()(logits, targets) + 0.5 * regulariser(torch.sigmoid(logits), targets)
+    assert CountingLPR.checks == 1 and torch.allclose(total, expected, atol=1e-12)
+    with pytest.raises(ValueError, match="probs"):
+        regulariser(logits, targets)

@@ -7,6 +7,7 @@ or a sigmoid: SPA uses its own inverse link and LDACE can read its probability a
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
@@ -14,6 +15,20 @@ from torch import nn
 
 MULTI_CLASS = "multi-class"
 MULTI_LABEL = "multi-label"
+
+
+def check_number(name: str, value, low: float = -math.inf, high: float = math.inf, *,
+                 low_open: bool = False, high_open: bool = False, why: str = "") -> float:
+    """``value`` as a float, or a ValueError naming ``name`` when it is not a finite real number in the interval
+    [low, high] (ends open on request; ``why`` explains the bound in the message)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    too_low = value <= low if low_open else value < low
+    too_high = value >= high if high_open else value > high
+    if too_low or too_high:
+        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+        raise ValueError(f"{name} must lie in {interval}, got {value}" + (f": {why}" if why else ""))
+    return float(value)
 
 
 def promote_float(x: torch.Tensor) -> torch.Tensor:
@@ -55,16 +70,15 @@ class Composite(nn.Module):
 
     The regularisers (LPR, CCL, DCA, MDCA) act on the base loss's *own* probability estimate, so they compose
     with any base loss (SPA paper eq. 21; Hebbalaguppe et al. 2022 for MDCA). Probabilities are those of the
-    base loss: ``predict_proba`` is delegated to it.
+    base loss: ``predict_proba`` is delegated to it. A regulariser that has a ``penalty(probs, target)`` method
+    (the course's do) is called through it: its ``forward`` would check the target again, which the base loss
+    has just checked, and the probabilities, which the base loss has just produced.
     """
 
     def __init__(self, base: nn.Module, regularisers: Sequence[tuple[float, nn.Module]]):
         super().__init__()
-        for weight, _ in regularisers:
-            if not isinstance(weight, (int, float)) or weight < 0:
-                raise ValueError(f"regulariser weights must be non-negative numbers, got {weight!r}")
         self.base = base
-        self.weights = [float(w) for w, _ in regularisers]
+        self.weights = [check_number("regulariser weight", w, 0.0) for w, _ in regularisers]
         self.regularisers = nn.ModuleList([r for _, r in regularisers])
         self.task = base.task
 
@@ -74,7 +88,7 @@ class Composite(nn.Module):
             probs = self.base.predict_proba(logits)
             for weight, regulariser in zip(self.weights, self.regularisers):
                 if weight != 0.0:
-                    total = total + weight * regulariser(probs, target)
+                    total = total + weight * getattr(regulariser, "penalty", regulariser)(probs, target)
         return total
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import MultiClassLoss, check_multiclass_inputs, promote_float
+from .base import Composite, MultiClassLoss, check_multiclass_inputs, check_number, promote_float
 
 __all__ = [
     "CrossEntropy",
@@ -37,14 +37,6 @@ __all__ = [
 ]
 
 
-
-
-def _check_number(name: str, value, low: float, high: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must lie in [{low}, {high}], got {value}")
-    return float(value)
 
 
 def _target_log_probs(log_probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -86,7 +78,7 @@ class LabelSmoothing(_SoftmaxLoss):
 
     def __init__(self, alpha: float, prior: Sequence[float] | torch.Tensor | None = None):
         super().__init__()
-        self.alpha = _check_number("alpha", alpha, 0.0, 1.0)
+        self.alpha = check_number("alpha", alpha, 0.0, 1.0)
         if prior is None:
             self.register_buffer("prior", None)
         else:
@@ -139,7 +131,7 @@ class FocalLoss(_SoftmaxLoss):
 
     def __init__(self, gamma: float):
         super().__init__()
-        self.gamma = _check_number("gamma", gamma, 0.0)
+        self.gamma = check_number("gamma", gamma, 0.0)
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         check_multiclass_inputs(logits, target)
@@ -187,8 +179,8 @@ class MbLS(_SoftmaxLoss):
 
     def __init__(self, margin: float = 10.0, lam: float = 0.1):
         super().__init__()
-        self.margin = _check_number("margin", margin, 0.0)
-        self.lam = _check_number("lam", lam, 0.0)
+        self.margin = check_number("margin", margin, 0.0)
+        self.lam = check_number("lam", lam, 0.0)
 
     @staticmethod
     def logit_distances(logits: torch.Tensor) -> torch.Tensor:
@@ -236,7 +228,7 @@ def lsplus_soft_targets(class_accuracy: Sequence[float] | torch.Tensor,
     if bool((acc < 0).any()) or bool((acc > 1).any()):
         raise ValueError(f"class accuracies must lie in [0, 1], got {acc.tolist()}")
     num_classes = acc.numel()
-    floor = 1.0 / num_classes if min_accuracy is None else _check_number("min_accuracy", min_accuracy, 0.0, 1.0)
+    floor = 1.0 / num_classes if min_accuracy is None else check_number("min_accuracy", min_accuracy, 0.0, 1.0)
     below = acc < floor
     if bool(below.any()):
         warnings.warn(
@@ -267,7 +259,7 @@ class LSPlus(_SoftmaxLoss):
     def __init__(self, class_accuracy: Sequence[float] | torch.Tensor, alpha: float = 0.5,
                  min_accuracy: float | None = None):
         super().__init__()
-        self.alpha = _check_number("alpha", alpha, 0.0, 1.0)
+        self.alpha = check_number("alpha", alpha, 0.0, 1.0)
         self.register_buffer("soft_targets", lsplus_soft_targets(class_accuracy, min_accuracy))
 
     @property
@@ -321,7 +313,7 @@ def class_accuracy_from_predictions(probs_or_preds: torch.Tensor, labels: torch.
             raise ValueError(f"classes {missing.nonzero().flatten().tolist()} have no validation sample, so their "
                              "accuracy is undefined; use a larger validation split or pass fill_missing "
                              "(e.g. 1/num_classes) to set it explicitly")
-        fill = _check_number("fill_missing", fill_missing, 0.0, 1.0)
+        fill = check_number("fill_missing", fill_missing, 0.0, 1.0)
         return torch.where(missing, torch.full_like(counts, fill), hits / counts.clamp_min(1.0))
     return hits / counts
 
@@ -355,64 +347,58 @@ def class_frequencies(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _check_probs(probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    check_multiclass_inputs(probs, target)
-    return promote_float(probs)
+class _ProbabilityRegulariser(nn.Module):
+    """A term ``reg(probs, target)`` on a multi-class loss's probabilities: ``forward`` checks the inputs and
+    calls ``penalty``, which ``Composite`` calls directly on inputs the base loss has already checked."""
+
+    def forward(self, probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        check_multiclass_inputs(probs, target)
+        return self.penalty(probs, target)
+
+    def penalty(self, probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
 
 
-class DCARegulariser(nn.Module):
+class DCARegulariser(_ProbabilityRegulariser):
     """DCA term (Liang et al., BMVC 2020): |mean_i max_k p_ik − mean_i 1[argmax_k p_ik = y_i]|.
 
     Called as ``reg(probs, target)`` on probabilities, WITHOUT its weight β (Composite or :class:`DCA` applies
     it). The accuracy is a constant for differentiation; the gradient flows through the mean confidence.
     """
 
-    def forward(self, probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        probs = _check_probs(probs, target)
+    def penalty(self, probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        probs = promote_float(probs)
         confidence, predicted = probs.max(dim=1)
         accuracy = (predicted == target).to(probs.dtype).mean()
         return (confidence.mean() - accuracy).abs()
 
 
-class MDCARegulariser(nn.Module):
+class MDCARegulariser(_ProbabilityRegulariser):
     """MDCA term (Hebbalaguppe et al., CVPR 2022): (1/K) Σ_k |mean_i p_ik − mean_i 1[y_i = k]|.
 
     Called as ``reg(probs, target)`` on probabilities, WITHOUT its weight β.
     """
 
-    def forward(self, probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        probs = _check_probs(probs, target)
+    def penalty(self, probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        probs = promote_float(probs)
         frequency = F.one_hot(target, probs.shape[1]).to(probs.dtype).mean(dim=0)
         return (probs.mean(dim=0) - frequency).abs().mean()
 
 
-class _AuxiliaryCalibrationLoss(MultiClassLoss):
-    """``base(logits, target) + β·term(base.predict_proba(logits), target)``; β = 0 gives exactly ``base``."""
+class _AuxiliaryCalibrationLoss(Composite, MultiClassLoss):
+    """``base(logits, target) + β·term(base.predict_proba(logits), target)``: a :class:`Composite` with one
+    regulariser and a multi-class base (default cross-entropy); β = 0 gives exactly ``base``."""
 
     def __init__(self, term: nn.Module, beta: float, base: nn.Module | None):
-        super().__init__()
-        self.beta = _check_number("beta", beta, 0.0)
         if base is None:
             base = CrossEntropy()
         if getattr(base, "task", None) != MultiClassLoss.task:
             raise TypeError(f"base must be a multi-class loss (task 'multi-class'), got {type(base).__name__}")
-        self.base = base
-        self.term = term
+        super().__init__(base, [(check_number("beta", beta, 0.0), term)])
 
-    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        total = self.base(logits, target)
-        if self.beta == 0.0:
-            return total
-        return total + self.beta * self.term(self.base.predict_proba(logits), target)
-
-    def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
-        return self.base.predict_proba(logits)
-
-    def joint_parameters(self) -> list[nn.Parameter]:
-        return list(self.base.joint_parameters())
-
-    def extra_repr(self) -> str:
-        return f"beta={self.beta}"
+    @property
+    def beta(self) -> float:
+        return self.weights[0]
 
 
 class DCA(_AuxiliaryCalibrationLoss):

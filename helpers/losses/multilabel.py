@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from .base import MULTI_LABEL, Composite, MultiLabelLoss, check_multilabel_inputs, promote_float
+from .base import MULTI_LABEL, Composite, MultiLabelLoss, check_multilabel_inputs, check_number, promote_float
 
 __all__ = [
     "BCE",
@@ -55,18 +55,6 @@ def _no_autocast(x: torch.Tensor):
     if torch.is_autocast_enabled(x.device.type):
         return torch.autocast(device_type=x.device.type, enabled=False)
     return contextlib.nullcontext()
-
-
-def _check_number(name: str, value, low: float = -math.inf, high: float = math.inf, *,
-                  low_open: bool = False, high_open: bool = False, why: str = "") -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite real number, got {value!r}")
-    too_low = value <= low if low_open else value < low
-    too_high = value >= high if high_open else value > high
-    if too_low or too_high:
-        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-        raise ValueError(f"{name} must lie in {interval}, got {value}" + (f": {why}" if why else ""))
-    return float(value)
 
 
 def _check_probability_inputs(probs: torch.Tensor, targets: torch.Tensor) -> None:
@@ -142,11 +130,11 @@ class ASL(_ElementwiseLoss):
 
     def __init__(self, gamma_pos: float = 0.0, gamma_neg: float = 4.0, margin: float = 0.05, eps: float = 1e-8):
         super().__init__()
-        self.gamma_pos = _check_number("gamma_pos", gamma_pos, 0.0)
-        self.gamma_neg = _check_number("gamma_neg", gamma_neg, 0.0)
-        self.margin = _check_number("margin", margin, 0.0, 1.0, high_open=True,
+        self.gamma_pos = check_number("gamma_pos", gamma_pos, 0.0)
+        self.gamma_neg = check_number("gamma_neg", gamma_neg, 0.0)
+        self.margin = check_number("margin", margin, 0.0, 1.0, high_open=True,
                                     why="m is a shift of the probability; m >= 1 discards every negative")
-        self.eps = _check_number("eps", eps, 0.0, 1.0, high_open=True)
+        self.eps = check_number("eps", eps, 0.0, 1.0, high_open=True)
 
     def _clamped_log(self, log_x: torch.Tensor) -> torch.Tensor:
         return log_x if self.eps == 0.0 else log_x.clamp_min(math.log(self.eps))
@@ -226,9 +214,9 @@ def phi_recovery(probs: torch.Tensor, gamma_pos: float, gamma_neg: float, margin
 
     Computed in float64 in log space; returns the dtype of ``probs`` (float32 for non-float inputs).
     """
-    gamma_pos = _check_number("gamma_pos", gamma_pos, 0.0)
-    gamma_neg = _check_number("gamma_neg", gamma_neg, 0.0)
-    margin = _check_number("margin", margin, 0.0, 1.0, high_open=True)
+    gamma_pos = check_number("gamma_pos", gamma_pos, 0.0)
+    gamma_neg = check_number("gamma_neg", gamma_neg, 0.0)
+    margin = check_number("margin", margin, 0.0, 1.0, high_open=True)
     if not torch.is_tensor(probs):
         raise TypeError(f"probs must be a torch.Tensor, got {type(probs).__name__}")
     if probs.numel() and not bool(((probs >= 0) & (probs <= 1)).all()):
@@ -268,12 +256,12 @@ class SPA(_ElementwiseLoss):
         super().__init__()
         why_zeta = "ζ scales a partial loss; ζ <= 0 flips or removes it and the loss is no longer proper"
         why_k = "k is the slope of a partial loss in the logit; k <= 0 makes it constant or point the wrong way"
-        self.zeta_pos = _check_number("zeta_pos", zeta_pos, 0.0, low_open=True, why=why_zeta)
-        self.zeta_neg = _check_number("zeta_neg", zeta_neg, 0.0, low_open=True, why=why_zeta)
-        self.k_pos = _check_number("k_pos", k_pos, 0.0, low_open=True, why=why_k)
-        self.k_neg = _check_number("k_neg", k_neg, 0.0, low_open=True, why=why_k)
-        self.b_pos = _check_number("b_pos", b_pos)
-        self.b_neg = _check_number("b_neg", b_neg)
+        self.zeta_pos = check_number("zeta_pos", zeta_pos, 0.0, low_open=True, why=why_zeta)
+        self.zeta_neg = check_number("zeta_neg", zeta_neg, 0.0, low_open=True, why=why_zeta)
+        self.k_pos = check_number("k_pos", k_pos, 0.0, low_open=True, why=why_k)
+        self.k_neg = check_number("k_neg", k_neg, 0.0, low_open=True, why=why_k)
+        self.b_pos = check_number("b_pos", b_pos)
+        self.b_neg = check_number("b_neg", b_neg)
 
     def partial_losses(self, logits):
         loss_pos = F.softplus(-self.k_pos * (logits - self.b_pos)) / self.zeta_pos
@@ -346,6 +334,10 @@ class LPR(nn.Module):
 
     def forward(self, probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         _check_probability_inputs(probs, targets)
+        return self.penalty(probs, targets)
+
+    def penalty(self, probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The regulariser without the input checks (``Composite`` calls this on checked inputs)."""
         with _no_autocast(probs):
             probs = promote_float(probs)
             needs_grad = probs.requires_grad and torch.is_grad_enabled()
@@ -559,6 +551,10 @@ class CanonicalCalibrationLoss(nn.Module):
 
     def forward(self, probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         _check_probability_inputs(probs, targets)
+        return self.penalty(probs, targets)
+
+    def penalty(self, probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The regulariser without the input checks (``Composite`` calls this on checked inputs)."""
         with _no_autocast(probs):
             q = promote_float(probs)
             y = targets.to(q.dtype)
