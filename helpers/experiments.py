@@ -11,7 +11,8 @@ over-correct. Every comparison therefore runs under two recipes, defined here on
 **Run cache.** A trained run (weights, the loss's own state, history, validation and test logits) is stored under
 ``runs/cache/`` keyed by everything that determines it: the training and validation images and labels, the
 model, the loss (class, hyper-parameters and tensors), the training configuration, and a hash of the source of
-the modules that train (``train``, ``models``, ``losses``, ``cclnet``, this module).
+the modules that train (``train``, ``models``, ``metrics`` — it picks the kept epoch —, ``losses``, ``cclnet``,
+this module).
 Notebook 06 therefore reuses the cross-entropy runs of notebooks 01–05 instead of training them again, and any code
 change retrains. Set ``CALIBMED_NO_CACHE=1`` to always train.
 """
@@ -38,7 +39,8 @@ RECIPES: dict[str, dict[str, Any]] = {
                          monitor="epoch", monitor_mode="max", lr_scale=0.5),
 }
 CACHE_DIR = course.REPO_ROOT / "runs" / "cache"
-_SOURCE_FILES = ("train.py", "models.py", "experiments.py", "losses/base.py", "losses/multiclass.py",
+# metrics.py is here because fit keeps the epoch its validation metrics pick (val_nll, val_ece)
+_SOURCE_FILES = ("train.py", "models.py", "metrics.py", "experiments.py", "losses/base.py", "losses/multiclass.py",
                  "losses/multilabel.py", "cclnet.py")
 
 
@@ -91,7 +93,7 @@ def _tensor_hash(*tensors: torch.Tensor) -> str:
     digest = hashlib.sha256()
     for tensor in tensors:
         digest.update(str((tuple(tensor.shape), tensor.dtype)).encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        digest.update(tensor.detach().cpu().contiguous().numpy())  # the buffer itself, no bytes copy
     return digest.hexdigest()[:16]
 
 
