@@ -150,30 +150,47 @@ def query_log_scores(probs: torch.Tensor, queries: torch.Tensor) -> torch.Tensor
     ``probs`` (N, T) are the model's probabilities (``loss.predict_proba``). A probability of exactly 0 (or 1
     for a negative label) gives log ŝ = −∞: those images tie at the bottom of the ranking.
     """
+    return _log_scores(_probability_terms(probs), _check_queries(queries, probs.shape[1]).to(probs.device))
+
+
+def _probability_terms(probs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Checked probs -> (N, T) float64 log η̂, log(1 − η̂), 1[η̂ = 0], 1[η̂ = 1]: what every query block uses.
+
+    −inf terms (p = 0 wanted, p = 1 unwanted) are counted separately: 0·(−inf) would be NaN in a matmul."""
     if probs.ndim != 2:
         raise ValueError(f"probs must be (N, T), got shape {tuple(probs.shape)}")
     if probs.numel() and not bool(((probs >= 0) & (probs <= 1)).all()):
         raise ValueError("probs must be probabilities in [0, 1] (use loss.predict_proba(logits))")
-    queries = _check_queries(queries, probs.shape[1]).to(probs.device)
     p = probs.to(torch.float64)
-    positive = (queries == 1).to(torch.float64)
-    negative = (queries == -1).to(torch.float64)
-    # −inf terms (p = 0 wanted, p = 1 unwanted) are counted separately: 0·(−inf) would be NaN in a matmul.
     log_p = torch.where(p > 0, torch.log(p), torch.zeros_like(p))
     log_1mp = torch.where(p < 1, torch.log1p(-p), torch.zeros_like(p))
+    return log_p, log_1mp, (p == 0).to(torch.float64), (p == 1).to(torch.float64)
+
+
+def _log_scores(terms: tuple[torch.Tensor, ...], queries: torch.Tensor) -> torch.Tensor:
+    log_p, log_1mp, is_zero, is_one = terms
+    positive = (queries == 1).to(torch.float64)
+    negative = (queries == -1).to(torch.float64)
     finite = positive @ log_p.T + negative @ log_1mp.T
-    n_impossible = positive @ (p == 0).to(torch.float64).T + negative @ (p == 1).to(torch.float64).T
+    n_impossible = positive @ is_zero.T + negative @ is_one.T
     return torch.where(n_impossible > 0, torch.full_like(finite, -math.inf), finite)
 
 
 def query_relevance(labels: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
     """Ground truth (Q, N) bool: image n is relevant to a query iff it has every label in P and none in N."""
+    return _relevance(_label_matrix(labels), _check_queries(queries, labels.shape[1]).to(labels.device))
+
+
+def _label_matrix(labels: torch.Tensor) -> torch.Tensor:
+    """Checked 0/1 labels as an (N, T) float64 matrix."""
     if labels.ndim != 2:
         raise ValueError(f"labels must be (N, T), got shape {tuple(labels.shape)}")
     if labels.numel() and not bool(((labels == 0) | (labels == 1)).all()):
         raise ValueError("labels must be 0 or 1")
-    queries = _check_queries(queries, labels.shape[1]).to(labels.device)
-    y = labels.to(torch.float64)
+    return labels.to(torch.float64)
+
+
+def _relevance(y: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
     positive = (queries == 1).to(torch.float64)
     negative = (queries == -1).to(torch.float64)
     has_all = (positive @ y.T) == positive.sum(dim=1, keepdim=True)
@@ -262,12 +279,13 @@ def retrieval_map(probs: torch.Tensor, labels: torch.Tensor, max_length: int = 5
     if queries is None:
         queries = sample_queries(probs.shape[1], max_length=max_length, max_queries=max_queries, seed=seed)
     queries = _check_queries(queries, probs.shape[1])
+    terms, y = _probability_terms(probs), _label_matrix(labels)  # checked and converted once for every chunk
     per_chunk = max(1, chunk_elements // max(1, probs.shape[0]))
     aps, counts = [], []
     for start in range(0, queries.shape[0], per_chunk):
         block = queries[start:start + per_chunk]
-        relevant = query_relevance(labels, block)
-        aps.append(average_precision(query_log_scores(probs, block), relevant).cpu())
+        relevant = _relevance(y, block.to(labels.device))
+        aps.append(average_precision(_log_scores(terms, block.to(probs.device)), relevant).cpu())
         counts.append(relevant.sum(dim=1).cpu())
     return RetrievalResult(queries=queries.cpu(), average_precision=torch.cat(aps), n_relevant=torch.cat(counts))
 
