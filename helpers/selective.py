@@ -25,21 +25,14 @@ from typing import Any
 
 import torch
 
+from helpers import metrics
+
 __all__ = ["retention_curve", "r_auc", "retention_area", "confidence_by_correctness"]
 
 
 def _confidences_and_errors(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    p = torch.as_tensor(probs)
-    y = torch.as_tensor(labels, device=p.device)
-    if p.ndim != 2 or p.shape[0] == 0 or p.shape[1] < 2:
-        raise ValueError(f"probs must be a non-empty (N, K) matrix with K >= 2, got shape {tuple(p.shape)}")
-    if not p.is_floating_point() or not bool(torch.isfinite(p).all()):
-        raise ValueError("probs must hold finite floating-point probabilities (pass loss.predict_proba(logits))")
-    if y.shape != (p.shape[0],) or y.is_floating_point():
-        raise ValueError(f"labels must be (N,) integer class indices with N = {p.shape[0]}, got shape "
-                         f"{tuple(y.shape)} dtype {y.dtype}")
-    if int(y.min()) < 0 or int(y.max()) >= p.shape[1]:
-        raise ValueError(f"labels must lie in [0, {p.shape[1] - 1}]")
+    """Top-label confidence and 0/1 error per sample (float64), after the metrics module's input checks."""
+    p, y = metrics._multiclass_inputs(probs, labels)
     confidence, predicted = p.double().max(dim=1)
     return confidence, (predicted != y).double()
 
