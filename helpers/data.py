@@ -34,6 +34,7 @@ MEDMNIST_2D = tuple(name for name, info in INFO.items() if not name.endswith("3d
 SYNTHETIC_NAMES = tuple(synthetic.GENERATORS)
 DATASET_NAMES = MEDMNIST_2D + ("isic2018",) + SYNTHETIC_NAMES
 SPLITS = ("train", "val", "test")
+_SPLIT_ARRAYS = [f"{split}_{kind}" for split in SPLITS for kind in ("images", "labels")]  # keys of a medmnist .npz
 
 ISIC_CLASSES = ("MEL", "NV", "BCC", "AKIEC", "BKL", "DF", "VASC")
 ISIC_CLASS_NAMES = ["melanoma", "melanocytic nevus", "basal cell carcinoma",
@@ -241,8 +242,7 @@ def load_medmnist(name: str, image_size: int = 28, data_dir: str | os.PathLike |
             f"No download is attempted. {fetch} {_where_to_put(directory)}")
     task, n_channels = _task_of(info), int(info["n_channels"])
     class_names = [info["label"][str(k)] for k in range(len(info["label"]))]
-    keys = [f"{split}_{kind}" for split in SPLITS for kind in ("images", "labels")]
-    arrays = _read_npz(path, keys, f"Replace it with the official file: {fetch}")
+    arrays = _read_npz(path, _SPLIT_ARRAYS, f"Replace it with the official file: {fetch}")
     splits = {}
     for split in SPLITS:
         images = _images_to_tensor(arrays[f"{split}_images"], path, f"{split}_images", n_channels, image_size)
@@ -350,9 +350,12 @@ def load_isic2018(root: str | os.PathLike, image_size: int = 28, cache: bool = T
             except OSError as error:  # the cache only saves time; the data are already loaded
                 warnings.warn(f"could not write the ISIC cache {cache_path} ({error}); the next load decodes the "
                               f"images again", stacklevel=2)
-    splits = {split: Split(torch.from_numpy(arrays[f"{split}_images"]).permute(0, 3, 1, 2).contiguous(),
-                           torch.from_numpy(arrays[f"{split}_labels"].astype(np.int64)))
-              for split in SPLITS}
+    splits = {}
+    for split in SPLITS:  # the same checks as a medmnist file: a malformed cache raises instead of loading
+        images = _images_to_tensor(arrays[f"{split}_images"], cache_path, f"{split}_images", 3, image_size)
+        labels = _labels_to_tensor(arrays[f"{split}_labels"], cache_path, f"{split}_labels", MULTI_CLASS,
+                                   len(ISIC_CLASSES), len(images))
+        splits[split] = Split(images, labels)
     return DatasetBundle(name="isic2018", task=MULTI_CLASS, class_names=list(ISIC_CLASS_NAMES), **splits,
                          source=str(root), licence=ISIC_LICENCE, image_size=image_size,
                          notes=[f"Class order {', '.join(ISIC_CLASSES)} (the ground-truth CSV's)."])
@@ -361,8 +364,7 @@ def load_isic2018(root: str | os.PathLike, image_size: int = 28, cache: bool = T
 def _read_isic_cache(path: Path, fingerprint: str) -> dict[str, np.ndarray] | None:
     if not path.is_file():
         return None
-    keys = [f"{split}_{kind}" for split in SPLITS for kind in ("images", "labels")] + ["fingerprint"]
-    arrays = _read_npz(path, keys, "Delete this cache file; it is rebuilt from the images.")
+    arrays = _read_npz(path, _SPLIT_ARRAYS + ["fingerprint"], "Delete this cache file; it is rebuilt from the images.")
     return arrays if str(arrays["fingerprint"]) == fingerprint else None
 
 

@@ -220,6 +220,19 @@ def test_isic2018_cache_is_reused_and_invalidated_by_a_changed_csv(tmp_path):
         load_isic2018(root, image_size=12)
 
 
+def test_isic2018_malformed_cache_raises_instead_of_loading(tmp_path):
+    root = tmp_path / "ISIC2018"
+    _make_isic(root, {"train": [0, 1, 2], "val": [3], "test": [4]})
+    load_isic2018(root, image_size=12)
+    cache_path = root / "calibmed_cache_12px.npz"
+    with np.load(cache_path) as archive:
+        arrays = {key: archive[key] for key in archive.files}
+    arrays["train_images"] = arrays["train_images"][:, :8]  # wrong height, same fingerprint
+    np.savez(cache_path, **arrays)
+    with pytest.raises(ValueError, match="train_images must have shape"):
+        load_isic2018(root, image_size=12)
+
+
 def test_isic2018_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="challenge.isic-archive.com"):
         load_dataset("isic2018", data_dir=tmp_path)
