@@ -28,7 +28,7 @@ from typing import Any, Mapping
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
-PROFILE_NAMES = ("smoke", "quick", "full")
+PROFILE_NAMES = ("smoke", "quick", "reference", "full")
 KNOBS = (
     "dataset", "image_size", "model", "epochs", "batch_size", "lr", "seed", "device", "data_dir", "max_train",
     "results_path",
@@ -94,6 +94,21 @@ def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile:
     cfg = RunConfig(notebook=notebook, profile=profile, extra=values, **core)
     print(cfg.describe())
     return cfg
+
+
+def notebook_profiles(notebook: str) -> dict[str, dict[str, Any]]:
+    """The ``PROFILES`` table of a course notebook, read from its code cell (a literal dict: it is evaluated with
+    no builtins), so that commands such as ``python -m helpers.suites`` use exactly the notebook's settings."""
+    import ast
+
+    [path] = list_notebooks([notebook])
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    for cell in cells:
+        source = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
+        for node in ast.parse(source).body if "PROFILES" in source else []:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PROFILES" for t in node.targets):
+                return eval(compile(ast.Expression(node.value), str(path), "eval"), {"__builtins__": {}, "dict": dict})
+    raise ValueError(f"{path.name} has no `PROFILES = {{...}}` assignment in a code cell")
 
 
 def environment_report() -> dict[str, Any]:

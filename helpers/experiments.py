@@ -31,6 +31,7 @@ cache; ``CALIBMED_RETRAIN=1`` also ignores stored runs and retrains (and re-stor
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import io
 import json
@@ -83,7 +84,8 @@ class TrainedRun:
     """A trained run: its logits on the validation and test splits, history and loss state.
 
     ``model`` holds the weights for a run trained here or loaded from the local cache, and is ``None`` for a stored
-    reference run (stored runs keep logits, not weights). ``source`` is ``"trained"``, ``"cache"`` or ``"stored"``.
+    reference run (stored runs keep logits, not weights). ``source`` is ``"trained"``, ``"cache"``, ``"stored"``
+    or ``"planned"`` (a placeholder, see :func:`planning`).
     """
 
     name: str
@@ -99,7 +101,7 @@ class TrainedRun:
 
     @property
     def from_cache(self) -> bool:
-        return self.source != "trained"
+        return self.source in ("cache", "stored")
 
     @property
     def val_probs(self) -> torch.Tensor:
@@ -199,8 +201,11 @@ def _atomic_write(path: Path, write) -> None:
 
 
 def _state_bytes(loss: nn.Module) -> np.ndarray:
+    """The loss's state for a stored run: ``loss.stored_state()`` where a loss keeps less than its whole state
+    (CCL-Net: the dictionary, not the embedding network), else ``loss.state_dict()``."""
+    state = loss.stored_state() if hasattr(loss, "stored_state") else loss.state_dict()
     buffer = io.BytesIO()
-    torch.save(loss.state_dict(), buffer)
+    torch.save(state, buffer)
     return np.frombuffer(buffer.getvalue(), dtype=np.uint8)
 
 
@@ -233,6 +238,17 @@ def _expected_shapes(bundle: Any) -> dict[str, tuple[int, int]]:
             "test_logits": (len(bundle.test.labels), bundle.n_classes)}
 
 
+RECIPE_MODELS: dict[str, dict[str, str]] = {"over-fitting": {"small_cnn": "small_cnn_wide"}}
+
+
+def recipe_model(recipe: str, model: str) -> str:
+    """The model a recipe trains: the over-fitting recipe widens the small CNN (4x the parameters) so that it can
+    memorise DermaMNIST; larger models are kept."""
+    if recipe not in RECIPES:
+        raise ValueError(f"unknown recipe {recipe!r}; choose one of {list(RECIPES)}")
+    return RECIPE_MODELS.get(recipe, {}).get(model, model)
+
+
 def _check_logits(path: Path, logits: dict[str, torch.Tensor], bundle: Any) -> None:
     for name, shape in _expected_shapes(bundle).items():
         tensor = logits[name]
@@ -248,7 +264,7 @@ def load_stored_run(path: Path, bundle: Any, loss: nn.Module, key: str) -> tuple
         with np.load(path, allow_pickle=False) as stored:
             meta = json.loads(stored["meta"].tobytes())
             logits = {name: torch.from_numpy(stored[name].copy()) for name in ("val_logits", "test_logits")}
-            state = torch.load(io.BytesIO(stored["loss_state"].tobytes()), map_location="cpu", weights_only=False)
+            state = torch.load(io.BytesIO(stored["loss_state"].tobytes()), map_location="cpu", weights_only=True)
     except (OSError, ValueError, KeyError, EOFError, RuntimeError, pickle.UnpicklingError,
             zipfile.BadZipFile) as error:
         raise DamagedRunError(f"{path}: cannot read this stored run ({type(error).__name__}: {error})") from error
@@ -256,7 +272,10 @@ def load_stored_run(path: Path, bundle: Any, loss: nn.Module, key: str) -> tuple
         raise DamagedRunError(f"{path}: format {meta.get('format')} / key {meta.get('key')} do not match "
                               f"format {STORE_FORMAT} / key {key}")
     _check_logits(path, logits, bundle)
-    loss.load_state_dict(state)
+    if hasattr(loss, "load_stored_state"):
+        loss.load_stored_state(state)
+    else:
+        loss.load_state_dict(state)
     run = TrainedRun(meta["name"], None, loss, meta["history"], logits["val_logits"], logits["test_logits"],
                      meta["seconds"], "stored", key, meta.get("device", ""))
     return meta, run
@@ -283,6 +302,34 @@ def _load_cached_run(path: Path, name: str, model: nn.Module, loss: nn.Module, b
 
 # ----------------------------------------------------------------------------------------------------------------
 # train or load
+
+
+@dataclass
+class PlannedRun:
+    """A run that :func:`train_run` would train, recorded instead while :func:`planning` is active."""
+
+    name: str
+    loss: nn.Module
+    bundle: Any
+    model_name: str
+    config: train.TrainConfig
+    stored: bool
+    key: str
+
+
+_plan: list[PlannedRun] | None = None
+
+
+@contextlib.contextmanager
+def planning():
+    """While active, :func:`train_run` loads what exists and, instead of training a missing run, records it in the
+    yielded list and returns a placeholder (``source == "planned"``, zero logits) so the caller's code runs on."""
+    global _plan
+    _plan = []
+    try:
+        yield _plan
+    finally:
+        _plan = None
 
 
 def _flag(name: str) -> bool:
@@ -339,6 +386,11 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
             print(f"{name}: {error}; training it again")
             torch.manual_seed(config.seed)
             model = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
+    if _plan is not None:
+        _plan.append(PlannedRun(name, loss, bundle, model_name, config, stored, key))
+        shapes = _expected_shapes(bundle)
+        return TrainedRun(name, None, loss, [], torch.zeros(shapes["val_logits"]), torch.zeros(shapes["test_logits"]),
+                          0.0, "planned", key)
     definition = run_definition(bundle, model_name, loss, config) if stored else None
     print(f"{name}: training {model_name} with {type(loss).__name__} for {config.epochs} epochs")
     result = train.fit(model, loss, bundle, config)
