@@ -521,8 +521,10 @@ def _tie_groups(sorted_scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     n_columns = sorted_scores.shape[1]
     position = torch.arange(n_columns, device=sorted_scores.device).expand(sorted_scores.shape)
     changes = sorted_scores[:, 1:] != sorted_scores[:, :-1]
-    is_first = torch.cat([torch.ones_like(changes[:, :1]), changes], dim=1)
-    is_last = torch.cat([changes, torch.ones_like(changes[:, :1])], dim=1)
+    # an explicit (rows, 1) column: changes[:, :1] is (rows, 0) when there is a single column
+    boundary = torch.ones(sorted_scores.shape[0], 1, dtype=torch.bool, device=sorted_scores.device)
+    is_first = torch.cat([boundary, changes], dim=1)
+    is_last = torch.cat([changes, boundary], dim=1)
     first = torch.where(is_first, position, torch.zeros_like(position)).cummax(1).values
     last = torch.where(is_last, position, torch.full_like(position, n_columns)).flip(1).cummin(1).values.flip(1)
     return first, last

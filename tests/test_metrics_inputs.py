@@ -1,0 +1,41 @@
+"""Issue 10: metric inputs at the edges (one column or row, non-contiguous layouts, bf16, degenerate bootstrap
+resamples, explicit task) and a seeded fuzz test of the input checks against a plain reference."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn import metrics as sk
+
+from helpers import metrics as M
+
+
+# ------------------------------------------------------------------------------------------------------------
+# defect 2: average precision with a single column or a single row
+# ------------------------------------------------------------------------------------------------------------
+def test_map_per_example_with_one_label_column_equals_sklearn():
+    probs = torch.tensor([[0.9], [0.2], [0.7]])
+    labels = torch.tensor([[1.0], [1.0], [0.0]])
+    # one label per sample: each sample with a positive ranks its single label first, AP = 1
+    assert M.map_per_example(probs, labels) == pytest.approx(1.0)
+    expected = sk.label_ranking_average_precision_score(labels.numpy()[:2], probs.numpy()[:2])
+    assert M.map_per_example(probs, labels) == pytest.approx(expected)
+
+
+def test_map_per_class_with_one_sample_row_equals_sklearn():
+    probs = torch.tensor([[0.9, 0.4]])
+    labels = torch.tensor([[1.0, 1.0]])
+    expected = np.mean([sk.average_precision_score(labels[:, t].numpy(), probs[:, t].numpy()) for t in range(2)])
+    assert expected == pytest.approx(1.0)
+    assert M.map_per_class(probs, labels) == pytest.approx(expected)
+
+
+def test_average_precision_of_one_column_matrices_equals_sklearn():
+    generator = torch.Generator().manual_seed(0)
+    probs = torch.rand(40, 1, generator=generator, dtype=torch.float64)
+    labels = (torch.rand(40, 1, generator=generator, dtype=torch.float64) < 0.4).double()
+    expected = sk.average_precision_score(labels[:, 0].numpy(), probs[:, 0].numpy())
+    assert M.map_per_class(probs, labels) == pytest.approx(expected, abs=1e-12)
+    assert M.macro_auroc(probs, labels) == pytest.approx(sk.roc_auc_score(labels[:, 0], probs[:, 0]), abs=1e-12)
