@@ -188,7 +188,7 @@ def _equal_width_bin_index(confidence: torch.Tensor, n_bins: int) -> torch.Tenso
     if n_bins > _FAST_BINNING_MAX_BINS:
         return torch.bucketize(confidence, interior, right=False)
     scaled = confidence * n_bins
-    index = scaled.long()
+    index = scaled.long().contiguous()  # a transposed or Fortran-ordered input keeps its strides: view(-1) needs this
     near_edge = torch.nonzero(((scaled - scaled.round()).abs_() < _NEAR_EDGE).reshape(-1))[:, 0]
     # right=False: index i satisfies interior[i-1] < c <= interior[i]; c = 0 gives 0, c = 1 gives n_bins - 1.
     index.view(-1)[near_edge] = torch.bucketize(confidence.reshape(-1)[near_edge], interior, right=False)

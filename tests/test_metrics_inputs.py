@@ -39,3 +39,31 @@ def test_average_precision_of_one_column_matrices_equals_sklearn():
     expected = sk.average_precision_score(labels[:, 0].numpy(), probs[:, 0].numpy())
     assert M.map_per_class(probs, labels) == pytest.approx(expected, abs=1e-12)
     assert M.macro_auroc(probs, labels) == pytest.approx(sk.roc_auc_score(labels[:, 0], probs[:, 0]), abs=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# defect 8: non-contiguous inputs (transposed views, Fortran-ordered numpy arrays)
+# ------------------------------------------------------------------------------------------------------------
+def test_non_contiguous_multiclass_inputs_give_the_contiguous_result():
+    generator = torch.Generator().manual_seed(1)
+    probs = torch.softmax(torch.randn(4, 100, generator=generator), 0).T  # (100, 4), column-major view
+    labels = torch.randint(4, (100,), generator=generator)
+    assert not probs.is_contiguous()
+    dense = probs.contiguous()
+    assert M.classwise_ece(probs, labels) == M.classwise_ece(dense, labels)
+    assert M.ece(probs, labels) == M.ece(dense, labels)
+    assert M.multiclass_report(probs, labels) == M.multiclass_report(dense, labels)
+    fortran = torch.from_numpy(np.asfortranarray(dense.numpy()))
+    assert not fortran.is_contiguous()
+    assert M.classwise_ece(fortran, labels) == M.classwise_ece(dense, labels)
+
+
+def test_non_contiguous_multilabel_inputs_give_the_contiguous_result():
+    generator = torch.Generator().manual_seed(2)
+    probs = torch.rand(5, 80, generator=generator).T
+    labels = (torch.rand(5, 80, generator=generator) < 0.3).float().T
+    dense_probs, dense_labels = probs.contiguous(), labels.contiguous()
+    assert M.multilabel_ece(probs, labels, per_label=True) == M.multilabel_ece(dense_probs, dense_labels,
+                                                                               per_label=True)
+    report, dense_report = M.multilabel_report(probs, labels), M.multilabel_report(dense_probs, dense_labels)
+    assert report == dense_report
