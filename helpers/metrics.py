@@ -735,7 +735,9 @@ def bootstrap(metric: Callable[..., float], probs: Any, labels: Any, n: int = 10
     All n index sets (sampling N rows with replacement) come from one ``torch.randint`` call with a
     ``torch.Generator`` seeded by ``seed``, so the result is deterministic. The interval is the (1-level)/2 and
     (1+level)/2 quantiles (linear interpolation) of the n resampled values; resamples where the metric is NaN
-    (e.g. kappa on a one-class resample) are left out of the quantiles (``n_valid`` says how many remain).
+    (e.g. kappa on a one-class resample) or raises ValueError (e.g. AUROC with no class left to score) are NaN in
+    ``samples`` and left out of the quantiles, with a warning giving their count (``n_valid`` says how many
+    remain).
     Warnings raised inside resamples are collected and re-issued once, with their count.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
@@ -751,11 +753,17 @@ def bootstrap(metric: Callable[..., float], probs: Any, labels: Any, n: int = 10
     estimate = float(metric(p, y, **metric_kwargs))
     generator = torch.Generator().manual_seed(seed)
     indices = torch.randint(p.shape[0], (n, p.shape[0]), generator=generator).to(p.device)
+    undefined: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        samples = torch.tensor([float(metric(p[i], y[i], **metric_kwargs)) for i in indices], dtype=torch.float64)
+        samples = torch.tensor([_resample_value(metric, p[i], y[i], metric_kwargs, undefined) for i in indices],
+                               dtype=torch.float64)
     if caught:
         warnings.warn(f"bootstrap: {len(caught)} warning(s) inside the {n} resamples, e.g.: {caught[0].message}",
+                      RuntimeWarning, stacklevel=2)
+    if undefined:
+        warnings.warn(f"bootstrap: {len(undefined)} of {n} resamples left out (NaN in samples): "
+                      f"{getattr(metric, '__name__', metric)} is undefined on them, e.g.: {undefined[0]}",
                       RuntimeWarning, stacklevel=2)
     valid = samples[~torch.isnan(samples)]
     if valid.numel() == 0:
@@ -763,6 +771,20 @@ def bootstrap(metric: Callable[..., float], probs: Any, labels: Any, n: int = 10
     tails = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
     low, high = torch.quantile(valid, tails).tolist()
     return BootstrapResult(estimate, low, high, level, samples)
+
+
+def _resample_value(metric: Callable[..., float], probs: torch.Tensor, labels: torch.Tensor,
+                    metric_kwargs: dict[str, Any], undefined: list[str]) -> float:
+    """The metric on one resample; NaN (and the reason appended to ``undefined``) where it is undefined there.
+
+    The inputs were validated by the estimate on the full data, so a ValueError on a resample means a degenerate
+    resample (e.g. a single class: no AUROC), which the percentile bootstrap leaves out.
+    """
+    try:
+        return float(metric(probs, labels, **metric_kwargs))
+    except ValueError as error:
+        undefined.append(str(error))
+        return math.nan
 
 
 def multiclass_report(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> dict[str, float]:

@@ -67,3 +67,42 @@ def test_non_contiguous_multilabel_inputs_give_the_contiguous_result():
                                                                                per_label=True)
     report, dense_report = M.multilabel_report(probs, labels), M.multilabel_report(dense_probs, dense_labels)
     assert report == dense_report
+
+
+# ------------------------------------------------------------------------------------------------------------
+# defect 9: resamples on which a metric is undefined are left out and counted, not fatal
+# ------------------------------------------------------------------------------------------------------------
+def _one_class(labels):
+    return labels.unique().numel() < 2
+
+
+def _every_label_one_class(labels):
+    positives = labels.sum(0)
+    return bool(((positives == 0) | (positives == labels.shape[0])).all())
+
+
+def _no_positive(labels):
+    return bool(labels.sum() == 0)
+
+
+@pytest.mark.parametrize("metric, probs, labels, undefined_on", [
+    (M.auroc_ovr, torch.tensor([[0.8, 0.2], [0.3, 0.7]] * 3), torch.tensor([0, 1] * 3), _one_class),
+    (M.macro_auroc, torch.tensor([[0.8, 0.3], [0.3, 0.6]] * 3), torch.tensor([[1.0, 0.0], [0.0, 1.0]] * 3),
+     _every_label_one_class),
+    (M.map_per_class, torch.tensor([[0.8, 0.3], [0.3, 0.6]] * 3), torch.tensor([[1.0, 0.0], [0.0, 0.0]] * 3),
+     _no_positive),
+])
+def test_bootstrap_leaves_out_undefined_resamples_and_says_how_many(metric, probs, labels, undefined_on):
+    n = 200
+    # the documented index sets: one torch.randint call with a generator seeded by seed (0)
+    indices = torch.randint(probs.shape[0], (n, probs.shape[0]), generator=torch.Generator().manual_seed(0))
+    degenerate = torch.tensor([undefined_on(labels[i]) for i in indices])
+    assert 0 < int(degenerate.sum()) < n
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the per-resample "skipped label" warnings are summarised separately
+        with pytest.warns(RuntimeWarning, match=rf"{int(degenerate.sum())} of {n} resamples"):
+            result = M.bootstrap(metric, probs, labels, n=n)
+    assert torch.equal(torch.isnan(result.samples), degenerate)
+    assert result.n_valid == n - int(degenerate.sum())
+    valid = result.samples[~degenerate]
+    assert (result.low, result.high) == pytest.approx(np.quantile(valid.numpy(), [0.025, 0.975]).tolist())
