@@ -102,8 +102,21 @@ def _probability_matrix(probs: Any, name: str = "probs") -> torch.Tensor:
     return p
 
 
+def _row_sum_tolerance(probs: Any) -> float:
+    """How far a row of ``probs`` may sum from 1: ROW_SUM_TOLERANCE, or the machine epsilon of a coarser dtype.
+
+    Rounding each entry of a row to a float format moves the row sum by up to eps / 2 (relative error eps / 2 per
+    entry, entries summing to 1), so bfloat16 rows (eps = 2^-7) can sum to 1 +- 3.9e-3 however they were made.
+    """
+    dtype = getattr(probs, "dtype", None)
+    if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+        return max(ROW_SUM_TOLERANCE, torch.finfo(dtype).eps)
+    return ROW_SUM_TOLERANCE
+
+
 def _multiclass_inputs(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Validated (N, K) probabilities and (N,) int64 labels on the probabilities' device."""
+    tolerance = _row_sum_tolerance(probs)
     p = _probability_matrix(probs)
     if p.shape[1] < 2:
         raise ValueError(
@@ -113,10 +126,10 @@ def _multiclass_inputs(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Ten
     # a matrix-vector product is several times faster than p.sum(1) for narrow rows
     row_sums = torch.mv(p, torch.ones(p.shape[1], dtype=p.dtype, device=p.device))
     low, high = torch.aminmax(row_sums)
-    if low < 1.0 - ROW_SUM_TOLERANCE or high > 1.0 + ROW_SUM_TOLERANCE:
+    if low < 1.0 - tolerance or high > 1.0 + tolerance:
         worst = int((row_sums - 1.0).abs().argmax())
         raise ValueError(
-            f"rows of multi-class probs must sum to 1 (within {ROW_SUM_TOLERANCE}); row {worst} sums to "
+            f"rows of multi-class probs must sum to 1 (within {tolerance:.3g}); row {worst} sums to "
             f"{float(row_sums[worst]):.6g}; " + _LOGITS_HINT
         )
     y = _to_tensor(labels, "labels")

@@ -106,3 +106,41 @@ def test_bootstrap_leaves_out_undefined_resamples_and_says_how_many(metric, prob
     assert result.n_valid == n - int(degenerate.sum())
     valid = result.samples[~degenerate]
     assert (result.low, result.high) == pytest.approx(np.quantile(valid.numpy(), [0.025, 0.975]).tolist())
+
+
+# ------------------------------------------------------------------------------------------------------------
+# defect 10: the row-sum tolerance follows the input dtype (bf16 resolution is 2^-7)
+# ------------------------------------------------------------------------------------------------------------
+def reference_top_label_ece(probs, labels, n_bins=15):
+    """Plain float64 numpy ECE with (lo, hi] bins and 0 in the first bin (the module's documented binning)."""
+    p = np.asarray(probs, dtype=np.float64)
+    confidence, correct = p.max(1), (p.argmax(1) == np.asarray(labels)).astype(np.float64)
+    edges = np.linspace(0, 1, n_bins + 1)
+    index = np.clip(np.searchsorted(edges[1:-1], confidence, side="left"), 0, n_bins - 1)
+    total = 0.0
+    for b in range(n_bins):
+        members = index == b
+        total += abs(correct[members].sum() - confidence[members].sum())
+    return total / len(p)
+
+
+@pytest.mark.parametrize("k", [3, 7, 50])
+def test_bfloat16_probabilities_are_accepted_and_scored_as_their_values(k):
+    generator = torch.Generator().manual_seed(k)
+    logits = 3 * torch.randn(2000, k, generator=generator)
+    labels = torch.randint(k, (2000,), generator=generator)
+    probs = torch.softmax(logits, 1).bfloat16()
+    assert float((probs.float().sum(1) - 1).abs().max()) > M.ROW_SUM_TOLERANCE  # what the fixed 1e-3 rejected
+    expected = reference_top_label_ece(probs.float().numpy(), labels.numpy())
+    assert M.ece(probs, labels) == pytest.approx(expected, abs=1e-9)
+
+
+def test_bfloat16_logits_and_clearly_unnormalised_rows_are_still_rejected():
+    logits = torch.tensor([[0.5, 0.2, 0.1], [0.3, 0.3, 0.3]]).bfloat16()  # in [0, 1] but rows sum to 0.8, 0.9
+    with pytest.raises(ValueError, match="must sum to 1"):
+        M.ece(logits, torch.tensor([0, 1]))
+    off_by_two_percent = torch.tensor([[0.52, 0.5]]).bfloat16()
+    with pytest.raises(ValueError, match="must sum to 1"):
+        M.ece(off_by_two_percent, torch.tensor([0]))
+    with pytest.raises(ValueError, match="must sum to 1"):  # float32 keeps the tight check
+        M.ece(torch.tensor([[0.502, 0.5]]), torch.tensor([0]))
