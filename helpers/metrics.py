@@ -693,7 +693,7 @@ class TrueCalibrationError(NamedTuple):
     top_label: float | None
 
 
-def true_calibration_error(probs: Any, true_posteriors: Any, multilabel: bool | None = None) -> TrueCalibrationError:
+def true_calibration_error(probs: Any, true_posteriors: Any, multilabel: bool = False) -> TrueCalibrationError:
     """Distance between predicted probabilities and the exact posteriors of a synthetic data set.
 
     This is the error of the probability estimate itself. It upper-bounds the true calibration error: by Jensen,
@@ -701,20 +701,25 @@ def true_calibration_error(probs: Any, true_posteriors: Any, multilabel: bool | 
     top-label ECE and ``mean_abs`` (multi-label) bounds the true pooled multi-label ECE; both are 0 when
     probs equal the posteriors, where a binned ECE estimate is still positive (its bias).
 
-    ``multilabel=None`` infers the task: multi-class if every row of ``true_posteriors`` sums to 1 (within 1e-3).
+    The task is given, never inferred from the values (T = 2 multi-label posteriors may happen to sum to 1):
+    multi-class by default, whose rows must sum to 1; ``multilabel=True`` for per-label probabilities.
     """
+    if not isinstance(multilabel, bool):
+        raise TypeError(f"multilabel must be True or False (the task is not inferred), got {multilabel!r}")
     p_hat = _probability_matrix(probs, "probs")
     p_true = _probability_matrix(true_posteriors, "true_posteriors").to(p_hat.device)
     if p_hat.shape != p_true.shape:
         raise ValueError(f"probs and true_posteriors must have the same shape, got {tuple(p_hat.shape)} vs "
                          f"{tuple(p_true.shape)}")
+    tolerance = max(_row_sum_tolerance(probs), _row_sum_tolerance(true_posteriors))
     p_hat, p_true = p_hat.to(torch.float64), p_true.to(torch.float64)
-    rows_on_simplex = bool(((p_true.sum(1) - 1).abs() <= ROW_SUM_TOLERANCE).all())
-    if multilabel is None:
-        multilabel = not rows_on_simplex
     if not multilabel:
-        if not rows_on_simplex or bool(((p_hat.sum(1) - 1).abs() > ROW_SUM_TOLERANCE).any()):
-            raise ValueError("multi-class probs and true_posteriors must have rows summing to 1; " + _LOGITS_HINT)
+        for name, rows in (("probs", p_hat), ("true_posteriors", p_true)):
+            worst = (rows.sum(1) - 1).abs().max()
+            if worst > tolerance:
+                raise ValueError(f"multi-class {name} must have rows summing to 1 (a row is off by "
+                                 f"{float(worst):.3g}); for per-label (multi-label) probabilities pass "
+                                 f"multilabel=True; otherwise " + _LOGITS_HINT)
     difference = p_hat - p_true
     top_label = None
     if not multilabel:

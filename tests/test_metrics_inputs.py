@@ -144,3 +144,22 @@ def test_bfloat16_logits_and_clearly_unnormalised_rows_are_still_rejected():
         M.ece(off_by_two_percent, torch.tensor([0]))
     with pytest.raises(ValueError, match="must sum to 1"):  # float32 keeps the tight check
         M.ece(torch.tensor([[0.502, 0.5]]), torch.tensor([0]))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# defect 14 (metrics part): true_calibration_error takes the task, it does not guess it from the values
+# ------------------------------------------------------------------------------------------------------------
+def test_true_calibration_error_takes_the_task_explicitly():
+    # T = 2 multi-label posteriors whose rows happen to sum to 1, and predictions whose rows do not
+    truth = torch.tensor([[0.3, 0.7], [0.6, 0.4], [0.5, 0.5]], dtype=torch.float64)
+    predicted = torch.tensor([[0.2, 0.9], [0.6, 0.1], [0.5, 0.6]], dtype=torch.float64)
+    result = M.true_calibration_error(predicted, truth, multilabel=True)
+    assert result.top_label is None
+    assert result.mean_abs == pytest.approx(float((predicted - truth).abs().mean()))
+    with pytest.raises(ValueError, match="multilabel=True"):  # no silent switch to the other task
+        M.true_calibration_error(predicted, truth)
+    with pytest.raises(TypeError, match="multilabel must be True or False"):
+        M.true_calibration_error(predicted, truth, multilabel=None)
+    # the default is the multi-class task: predicted class argmax of [.7, .3], [.4, .6], [.5, .5] (first max)
+    multiclass = M.true_calibration_error(truth.flip(1), truth)
+    assert multiclass.top_label == pytest.approx((0.4 + 0.2 + 0.0) / 3)
