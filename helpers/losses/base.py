@@ -101,22 +101,32 @@ class Composite(nn.Module):
         return "weights=" + repr(self.weights)
 
 
-def check_multiclass_inputs(logits: torch.Tensor, target: torch.Tensor) -> None:
-    """Raise a clear error for shapes or label values a multi-class loss cannot use."""
-    if logits.ndim != 2:
-        raise ValueError(f"logits must have shape (N, K), got {tuple(logits.shape)}")
-    if target.ndim != 1 or target.shape[0] != logits.shape[0]:
+def check_class_targets(target: torch.Tensor, num_classes: int, n: int | None = None) -> torch.Tensor:
+    """(N,) integer class indices in [0, num_classes) as int64; a clear error otherwise.
+
+    Every integer dtype is accepted and converted once here (torch's own kernels take only int64 class indices,
+    and indexing with uint8 would read them as a mask). ``n``: the batch size the targets must match.
+    """
+    if target.ndim != 1 or (n is not None and target.shape[0] != n):
         raise ValueError(
-            f"target must be a (N,) tensor of class indices matching logits (N={logits.shape[0]}), "
+            f"target must be a (N,) tensor of class indices matching logits (N={n}), "
             f"got shape {tuple(target.shape)}; for one-hot targets pass target.argmax(1)"
         )
-    if target.dtype.is_floating_point or target.dtype == torch.bool:
-        raise ValueError(f"target must hold integer class indices, got dtype {target.dtype}")
-    if target.numel() and (int(target.min()) < 0 or int(target.max()) >= logits.shape[1]):
-        raise ValueError(
-            f"class indices must lie in [0, {logits.shape[1] - 1}], got range "
-            f"[{int(target.min())}, {int(target.max())}]"
-        )
+    if target.dtype.is_floating_point or target.dtype.is_complex or target.dtype == torch.bool:
+        raise ValueError(f"target must hold integer class indices, got dtype {target.dtype}; pass target.long()")
+    target = target.long()
+    if target.numel():
+        low, high = torch.aminmax(target)
+        if int(low) < 0 or int(high) >= num_classes:
+            raise ValueError(f"class indices must lie in [0, {num_classes - 1}], got range [{int(low)}, {int(high)}]")
+    return target
+
+
+def check_multiclass_inputs(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Raise a clear error for shapes or label values a multi-class loss cannot use; return the int64 target."""
+    if logits.ndim != 2:
+        raise ValueError(f"logits must have shape (N, K), got {tuple(logits.shape)}")
+    return check_class_targets(target, logits.shape[1], logits.shape[0])
 
 
 def check_multilabel_inputs(logits: torch.Tensor, targets: torch.Tensor) -> None:
