@@ -38,6 +38,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from helpers.losses.base import check_number
+
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("onecycle", "constant", "cosine")
 MONITOR_MODES = ("min", "max")
@@ -117,12 +119,10 @@ class TrainConfig:
         _check_int("batch_size", self.batch_size, 1)
         _check_int("eval_batch_size", self.eval_batch_size, 1)
         _check_int("seed", self.seed, 0)
-        if not (isinstance(self.lr, (int, float)) and self.lr > 0 and math.isfinite(self.lr)):
-            raise ValueError(f"lr must be a positive finite number, got {self.lr!r}")
-        if not (isinstance(self.weight_decay, (int, float)) and self.weight_decay >= 0):
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
-        if not (isinstance(self.momentum, (int, float)) and 0 <= self.momentum < 1):
-            raise ValueError(f"momentum must lie in [0, 1), got {self.momentum!r}")
+        # check_number also refuses booleans (lr=True would train at rate 1) and infinities
+        check_number("lr", self.lr, 0.0, low_open=True)
+        check_number("weight_decay", self.weight_decay, 0.0)
+        check_number("momentum", self.momentum, 0.0, 1.0, high_open=True)
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
         if self.schedule not in SCHEDULES:
@@ -131,8 +131,8 @@ class TrainConfig:
             raise ValueError(f"monitor_mode must be 'min' or 'max', got {self.monitor_mode!r}")
         if not isinstance(self.monitor, str) or not self.monitor:
             raise ValueError(f"monitor must name a history key such as 'val_nll', got {self.monitor!r}")
-        if self.grad_clip is not None and not (isinstance(self.grad_clip, (int, float)) and self.grad_clip > 0):
-            raise ValueError(f"grad_clip must be None or a positive max gradient norm, got {self.grad_clip!r}")
+        if self.grad_clip is not None:
+            check_number("grad_clip", self.grad_clip, 0.0, low_open=True, why="None or a positive max gradient norm")
         if self.early_stopping_patience is not None:
             _check_int("early_stopping_patience", self.early_stopping_patience, 1)
         if not isinstance(self.augment, (bool, Augmentation)):

@@ -436,3 +436,29 @@ def test_regularisers_called_directly_accept_every_integer_target_dtype():
     for regulariser in (DCARegulariser(), MDCARegulariser()):
         for dtype in (torch.int32, torch.uint8):
             torch.testing.assert_close(regulariser(probs, target.to(dtype)), regulariser(probs, target))
+
+
+@pytest.mark.parametrize("name", list(all_losses()) + ["ccl_net"])
+def test_empty_batches_and_non_finite_logits_raise_instead_of_returning_nan(name):
+    """Issue 10 #12: every multi-class loss returned NaN on an empty batch and on infinite logits."""
+    from helpers.cclnet import CCLNetLoss
+
+    loss = CCLNetLoss(8, K) if name == "ccl_net" else all_losses()[name]
+    with pytest.raises(ValueError, match="empty batch"):
+        loss(torch.zeros(0, K), torch.zeros(0, dtype=torch.long))
+    logits, target = make_batch(n=4)
+    for bad in (math.inf, -math.inf, math.nan):
+        corrupted = logits.clone()
+        corrupted[1, 2] = bad
+        with pytest.raises(ValueError, match="not finite"):
+            loss(corrupted, target)
+        with pytest.raises(FloatingPointError, match="not finite"):  # what a diverged training run sees
+            loss(corrupted, target)
+        with pytest.raises(ValueError, match="not finite"):
+            loss.predict_proba(corrupted)
+
+
+def test_predict_proba_of_an_infinite_logit_raises_instead_of_a_nan_row():
+    with pytest.raises(ValueError, match=r"1 infinite"):
+        CrossEntropy().predict_proba(torch.tensor([[math.inf, 0.0, 0.0, 0.0]]))
+    assert torch.isfinite(CrossEntropy().predict_proba(torch.tensor([[1e4, 0.0, 0.0, 0.0]]))).all()

@@ -551,3 +551,21 @@ def test_mixed_precision_only_on_cuda():
     assert _amp_dtype(torch.device("cuda"), False) is None
     if torch.cuda.is_available():
         assert _amp_dtype(torch.device("cuda"), True) in (torch.bfloat16, torch.float16)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# issue 10: silent acceptance and unclear errors
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("overrides, message", [
+    (dict(lr=True), "lr"),
+    (dict(weight_decay=math.inf), "weight_decay"),
+    (dict(weight_decay=math.nan), "weight_decay"),
+    (dict(weight_decay=True), "weight_decay"),
+    (dict(momentum=False), "momentum"),
+    (dict(grad_clip=True), "grad_clip"),
+    (dict(grad_clip=math.inf), "grad_clip"),
+])
+def test_config_rejects_booleans_and_non_finite_numbers(overrides, message):
+    """Issue 10 #12: TrainConfig(lr=True) trained with lr 1; weight_decay=inf was accepted and failed later."""
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**overrides)

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import (Composite, MultiClassLoss, check_class_targets, check_multiclass_inputs, check_number,
-                   promote_float)
+from .base import (Composite, MultiClassLoss, check_class_targets, check_finite, check_multiclass_inputs,
+                   check_number, promote_float)
 
 __all__ = [
     "CrossEntropy",
@@ -48,6 +48,7 @@ class _SoftmaxLoss(MultiClassLoss):
     """MultiClassLoss whose softmax keeps float64 (for gradcheck); low precision still goes to float32."""
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        check_finite(logits)  # softmax of an infinite logit is a NaN row
         return torch.softmax(promote_float(logits), dim=-1)
 
 
@@ -352,7 +353,7 @@ class _ProbabilityRegulariser(nn.Module):
     calls ``penalty``, which ``Composite`` calls directly on inputs the base loss has already checked."""
 
     def forward(self, probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        target = check_multiclass_inputs(probs, target)
+        target = check_multiclass_inputs(probs, target, name="probs")
         return self.penalty(probs, target)
 
     def penalty(self, probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
