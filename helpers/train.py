@@ -26,6 +26,7 @@ Design choices (why the engine is fast on 2 CPU cores and on a GPU alike):
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 import os
 import time
@@ -44,7 +45,7 @@ OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("onecycle", "constant", "cosine")
 MONITOR_MODES = ("min", "max")
 DEVICE_DATA_FRACTION = 0.5  # keep the uint8 images on a CUDA device if they take at most this share of free memory
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2  # 2: checkpoints record the model, loss and data they were trained with
 
 # Config fields that change the training trajectory: a checkpoint can only be resumed with the same values.
 _TRAJECTORY_FIELDS = ("epochs", "batch_size", "lr", "weight_decay", "optimizer", "momentum", "nesterov", "schedule",
@@ -470,16 +471,47 @@ def _save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     os.replace(temporary, path)  # atomic: an interrupted save never leaves a half-written checkpoint
 
 
-def _load_checkpoint(path: Path, config: TrainConfig) -> dict[str, Any]:
+def _digest(*tensors: torch.Tensor) -> str:
+    digest = hashlib.sha256()
+    for tensor in tensors:
+        digest.update(str((tuple(tensor.shape), tensor.dtype)).encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy())
+    return digest.hexdigest()[:16]
+
+
+def _run_identity(model: nn.Module, loss: nn.Module, data: Any) -> dict[str, str]:
+    """What a checkpoint was trained with, beyond the config: the model's architecture, the loss (class and
+    hyper-parameters, through its repr) and the training and validation data (sizes and a content hash)."""
+    shapes = [(name, tuple(value.shape)) for name, value in model.state_dict().items()]
+    architecture = hashlib.sha256(repr((repr(model), shapes)).encode()).hexdigest()[:16]
+    n_parameters = sum(p.numel() for p in model.parameters())
+    identity = {"model": f"{type(model).__name__} with {n_parameters:,} parameters (architecture {architecture})",
+                "loss": repr(loss)}  # an nn.Module's repr: class name, hyper-parameters (extra_repr), sub-modules
+    for split_name, label in (("train", "training data"), ("val", "validation data")):
+        split = getattr(data, split_name)
+        content = _digest(split.images, split.labels)
+        identity[label] = (f"{split.images.shape[0]} images {tuple(split.images.shape[1:])}, labels "
+                           f"{tuple(split.labels.shape)} {split.labels.dtype} (content {content})")
+    return identity
+
+
+def _load_checkpoint(path: Path, config: TrainConfig, identity: dict[str, str]) -> dict[str, Any]:
     payload = torch.load(path, map_location="cpu", weights_only=False)
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not a CalibMed training checkpoint (format {CHECKPOINT_FORMAT})")
+        found = payload.get("format") if isinstance(payload, dict) else None
+        raise ValueError(f"{path} is not a CalibMed training checkpoint of format {CHECKPOINT_FORMAT} (found "
+                         f"{found!r}: an older version, or another file); use a new checkpoint_path")
     saved, wanted = payload["config"], config.trajectory_dict()
     differing = sorted(k for k in wanted if saved.get(k) != wanted[k])
     if differing:
         details = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs config {wanted[k]!r}" for k in differing)
         raise ValueError(f"cannot resume from {path}: the config differs ({details}); "
                          "use the same settings or a new checkpoint_path")
+    for what, now in identity.items():
+        if payload["identity"].get(what) != now:
+            raise ValueError(f"cannot resume from {path}: the {what} differs (checkpoint: "
+                             f"{payload['identity'].get(what)}; now: {now}); resume with the same {what}, or "
+                             "train into a new checkpoint_path")
     return payload
 
 
@@ -570,8 +602,9 @@ def fit(model: nn.Module, loss: nn.Module, data: Any, config: TrainConfig | None
 
     progress = _Progress()
     checkpoint_path = Path(config.checkpoint_path) if config.checkpoint_path is not None else None
+    identity = _run_identity(model, loss, data) if checkpoint_path is not None else {}
     if config.resume and checkpoint_path.exists():
-        payload = _load_checkpoint(checkpoint_path, config)
+        payload = _load_checkpoint(checkpoint_path, config, identity)
         model.load_state_dict(payload["model"])
         loss.load_state_dict(payload["loss"])
         optimizer.load_state_dict(payload["optimizer"])
@@ -652,7 +685,8 @@ def fit(model: nn.Module, loss: nn.Module, data: Any, config: TrainConfig | None
 
         if checkpoint_path is not None:
             _save_checkpoint(checkpoint_path, {
-                "format": CHECKPOINT_FORMAT, "config": config.trajectory_dict(), "model": _cpu_state(model),
+                "format": CHECKPOINT_FORMAT, "config": config.trajectory_dict(), "identity": identity,
+                "model": _cpu_state(model),
                 "loss": _cpu_state(loss), "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
                 "scaler": scaler.state_dict(), "rng": _rng_states(shuffle_generator, augment_generator),
