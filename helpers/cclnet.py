@@ -39,7 +39,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.losses.base import MultiClassLoss, check_multiclass_inputs, check_number, promote_float
+from helpers.losses.base import (MultiClassLoss, check_class_targets, check_multiclass_inputs, check_number,
+                                promote_float)
 
 __all__ = [
     "normalised_squared_distance",
@@ -135,7 +136,7 @@ class CCLHead(nn.Module):
              b: float = 2.0) -> torch.Tensor:
         """L_CCL = CE(q_CCL, y) + α_CC·l_CC (mean over the batch)."""
         logits = self.logits(features)
-        check_multiclass_inputs(logits, target)
+        target = check_multiclass_inputs(logits, target)
         return F.cross_entropy(logits, target) + alpha_cc * class_correlation_loss(self.dictionary, b)
 
 
@@ -319,7 +320,7 @@ class CCLNetLoss(MultiClassLoss):
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """L_cls = CE(q_cls, y) + KL(p_y^SL ‖ q_cls) (eq. 3), mean over the batch; soft labels detached."""
-        check_multiclass_inputs(logits, target)
+        target = check_multiclass_inputs(logits, target)
         if logits.shape[1] != self.num_classes:
             raise ValueError(f"CCLNetLoss was built for {self.num_classes} classes, logits have {logits.shape[1]}")
         self._ensure_device(logits.device)
@@ -339,7 +340,7 @@ class CCLNetLoss(MultiClassLoss):
         cannot change. Returns the detached L_CCL value, or None when the step is skipped (N < 2).
         """
         features = promote_float(features.detach())
-        check_multiclass_inputs(torch.empty(features.shape[0], self.num_classes, device=features.device), targets)
+        targets = check_class_targets(targets, self.num_classes, features.shape[0])
         if features.shape[0] < 2:
             self.skipped_steps += 1
             warnings.warn("CCLNetLoss.after_step: skipped a head step on a batch of one sample (batch norm in "

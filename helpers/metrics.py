@@ -102,8 +102,21 @@ def _probability_matrix(probs: Any, name: str = "probs") -> torch.Tensor:
     return p
 
 
+def _row_sum_tolerance(probs: Any) -> float:
+    """How far a row of ``probs`` may sum from 1: ROW_SUM_TOLERANCE, or the machine epsilon of a coarser dtype.
+
+    Rounding each entry of a row to a float format moves the row sum by up to eps / 2 (relative error eps / 2 per
+    entry, entries summing to 1), so bfloat16 rows (eps = 2^-7) can sum to 1 +- 3.9e-3 however they were made.
+    """
+    dtype = getattr(probs, "dtype", None)
+    if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+        return max(ROW_SUM_TOLERANCE, torch.finfo(dtype).eps)
+    return ROW_SUM_TOLERANCE
+
+
 def _multiclass_inputs(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Validated (N, K) probabilities and (N,) int64 labels on the probabilities' device."""
+    tolerance = _row_sum_tolerance(probs)
     p = _probability_matrix(probs)
     if p.shape[1] < 2:
         raise ValueError(
@@ -113,10 +126,10 @@ def _multiclass_inputs(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Ten
     # a matrix-vector product is several times faster than p.sum(1) for narrow rows
     row_sums = torch.mv(p, torch.ones(p.shape[1], dtype=p.dtype, device=p.device))
     low, high = torch.aminmax(row_sums)
-    if low < 1.0 - ROW_SUM_TOLERANCE or high > 1.0 + ROW_SUM_TOLERANCE:
+    if low < 1.0 - tolerance or high > 1.0 + tolerance:
         worst = int((row_sums - 1.0).abs().argmax())
         raise ValueError(
-            f"rows of multi-class probs must sum to 1 (within {ROW_SUM_TOLERANCE}); row {worst} sums to "
+            f"rows of multi-class probs must sum to 1 (within {tolerance:.3g}); row {worst} sums to "
             f"{float(row_sums[worst]):.6g}; " + _LOGITS_HINT
         )
     y = _to_tensor(labels, "labels")
@@ -188,7 +201,7 @@ def _equal_width_bin_index(confidence: torch.Tensor, n_bins: int) -> torch.Tenso
     if n_bins > _FAST_BINNING_MAX_BINS:
         return torch.bucketize(confidence, interior, right=False)
     scaled = confidence * n_bins
-    index = scaled.long()
+    index = scaled.long().contiguous()  # a transposed or Fortran-ordered input keeps its strides: view(-1) needs this
     near_edge = torch.nonzero(((scaled - scaled.round()).abs_() < _NEAR_EDGE).reshape(-1))[:, 0]
     # right=False: index i satisfies interior[i-1] < c <= interior[i]; c = 0 gives 0, c = 1 gives n_bins - 1.
     index.view(-1)[near_edge] = torch.bucketize(confidence.reshape(-1)[near_edge], interior, right=False)
@@ -521,8 +534,10 @@ def _tie_groups(sorted_scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     n_columns = sorted_scores.shape[1]
     position = torch.arange(n_columns, device=sorted_scores.device).expand(sorted_scores.shape)
     changes = sorted_scores[:, 1:] != sorted_scores[:, :-1]
-    is_first = torch.cat([torch.ones_like(changes[:, :1]), changes], dim=1)
-    is_last = torch.cat([changes, torch.ones_like(changes[:, :1])], dim=1)
+    # an explicit (rows, 1) column: changes[:, :1] is (rows, 0) when there is a single column
+    boundary = torch.ones(sorted_scores.shape[0], 1, dtype=torch.bool, device=sorted_scores.device)
+    is_first = torch.cat([boundary, changes], dim=1)
+    is_last = torch.cat([changes, boundary], dim=1)
     first = torch.where(is_first, position, torch.zeros_like(position)).cummax(1).values
     last = torch.where(is_last, position, torch.full_like(position, n_columns)).flip(1).cummin(1).values.flip(1)
     return first, last
@@ -678,7 +693,7 @@ class TrueCalibrationError(NamedTuple):
     top_label: float | None
 
 
-def true_calibration_error(probs: Any, true_posteriors: Any, multilabel: bool | None = None) -> TrueCalibrationError:
+def true_calibration_error(probs: Any, true_posteriors: Any, multilabel: bool = False) -> TrueCalibrationError:
     """Distance between predicted probabilities and the exact posteriors of a synthetic data set.
 
     This is the error of the probability estimate itself. It upper-bounds the true calibration error: by Jensen,
@@ -686,20 +701,25 @@ def true_calibration_error(probs: Any, true_posteriors: Any, multilabel: bool | 
     top-label ECE and ``mean_abs`` (multi-label) bounds the true pooled multi-label ECE; both are 0 when
     probs equal the posteriors, where a binned ECE estimate is still positive (its bias).
 
-    ``multilabel=None`` infers the task: multi-class if every row of ``true_posteriors`` sums to 1 (within 1e-3).
+    The task is given, never inferred from the values (T = 2 multi-label posteriors may happen to sum to 1):
+    multi-class by default, whose rows must sum to 1; ``multilabel=True`` for per-label probabilities.
     """
+    if not isinstance(multilabel, bool):
+        raise TypeError(f"multilabel must be True or False (the task is not inferred), got {multilabel!r}")
     p_hat = _probability_matrix(probs, "probs")
     p_true = _probability_matrix(true_posteriors, "true_posteriors").to(p_hat.device)
     if p_hat.shape != p_true.shape:
         raise ValueError(f"probs and true_posteriors must have the same shape, got {tuple(p_hat.shape)} vs "
                          f"{tuple(p_true.shape)}")
+    tolerance = max(_row_sum_tolerance(probs), _row_sum_tolerance(true_posteriors))
     p_hat, p_true = p_hat.to(torch.float64), p_true.to(torch.float64)
-    rows_on_simplex = bool(((p_true.sum(1) - 1).abs() <= ROW_SUM_TOLERANCE).all())
-    if multilabel is None:
-        multilabel = not rows_on_simplex
     if not multilabel:
-        if not rows_on_simplex or bool(((p_hat.sum(1) - 1).abs() > ROW_SUM_TOLERANCE).any()):
-            raise ValueError("multi-class probs and true_posteriors must have rows summing to 1; " + _LOGITS_HINT)
+        for name, rows in (("probs", p_hat), ("true_posteriors", p_true)):
+            worst = (rows.sum(1) - 1).abs().max()
+            if worst > tolerance:
+                raise ValueError(f"multi-class {name} must have rows summing to 1 (a row is off by "
+                                 f"{float(worst):.3g}); for per-label (multi-label) probabilities pass "
+                                 f"multilabel=True; otherwise " + _LOGITS_HINT)
     difference = p_hat - p_true
     top_label = None
     if not multilabel:
@@ -733,7 +753,9 @@ def bootstrap(metric: Callable[..., float], probs: Any, labels: Any, n: int = 10
     All n index sets (sampling N rows with replacement) come from one ``torch.randint`` call with a
     ``torch.Generator`` seeded by ``seed``, so the result is deterministic. The interval is the (1-level)/2 and
     (1+level)/2 quantiles (linear interpolation) of the n resampled values; resamples where the metric is NaN
-    (e.g. kappa on a one-class resample) are left out of the quantiles (``n_valid`` says how many remain).
+    (e.g. kappa on a one-class resample) or raises ValueError (e.g. AUROC with no class left to score) are NaN in
+    ``samples`` and left out of the quantiles, with a warning giving their count (``n_valid`` says how many
+    remain).
     Warnings raised inside resamples are collected and re-issued once, with their count.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
@@ -749,11 +771,17 @@ def bootstrap(metric: Callable[..., float], probs: Any, labels: Any, n: int = 10
     estimate = float(metric(p, y, **metric_kwargs))
     generator = torch.Generator().manual_seed(seed)
     indices = torch.randint(p.shape[0], (n, p.shape[0]), generator=generator).to(p.device)
+    undefined: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        samples = torch.tensor([float(metric(p[i], y[i], **metric_kwargs)) for i in indices], dtype=torch.float64)
+        samples = torch.tensor([_resample_value(metric, p[i], y[i], metric_kwargs, undefined) for i in indices],
+                               dtype=torch.float64)
     if caught:
         warnings.warn(f"bootstrap: {len(caught)} warning(s) inside the {n} resamples, e.g.: {caught[0].message}",
+                      RuntimeWarning, stacklevel=2)
+    if undefined:
+        warnings.warn(f"bootstrap: {len(undefined)} of {n} resamples left out (NaN in samples): "
+                      f"{getattr(metric, '__name__', metric)} is undefined on them, e.g.: {undefined[0]}",
                       RuntimeWarning, stacklevel=2)
     valid = samples[~torch.isnan(samples)]
     if valid.numel() == 0:
@@ -761,6 +789,20 @@ def bootstrap(metric: Callable[..., float], probs: Any, labels: Any, n: int = 10
     tails = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
     low, high = torch.quantile(valid, tails).tolist()
     return BootstrapResult(estimate, low, high, level, samples)
+
+
+def _resample_value(metric: Callable[..., float], probs: torch.Tensor, labels: torch.Tensor,
+                    metric_kwargs: dict[str, Any], undefined: list[str]) -> float:
+    """The metric on one resample; NaN (and the reason appended to ``undefined``) where it is undefined there.
+
+    The inputs were validated by the estimate on the full data, so a ValueError on a resample means a degenerate
+    resample (e.g. a single class: no AUROC), which the percentile bootstrap leaves out.
+    """
+    try:
+        return float(metric(probs, labels, **metric_kwargs))
+    except ValueError as error:
+        undefined.append(str(error))
+        return math.nan
 
 
 def multiclass_report(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> dict[str, float]:

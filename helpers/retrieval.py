@@ -144,12 +144,23 @@ def _check_queries(queries: torch.Tensor, n_labels: int) -> torch.Tensor:
     return queries
 
 
+def _as_matrix(values, name: str) -> torch.Tensor:
+    """A tensor or numpy array as an (N, T) tensor, or a ValueError saying what shape was given."""
+    if not isinstance(values, torch.Tensor):
+        values = torch.as_tensor(np.asarray(values))
+    if values.ndim != 2:
+        raise ValueError(f"{name} must be (N, T) (images x labels), got shape {tuple(values.shape)}; for a single "
+                         "label pass values[:, None]")
+    return values
+
+
 def query_log_scores(probs: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
     """log ŝ of eq. (23) for every (query, image): Σ_{P} log η̂ + Σ_{N} log(1 − η̂), shape (Q, N), float64.
 
     ``probs`` (N, T) are the model's probabilities (``loss.predict_proba``). A probability of exactly 0 (or 1
     for a negative label) gives log ŝ = −∞: those images tie at the bottom of the ranking.
     """
+    probs = _as_matrix(probs, "probs")
     return _log_scores(_probability_terms(probs), _check_queries(queries, probs.shape[1]).to(probs.device))
 
 
@@ -178,6 +189,7 @@ def _log_scores(terms: tuple[torch.Tensor, ...], queries: torch.Tensor) -> torch
 
 def query_relevance(labels: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
     """Ground truth (Q, N) bool: image n is relevant to a query iff it has every label in P and none in N."""
+    labels = _as_matrix(labels, "labels")
     return _relevance(_label_matrix(labels), _check_queries(queries, labels.shape[1]).to(labels.device))
 
 
@@ -274,6 +286,7 @@ def retrieval_map(probs: torch.Tensor, labels: torch.Tensor, max_length: int = 5
     ``queries`` defaults to ``sample_queries(T, max_length, max_queries, seed)``; pass the same query set to
     compare models. ``max_queries=None`` uses every query (79 912 for T = 14 with max_length 5).
     """
+    probs, labels = _as_matrix(probs, "probs"), _as_matrix(labels, "labels")
     if probs.shape != labels.shape:
         raise ValueError(f"probs and labels must both be (N, T), got {tuple(probs.shape)} and {tuple(labels.shape)}")
     if queries is None:

@@ -26,6 +26,7 @@ Design choices (why the engine is fast on 2 CPU cores and on a GPU alike):
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 import os
 import time
@@ -38,11 +39,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from helpers.losses.base import check_number
+
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("onecycle", "constant", "cosine")
 MONITOR_MODES = ("min", "max")
 DEVICE_DATA_FRACTION = 0.5  # keep the uint8 images on a CUDA device if they take at most this share of free memory
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2  # 2: checkpoints record the model, loss and data they were trained with
 
 # Config fields that change the training trajectory: a checkpoint can only be resumed with the same values.
 _TRAJECTORY_FIELDS = ("epochs", "batch_size", "lr", "weight_decay", "optimizer", "momentum", "nesterov", "schedule",
@@ -117,12 +120,10 @@ class TrainConfig:
         _check_int("batch_size", self.batch_size, 1)
         _check_int("eval_batch_size", self.eval_batch_size, 1)
         _check_int("seed", self.seed, 0)
-        if not (isinstance(self.lr, (int, float)) and self.lr > 0 and math.isfinite(self.lr)):
-            raise ValueError(f"lr must be a positive finite number, got {self.lr!r}")
-        if not (isinstance(self.weight_decay, (int, float)) and self.weight_decay >= 0):
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
-        if not (isinstance(self.momentum, (int, float)) and 0 <= self.momentum < 1):
-            raise ValueError(f"momentum must lie in [0, 1), got {self.momentum!r}")
+        # check_number also refuses booleans (lr=True would train at rate 1) and infinities
+        check_number("lr", self.lr, 0.0, low_open=True)
+        check_number("weight_decay", self.weight_decay, 0.0)
+        check_number("momentum", self.momentum, 0.0, 1.0, high_open=True)
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
         if self.schedule not in SCHEDULES:
@@ -131,8 +132,8 @@ class TrainConfig:
             raise ValueError(f"monitor_mode must be 'min' or 'max', got {self.monitor_mode!r}")
         if not isinstance(self.monitor, str) or not self.monitor:
             raise ValueError(f"monitor must name a history key such as 'val_nll', got {self.monitor!r}")
-        if self.grad_clip is not None and not (isinstance(self.grad_clip, (int, float)) and self.grad_clip > 0):
-            raise ValueError(f"grad_clip must be None or a positive max gradient norm, got {self.grad_clip!r}")
+        if self.grad_clip is not None:
+            check_number("grad_clip", self.grad_clip, 0.0, low_open=True, why="None or a positive max gradient norm")
         if self.early_stopping_patience is not None:
             _check_int("early_stopping_patience", self.early_stopping_patience, 1)
         if not isinstance(self.augment, (bool, Augmentation)):
@@ -470,16 +471,47 @@ def _save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     os.replace(temporary, path)  # atomic: an interrupted save never leaves a half-written checkpoint
 
 
-def _load_checkpoint(path: Path, config: TrainConfig) -> dict[str, Any]:
+def _digest(*tensors: torch.Tensor) -> str:
+    digest = hashlib.sha256()
+    for tensor in tensors:
+        digest.update(str((tuple(tensor.shape), tensor.dtype)).encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy())
+    return digest.hexdigest()[:16]
+
+
+def _run_identity(model: nn.Module, loss: nn.Module, data: Any) -> dict[str, str]:
+    """What a checkpoint was trained with, beyond the config: the model's architecture, the loss (class and
+    hyper-parameters, through its repr) and the training and validation data (sizes and a content hash)."""
+    shapes = [(name, tuple(value.shape)) for name, value in model.state_dict().items()]
+    architecture = hashlib.sha256(repr((repr(model), shapes)).encode()).hexdigest()[:16]
+    n_parameters = sum(p.numel() for p in model.parameters())
+    identity = {"model": f"{type(model).__name__} with {n_parameters:,} parameters (architecture {architecture})",
+                "loss": repr(loss)}  # an nn.Module's repr: class name, hyper-parameters (extra_repr), sub-modules
+    for split_name, label in (("train", "training data"), ("val", "validation data")):
+        split = getattr(data, split_name)
+        content = _digest(split.images, split.labels)
+        identity[label] = (f"{split.images.shape[0]} images {tuple(split.images.shape[1:])}, labels "
+                           f"{tuple(split.labels.shape)} {split.labels.dtype} (content {content})")
+    return identity
+
+
+def _load_checkpoint(path: Path, config: TrainConfig, identity: dict[str, str]) -> dict[str, Any]:
     payload = torch.load(path, map_location="cpu", weights_only=False)
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not a CalibMed training checkpoint (format {CHECKPOINT_FORMAT})")
+        found = payload.get("format") if isinstance(payload, dict) else None
+        raise ValueError(f"{path} is not a CalibMed training checkpoint of format {CHECKPOINT_FORMAT} (found "
+                         f"{found!r}: an older version, or another file); use a new checkpoint_path")
     saved, wanted = payload["config"], config.trajectory_dict()
     differing = sorted(k for k in wanted if saved.get(k) != wanted[k])
     if differing:
         details = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs config {wanted[k]!r}" for k in differing)
         raise ValueError(f"cannot resume from {path}: the config differs ({details}); "
                          "use the same settings or a new checkpoint_path")
+    for what, now in identity.items():
+        if payload["identity"].get(what) != now:
+            raise ValueError(f"cannot resume from {path}: the {what} differs (checkpoint: "
+                             f"{payload['identity'].get(what)}; now: {now}); resume with the same {what}, or "
+                             "train into a new checkpoint_path")
     return payload
 
 
@@ -570,8 +602,9 @@ def fit(model: nn.Module, loss: nn.Module, data: Any, config: TrainConfig | None
 
     progress = _Progress()
     checkpoint_path = Path(config.checkpoint_path) if config.checkpoint_path is not None else None
+    identity = _run_identity(model, loss, data) if checkpoint_path is not None else {}
     if config.resume and checkpoint_path.exists():
-        payload = _load_checkpoint(checkpoint_path, config)
+        payload = _load_checkpoint(checkpoint_path, config, identity)
         model.load_state_dict(payload["model"])
         loss.load_state_dict(payload["loss"])
         optimizer.load_state_dict(payload["optimizer"])
@@ -652,7 +685,8 @@ def fit(model: nn.Module, loss: nn.Module, data: Any, config: TrainConfig | None
 
         if checkpoint_path is not None:
             _save_checkpoint(checkpoint_path, {
-                "format": CHECKPOINT_FORMAT, "config": config.trajectory_dict(), "model": _cpu_state(model),
+                "format": CHECKPOINT_FORMAT, "config": config.trajectory_dict(), "identity": identity,
+                "model": _cpu_state(model),
                 "loss": _cpu_state(loss), "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
                 "scaler": scaler.state_dict(), "rng": _rng_states(shuffle_generator, augment_generator),

@@ -404,3 +404,61 @@ def test_regularisers_called_directly_check_their_inputs():
         with pytest.raises(ValueError, match="integer"):
             regulariser(probs, torch.zeros(6))
     assert isinstance(DCA(beta=2.0), Composite) and DCA(beta=2.0).beta == 2.0
+
+
+# ---------------------------------------------------------------- issue 10: target dtypes, empty and non-finite
+
+
+@pytest.mark.parametrize("name", list(all_losses()) + ["ccl_net", "mdca_composite"])
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.uint8])
+def test_every_integer_target_dtype_gives_the_int64_value_and_gradient(name, dtype):
+    """Issue 10 #11: int32 targets raised a raw torch error (CE, MbLS, DCA, MDCA) and uint8 ones were read as a
+    mask (LS, focal, FLSD-53, MDCA, LS+, CCL-Net)."""
+    from helpers.cclnet import CCLNetLoss
+
+    torch.manual_seed(0)
+    extra = {"ccl_net": lambda: CCLNetLoss(8, K), "mdca_composite": lambda: Composite(FocalLoss(2.0),
+                                                                                     [(1.0, MDCARegulariser())])}
+    loss = extra[name]() if name in extra else all_losses()[name]
+    logits, target = make_batch(n=12)
+    logits.requires_grad_(True)
+    expected = loss(logits, target)
+    (expected_grad,) = torch.autograd.grad(expected, logits)
+    value = loss(logits, target.to(dtype))
+    (grad,) = torch.autograd.grad(value, logits)
+    torch.testing.assert_close(value, expected, rtol=0, atol=0)
+    torch.testing.assert_close(grad, expected_grad, rtol=0, atol=0)
+
+
+def test_regularisers_called_directly_accept_every_integer_target_dtype():
+    probs = torch.softmax(torch.randn(10, K, generator=torch.Generator().manual_seed(1)), dim=1)
+    target = torch.arange(10) % K
+    for regulariser in (DCARegulariser(), MDCARegulariser()):
+        for dtype in (torch.int32, torch.uint8):
+            torch.testing.assert_close(regulariser(probs, target.to(dtype)), regulariser(probs, target))
+
+
+@pytest.mark.parametrize("name", list(all_losses()) + ["ccl_net"])
+def test_empty_batches_and_non_finite_logits_raise_instead_of_returning_nan(name):
+    """Issue 10 #12: every multi-class loss returned NaN on an empty batch and on infinite logits."""
+    from helpers.cclnet import CCLNetLoss
+
+    loss = CCLNetLoss(8, K) if name == "ccl_net" else all_losses()[name]
+    with pytest.raises(ValueError, match="empty batch"):
+        loss(torch.zeros(0, K), torch.zeros(0, dtype=torch.long))
+    logits, target = make_batch(n=4)
+    for bad in (math.inf, -math.inf, math.nan):
+        corrupted = logits.clone()
+        corrupted[1, 2] = bad
+        with pytest.raises(ValueError, match="not finite"):
+            loss(corrupted, target)
+        with pytest.raises(FloatingPointError, match="not finite"):  # what a diverged training run sees
+            loss(corrupted, target)
+        with pytest.raises(ValueError, match="not finite"):
+            loss.predict_proba(corrupted)
+
+
+def test_predict_proba_of_an_infinite_logit_raises_instead_of_a_nan_row():
+    with pytest.raises(ValueError, match=r"1 infinite"):
+        CrossEntropy().predict_proba(torch.tensor([[math.inf, 0.0, 0.0, 0.0]]))
+    assert torch.isfinite(CrossEntropy().predict_proba(torch.tensor([[1e4, 0.0, 0.0, 0.0]]))).all()

@@ -579,3 +579,18 @@ def test_composite_calls_the_regularisers_penalty_without_rechecking_inputs():
     assert CountingLPR.checks == 1 and torch.allclose(total, expected, atol=1e-12)
     with pytest.raises(ValueError, match="probs"):
         regulariser(logits, targets)
+
+
+@pytest.mark.parametrize("name", sorted(ALL_LOSSES))
+def test_empty_batches_and_non_finite_logits_raise_clearly(name):
+    """Issue 10 #12 and #14: empty batches gave NaN (LDACE + CCL raised its own error) and a NaN logit made
+    LDACEWithCCL(n_bins=5) raise IndexError."""
+    loss = ALL_LOSSES[name]
+    with pytest.raises(ValueError, match="empty batch"):
+        loss(torch.zeros(0, 6), torch.zeros(0, 6))
+    logits, targets = _data(n=5, t=6)
+    for bad in (math.inf, -math.inf, math.nan):
+        corrupted = logits.clone()
+        corrupted[2, 3] = bad
+        with pytest.raises(ValueError, match="not finite"):
+            loss(corrupted, targets)

@@ -446,7 +446,7 @@ def test_true_calibration_error():
     assert result.mean_abs == pytest.approx(0.2) and result.rms == pytest.approx(math.sqrt(0.06))
     assert result.top_label == pytest.approx(0.3)
     multilabel_truth = torch.rand(200, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 0.8
-    shifted = M.true_calibration_error(multilabel_truth + 0.1, multilabel_truth)
+    shifted = M.true_calibration_error(multilabel_truth + 0.1, multilabel_truth, multilabel=True)
     assert shifted.top_label is None
     assert shifted.mean_abs == pytest.approx(0.1) and shifted.rms == pytest.approx(0.1)
     with pytest.raises(ValueError, match="same shape"):

@@ -149,3 +149,19 @@ def test_bad_queries_raise():
         query_log_scores(torch.randn(3, 2) * 5, torch.tensor([[1, 0]]))
     with pytest.raises(ValueError, match="too many"):
         enumerate_queries(80, 5)
+
+
+def test_retrieval_map_accepts_numpy_and_rejects_1d_input_clearly():
+    """Issue 10 #14: numpy input raised AttributeError, 1-D input IndexError."""
+    generator = torch.Generator().manual_seed(3)
+    probs = torch.rand(30, 4, generator=generator, dtype=torch.float64)
+    labels = (torch.rand(30, 4, generator=generator) < 0.4).double()
+    expected = retrieval_map(probs, labels, max_queries=None)
+    from_numpy = retrieval_map(probs.numpy(), labels.numpy(), max_queries=None)
+    assert torch.equal(from_numpy.average_precision.isnan(), expected.average_precision.isnan())
+    assert torch.allclose(from_numpy.average_precision.nan_to_num(), expected.average_precision.nan_to_num())
+    assert torch.equal(query_log_scores(probs.numpy(), expected.queries), query_log_scores(probs, expected.queries))
+    with pytest.raises(ValueError, match=r"\(N, T\)"):
+        retrieval_map(probs[:, 0], labels[:, 0])
+    with pytest.raises(ValueError, match=r"\(N, T\)"):
+        query_relevance(labels[:, 0], expected.queries)

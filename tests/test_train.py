@@ -143,8 +143,8 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path, schedul
         fit(tiny_model(), InterruptingCE(at=3), data, quick(epochs=4, schedule=schedule, monitor="val_loss",
                                                             checkpoint_path=path))
     assert path.exists()
-    resumed = fit(tiny_model(seed=99), CE(), data, quick(epochs=4, schedule=schedule, monitor="val_loss",
-                                                         checkpoint_path=path, resume=True))
+    resumed = fit(tiny_model(seed=99), InterruptingCE(at=99), data,  # the same loss, never interrupting
+                  quick(epochs=4, schedule=schedule, monitor="val_loss", checkpoint_path=path, resume=True))
     assert without_seconds(resumed.history) == without_seconds(uninterrupted.history)
     assert resumed.best_epoch == uninterrupted.best_epoch
     assert states_equal(resumed.model.state_dict(), uninterrupted.model.state_dict())
@@ -551,3 +551,76 @@ def test_mixed_precision_only_on_cuda():
     assert _amp_dtype(torch.device("cuda"), False) is None
     if torch.cuda.is_available():
         assert _amp_dtype(torch.device("cuda"), True) in (torch.bfloat16, torch.float16)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# issue 10: silent acceptance and unclear errors
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("overrides, message", [
+    (dict(lr=True), "lr"),
+    (dict(weight_decay=math.inf), "weight_decay"),
+    (dict(weight_decay=math.nan), "weight_decay"),
+    (dict(weight_decay=True), "weight_decay"),
+    (dict(momentum=False), "momentum"),
+    (dict(grad_clip=True), "grad_clip"),
+    (dict(grad_clip=math.inf), "grad_clip"),
+])
+def test_config_rejects_booleans_and_non_finite_numbers(overrides, message):
+    """Issue 10 #12: TrainConfig(lr=True) trained with lr 1; weight_decay=inf was accepted and failed later."""
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**overrides)
+
+
+class OtherCE(CE):
+    """A different loss with cross-entropy's value (what matters is that it is another loss object)."""
+
+
+def _checkpointed_run(tmp_path, data):
+    """A 4-epoch run interrupted after the checkpoint of epoch 2; resume it with InterruptingCE(at=99)."""
+    path = tmp_path / "run.pt"
+    with pytest.raises(Interrupted):
+        fit(tiny_model(), InterruptingCE(at=3), data, quick(epochs=4, checkpoint_path=path))
+    return path
+
+
+def resume(epochs=4, **overrides):
+    return quick(epochs=epochs, resume=True, **overrides)
+
+
+def test_resume_refuses_another_loss_even_for_a_finished_run(tmp_path):
+    """Issue 10 #3: a CE checkpoint resumed with another loss continued (or was returned) silently."""
+    from helpers.losses import FocalLoss
+
+    data = multiclass_data(n_train=64, n_val=32)
+    path = _checkpointed_run(tmp_path, data)
+    with pytest.raises(ValueError, match=r"loss differs.*InterruptingCE\(\).*FocalLoss\(gamma=3.0\)"):
+        fit(tiny_model(), FocalLoss(3.0), data, resume(checkpoint_path=path))
+    finished = tmp_path / "finished.pt"
+    fit(tiny_model(), CE(), data, quick(epochs=2, checkpoint_path=finished))
+    with pytest.raises(ValueError, match="loss differs"):  # was returned under the new loss
+        fit(tiny_model(), OtherCE(), data, resume(epochs=2, checkpoint_path=finished))
+
+
+def test_resume_refuses_other_data_of_the_same_or_another_size(tmp_path):
+    data = multiclass_data(n_train=64, n_val=32)
+    path = _checkpointed_run(tmp_path, data)
+    same_size = multiclass_data(n_train=64, n_val=32, seed=1)
+    with pytest.raises(ValueError, match="training data differs"):
+        fit(tiny_model(), InterruptingCE(at=99), same_size, resume(checkpoint_path=path))
+    other_size = multiclass_data(n_train=80, n_val=32)
+    with pytest.raises(ValueError, match=r"training data differs.*64 images.*80 images"):
+        fit(tiny_model(), InterruptingCE(at=99), other_size, resume(checkpoint_path=path))
+    other_val = _bundle(data.train, multiclass_data(n_train=8, n_val=32, seed=2).val, data.task, data.class_names)
+    with pytest.raises(ValueError, match="validation data differs"):
+        fit(tiny_model(), InterruptingCE(at=99), other_val, resume(checkpoint_path=path))
+
+
+def test_resume_refuses_another_model_and_resumes_the_same_run(tmp_path):
+    data = multiclass_data(n_train=64, n_val=32)
+    path = _checkpointed_run(tmp_path, data)
+    torch.manual_seed(0)
+    wider = SmallCNN(1, 3, widths=(8, 32))
+    with pytest.raises(ValueError, match="model differs"):
+        fit(wider, InterruptingCE(at=99), data, resume(checkpoint_path=path))
+    resumed = fit(tiny_model(seed=3), InterruptingCE(at=99), data, resume(checkpoint_path=path))
+    assert [r["epoch"] for r in resumed.history] == [1, 2, 3, 4]

@@ -40,12 +40,27 @@ def promote_float(x: torch.Tensor) -> torch.Tensor:
     return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
 
+class NonFiniteError(ValueError, FloatingPointError):
+    """Non-finite values where finite ones are needed. A ValueError for whoever passed them; a FloatingPointError
+    too, because in a training loop they mean the run diverged."""
+
+
+def check_finite(values: torch.Tensor, name: str = "logits") -> None:
+    """Raise :class:`NonFiniteError` counting the NaN and infinite entries of ``values`` if there are any."""
+    if not bool(torch.isfinite(values).all()):
+        n_nan, n_inf = int(torch.isnan(values).sum()), int(torch.isinf(values).sum())
+        raise NonFiniteError(f"{name} are not finite ({n_nan} NaN, {n_inf} infinite of {values.numel()}): in "
+                             "training this means the run diverged (lower lr, set grad_clip); otherwise check the "
+                             "inputs")
+
+
 class MultiClassLoss(nn.Module):
     """A loss on (N, K) logits and (N,) integer class targets; probabilities are the softmax."""
 
     task = MULTI_CLASS
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        check_finite(logits)  # softmax of an infinite logit is a NaN row
         return torch.softmax(logits.float(), dim=-1)
 
     def joint_parameters(self) -> list[nn.Parameter]:
@@ -101,28 +116,47 @@ class Composite(nn.Module):
         return "weights=" + repr(self.weights)
 
 
-def check_multiclass_inputs(logits: torch.Tensor, target: torch.Tensor) -> None:
-    """Raise a clear error for shapes or label values a multi-class loss cannot use."""
-    if logits.ndim != 2:
-        raise ValueError(f"logits must have shape (N, K), got {tuple(logits.shape)}")
-    if target.ndim != 1 or target.shape[0] != logits.shape[0]:
+def check_class_targets(target: torch.Tensor, num_classes: int, n: int | None = None) -> torch.Tensor:
+    """(N,) integer class indices in [0, num_classes) as int64; a clear error otherwise.
+
+    Every integer dtype is accepted and converted once here (torch's own kernels take only int64 class indices,
+    and indexing with uint8 would read them as a mask). ``n``: the batch size the targets must match.
+    """
+    if target.ndim != 1 or (n is not None and target.shape[0] != n):
         raise ValueError(
-            f"target must be a (N,) tensor of class indices matching logits (N={logits.shape[0]}), "
+            f"target must be a (N,) tensor of class indices matching logits (N={n}), "
             f"got shape {tuple(target.shape)}; for one-hot targets pass target.argmax(1)"
         )
-    if target.dtype.is_floating_point or target.dtype == torch.bool:
-        raise ValueError(f"target must hold integer class indices, got dtype {target.dtype}")
-    if target.numel() and (int(target.min()) < 0 or int(target.max()) >= logits.shape[1]):
-        raise ValueError(
-            f"class indices must lie in [0, {logits.shape[1] - 1}], got range "
-            f"[{int(target.min())}, {int(target.max())}]"
-        )
+    if target.dtype.is_floating_point or target.dtype.is_complex or target.dtype == torch.bool:
+        raise ValueError(f"target must hold integer class indices, got dtype {target.dtype}; pass target.long()")
+    target = target.long()
+    if target.numel():
+        low, high = torch.aminmax(target)
+        if int(low) < 0 or int(high) >= num_classes:
+            raise ValueError(f"class indices must lie in [0, {num_classes - 1}], got range [{int(low)}, {int(high)}]")
+    return target
 
 
-def check_multilabel_inputs(logits: torch.Tensor, targets: torch.Tensor) -> None:
-    """Raise a clear error for shapes or label values a multi-label loss cannot use."""
+def _check_batch(logits: torch.Tensor, name: str, columns: str) -> None:
+    """(N, C) with N >= 1 and finite entries: a mean over an empty batch, or any term of a non-finite logit, is
+    NaN, which would surface only later as a diverged run."""
     if logits.ndim != 2:
-        raise ValueError(f"logits must have shape (N, T), got {tuple(logits.shape)}")
+        raise ValueError(f"{name} must have shape (N, {columns}), got {tuple(logits.shape)}")
+    if logits.shape[0] == 0:
+        raise ValueError(f"empty batch: {name} has shape {tuple(logits.shape)}; a loss needs at least one sample "
+                         "(its mean over none is NaN)")
+    check_finite(logits, name)
+
+
+def check_multiclass_inputs(logits: torch.Tensor, target: torch.Tensor, name: str = "logits") -> torch.Tensor:
+    """Raise a clear error for shapes, values or labels a multi-class loss cannot use; return the int64 target."""
+    _check_batch(logits, name, "K")
+    return check_class_targets(target, logits.shape[1], logits.shape[0])
+
+
+def check_multilabel_inputs(logits: torch.Tensor, targets: torch.Tensor, name: str = "logits") -> None:
+    """Raise a clear error for shapes, values or labels a multi-label loss cannot use."""
+    _check_batch(logits, name, "T")
     if targets.shape != logits.shape:
         raise ValueError(
             f"targets must have the same (N, T) shape as logits, got {tuple(targets.shape)} vs {tuple(logits.shape)}"

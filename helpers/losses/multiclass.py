@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import Composite, MultiClassLoss, check_multiclass_inputs, check_number, promote_float
+from .base import (Composite, MultiClassLoss, check_class_targets, check_finite, check_multiclass_inputs,
+                   check_number, promote_float)
 
 __all__ = [
     "CrossEntropy",
@@ -47,6 +48,7 @@ class _SoftmaxLoss(MultiClassLoss):
     """MultiClassLoss whose softmax keeps float64 (for gradcheck); low precision still goes to float32."""
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        check_finite(logits)  # softmax of an infinite logit is a NaN row
         return torch.softmax(promote_float(logits), dim=-1)
 
 
@@ -54,7 +56,7 @@ class CrossEntropy(_SoftmaxLoss):
     """Cross-entropy ``-log softmax(z)_y`` averaged over the batch (the baseline every other loss reduces to)."""
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        check_multiclass_inputs(logits, target)
+        target = check_multiclass_inputs(logits, target)
         return F.cross_entropy(promote_float(logits), target)
 
 
@@ -94,7 +96,7 @@ class LabelSmoothing(_SoftmaxLoss):
             self.register_buffer("prior", prior_t.float())
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        check_multiclass_inputs(logits, target)
+        target = check_multiclass_inputs(logits, target)
         logits = promote_float(logits)
         log_probs = F.log_softmax(logits, dim=1)
         ce = -_target_log_probs(log_probs, target)
@@ -134,7 +136,7 @@ class FocalLoss(_SoftmaxLoss):
         self.gamma = check_number("gamma", gamma, 0.0)
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        check_multiclass_inputs(logits, target)
+        target = check_multiclass_inputs(logits, target)
         log_pt = _target_log_probs(F.log_softmax(promote_float(logits), dim=1), target)
         return _focal_terms(log_pt, self.gamma).mean()
 
@@ -155,7 +157,7 @@ class FLSD53(_SoftmaxLoss):
     gamma_high_pt = 3.0
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        check_multiclass_inputs(logits, target)
+        target = check_multiclass_inputs(logits, target)
         log_pt = _target_log_probs(F.log_softmax(promote_float(logits), dim=1), target)
         gamma = self.sample_gamma(log_pt.detach())
         return _focal_terms(log_pt, gamma).mean()
@@ -189,7 +191,7 @@ class MbLS(_SoftmaxLoss):
         return logits.max(dim=1, keepdim=True).values - logits
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        check_multiclass_inputs(logits, target)
+        target = check_multiclass_inputs(logits, target)
         logits = promote_float(logits)
         ce = F.cross_entropy(logits, target)
         if self.lam == 0.0:
@@ -267,7 +269,7 @@ class LSPlus(_SoftmaxLoss):
         return self.soft_targets.shape[0]
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        check_multiclass_inputs(logits, target)
+        target = check_multiclass_inputs(logits, target)
         if logits.shape[1] != self.num_classes:
             raise ValueError(f"LSPlus was built for {self.num_classes} classes, logits have {logits.shape[1]}")
         logits = promote_float(logits)
@@ -301,10 +303,9 @@ def class_accuracy_from_predictions(probs_or_preds: torch.Tensor, labels: torch.
         raise ValueError("probs_or_preds must be (N, K) probabilities or (N,) integer predictions, got "
                          f"shape {tuple(probs_or_preds.shape)} dtype {probs_or_preds.dtype}")
     labels = torch.as_tensor(labels, device=preds.device)
-    check_multiclass_inputs(torch.empty(preds.shape[0], num_classes, device=preds.device), labels)
+    labels = check_class_targets(labels, num_classes, preds.shape[0])
     if preds.numel() and (int(preds.min()) < 0 or int(preds.max()) >= num_classes):
         raise ValueError(f"predictions must lie in [0, {num_classes - 1}]")
-    labels = labels.long()
     counts = torch.bincount(labels, minlength=num_classes).float()
     hits = torch.bincount(labels[preds == labels], minlength=num_classes).float()
     missing = counts == 0
@@ -335,10 +336,10 @@ def class_accuracy_from_model(model: nn.Module, images_uint8: torch.Tensor, labe
 def class_frequencies(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
     """Empirical class prior (training-set frequencies), the "a priori" u(k) of CCL-Net's LSR-a setting."""
     labels = torch.as_tensor(labels)
-    check_multiclass_inputs(torch.empty(labels.shape[0] if labels.ndim else 0, num_classes), labels)
+    labels = check_class_targets(labels, num_classes)
     if labels.numel() == 0:
         raise ValueError("labels is empty; class frequencies need at least one label")
-    counts = torch.bincount(labels.long(), minlength=num_classes).float()
+    counts = torch.bincount(labels, minlength=num_classes).float()
     return counts / counts.sum()
 
 
@@ -352,7 +353,7 @@ class _ProbabilityRegulariser(nn.Module):
     calls ``penalty``, which ``Composite`` calls directly on inputs the base loss has already checked."""
 
     def forward(self, probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        check_multiclass_inputs(probs, target)
+        target = check_multiclass_inputs(probs, target, name="probs")
         return self.penalty(probs, target)
 
     def penalty(self, probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -381,7 +382,7 @@ class MDCARegulariser(_ProbabilityRegulariser):
 
     def penalty(self, probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         probs = promote_float(probs)
-        frequency = F.one_hot(target, probs.shape[1]).to(probs.dtype).mean(dim=0)
+        frequency = F.one_hot(target.long(), probs.shape[1]).to(probs.dtype).mean(dim=0)
         return (probs.mean(dim=0) - frequency).abs().mean()
 
 

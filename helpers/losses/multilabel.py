@@ -59,7 +59,7 @@ def _no_autocast(x: torch.Tensor):
 
 def _check_probability_inputs(probs: torch.Tensor, targets: torch.Tensor) -> None:
     """Shape / label checks of base.py plus: probabilities must be floating point in [0, 1]."""
-    check_multilabel_inputs(probs, targets)
+    check_multilabel_inputs(probs, targets, name="probs")
     if not probs.dtype.is_floating_point:
         raise TypeError(f"probs must be a floating-point tensor, got dtype {probs.dtype}")
     if probs.numel():
