@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
+import textwrap
 import warnings
 import zipfile
 import zlib
@@ -25,11 +26,13 @@ import torch
 from medmnist import INFO
 
 from helpers import synthetic
+from helpers.paths import shorten_paths
 
 DATA_DIR_ENV = "CALIBMED_DATA_DIR"
 MULTI_CLASS = "multi-class"
 MULTI_LABEL = "multi-label"
 MEDMNIST_SIZES = (28, 64, 128, 224)
+DESCRIBE_WIDTH = 110  # characters per line of DatasetBundle.describe()
 MEDMNIST_2D = tuple(name for name, info in INFO.items() if not name.endswith("3d"))
 SYNTHETIC_NAMES = tuple(synthetic.GENERATORS)
 DATASET_NAMES = MEDMNIST_2D + ("isic2018",) + SYNTHETIC_NAMES
@@ -98,17 +101,31 @@ class DatasetBundle:
             return [int(v) for v in labels.sum(dim=0).round().long()]
         return [int(v) for v in torch.bincount(labels, minlength=self.n_classes)]
 
-    def describe(self) -> str:
-        """One paragraph: name, source, size, task, splits, per-class counts, licence, notes."""
-        sizes = ", ".join(f"{name} {len(split):,}" for name, split in self.splits().items())
+    def describe(self, width: int = DESCRIBE_WIDTH) -> str:
+        """A few lines of at most ``width`` characters: name, task, size, source (as ``display_path`` writes it),
+        splits, per-class counts, licence, notes."""
         kind = "positives per label" if self.task == MULTI_LABEL else "images per class"
-        counts = ", ".join(f"{name} {count:,}" for name, count in zip(self.class_names, self.class_counts()))
-        text = (f"{self.name}: {self.task}, {self.n_classes} {'labels' if self.task == MULTI_LABEL else 'classes'}, "
-                f"{self.image_size}x{self.image_size} px, {self.n_channels} channel(s), from {self.source}. "
-                f"Splits: {sizes}. Training {kind}: {counts}. Licence: {self.licence}.")
+        unit = "labels" if self.task == MULTI_LABEL else "classes"
+        lines = [f"{self.name}: {self.task}, {self.n_classes} {unit}, {self.image_size}x{self.image_size} px, "
+                 f"{self.n_channels} channel(s)"]
+        lines += textwrap.wrap(f"source: {shorten_paths(self.source)}", width, subsequent_indent="  ",
+                               break_long_words=False, break_on_hyphens=False)
+        lines.append("splits: " + ", ".join(f"{name} {len(split):,}" for name, split in self.splits().items()))
+        counts = [f"{name} {count:,}" for name, count in zip(self.class_names, self.class_counts())]
+        lines += _wrap_items(f"training {kind}: ", counts, width)
+        lines.append(f"Licence: {self.licence}")
         if self.true_posteriors is not None:
-            text += " Exact posteriors are known for every image (true_posteriors)."
-        return " ".join([text] + list(self.notes))
+            lines.append("Exact posteriors are known for every image (true_posteriors).")
+        for note in self.notes:
+            lines += textwrap.wrap(shorten_paths(note), width, break_long_words=False, break_on_hyphens=False)
+        return "\n".join(lines)
+
+
+def _wrap_items(prefix: str, items: list[str], width: int) -> list[str]:
+    """``prefix`` + comma-separated ``items`` in lines of at most ``width`` characters, never splitting an item."""
+    glued = ", ".join(item.replace(" ", "\xa0") for item in items)  # textwrap does not break at a no-break space
+    return [line.replace("\xa0", " ") for line in textwrap.wrap(prefix + glued, width, subsequent_indent="  ",
+                                                                break_long_words=False, break_on_hyphens=False)]
 
 
 # ---------------------------------------------------------------------------------------------------------------
