@@ -153,12 +153,6 @@ def correlation_from_moments(cooccurrence: np.ndarray) -> np.ndarray:
     return correlation
 
 
-def label_correlation(labels: np.ndarray) -> np.ndarray:
-    """Eq. (1) from binary labels (N, T)."""
-    labels = np.asarray(labels, dtype=np.float64)
-    return correlation_from_moments(labels.T @ labels / len(labels))
-
-
 def main(argv: list[str]) -> int:
     if len(argv) not in (1, 2):
         print(__doc__.split("\n\n")[2], file=sys.stderr)
