@@ -155,7 +155,7 @@ def correlation_from_moments(cooccurrence: np.ndarray) -> np.ndarray:
 
 def main(argv: list[str]) -> int:
     if len(argv) not in (1, 2):
-        print(__doc__.split("\n\n")[2], file=sys.stderr)
+        print("usage: python -m helpers.label_stats <chestxray14 label CSV> [output.json]", file=sys.stderr)
         return 2
     out = write_label_stats(argv[0], *argv[1:])
     print(f"wrote {out}")
