@@ -437,11 +437,15 @@ def _check_fit_inputs(model: nn.Module, loss: nn.Module, data: Any) -> None:
         raise ValueError(f"the model has {outputs} outputs but {getattr(data, 'name', 'the data')!r} has {n_classes} "
                          f"{'labels' if data.task == 'multi-label' else 'classes'}; build it with "
                          f"num_classes=data.n_classes")
+    first_conv = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
     for split_name in ("train", "val"):
         split = getattr(data, split_name)
         images, labels = split.images, split.labels
         if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.ndim != 4:
             raise ValueError(f"{split_name} images must be a uint8 tensor (N, C, H, W)")
+        if first_conv is not None and first_conv.in_channels != images.shape[1]:
+            raise ValueError(f"the model takes {first_conv.in_channels} input channels but the {split_name} images "
+                             f"have {images.shape[1]} channel(s); build it with in_channels=data.n_channels")
         if images.shape[0] == 0 or labels.shape[0] != images.shape[0]:
             raise ValueError(f"{split_name} split must be non-empty with one label per image, got "
                              f"{images.shape[0]} images and {labels.shape[0]} labels")

@@ -674,3 +674,10 @@ def test_a_failed_checkpoint_write_leaves_no_temporary_file(tmp_path, monkeypatc
     with pytest.raises(OSError, match="No space left"):
         train._save_checkpoint(path, {"format": train.CHECKPOINT_FORMAT})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_built_for_other_channels_is_refused_before_training():
+    """Issue 10 #14: a model with the wrong channel count got a raw convolution error from fit."""
+    data = multiclass_data(n_train=32, n_val=16)  # one channel
+    with pytest.raises(ValueError, match=r"3 input channels.*1 channel.*in_channels=data.n_channels"):
+        fit(tiny_model(in_channels=3), CE(), data, quick(epochs=1))
