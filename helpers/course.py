@@ -338,6 +338,8 @@ def check_results(out: Path) -> None:
     if not summary_path.is_file():
         raise SystemExit(f"no summary.json in {out}: run `prepare` or `run` into it first")
     summary = json.loads(summary_path.read_text())
+    if "started_at" not in summary:
+        raise SystemExit(f"{summary_path} was written by an older runner (no start time): run `prepare` or `run` again")
     problems = [problem for row in summary["notebooks"]
                 if (problem := _result_problem(out, row, summary["started_at"])) is not None]
     if problems:

@@ -126,6 +126,9 @@ def test_check_refuses_results_older_than_the_run_and_notebooks_the_run_did_not_
     os.utime(out / "results" / "01_measuring_calibration.json", (old, old))
     with pytest.raises(SystemExit, match=r"01_measuring_calibration: results JSON .* older than this run"):
         course.check_results(out)
+    (out / "summary.json").write_text(json.dumps({"notebooks": summary["notebooks"]}))  # an older runner's
+    with pytest.raises(SystemExit, match="older runner"):
+        course.check_results(out)
     (out / "summary.json").unlink()
     with pytest.raises(SystemExit, match="no summary"):
         course.check_results(out)
