@@ -9,7 +9,7 @@ PROFILE ?=
 SMOKE   := build/smoke
 export MPLBACKEND ?= Agg
 
-.PHONY: venv course test unit notebooks-smoke lab bench clean
+.PHONY: venv course reference-runs test unit notebooks-smoke lab bench clean
 
 venv: $(VENV)/.installed
 
@@ -19,8 +19,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --progress-bar off -e '.[dev,lab]'
 	touch $@
 
+# PROFILE=reference re-executes the committed notebooks from the stored runs in stored_runs/ (minutes);
+# RETRAIN=1 trains every run again instead of loading it (hours on a CPU, minutes on a GPU).
 course: venv
-	$(PY) -m helpers.course run $(if $(PROFILE),--profile $(PROFILE))
+	$(if $(RETRAIN),CALIBMED_RETRAIN=1) $(PY) -m helpers.course run $(if $(PROFILE),--profile $(PROFILE))
+
+# every run the notebooks declare in the reference profile, one at a time, each stored as it finishes (resumable)
+reference-runs: venv
+	$(if $(RETRAIN),CALIBMED_RETRAIN=1) $(PY) -m helpers.suites train --profile reference $(if $(WORKERS),--workers $(WORKERS))
 
 test: unit notebooks-smoke
 

@@ -289,6 +289,22 @@ class CCLNetLoss(MultiClassLoss):
         self.epochs_completed = int(state["epochs_completed"])
         self.skipped_steps = int(state["skipped_steps"])
 
+    def stored_state(self) -> dict:
+        """What a stored reference run keeps (``helpers.experiments``): the dictionary and the epoch log, not the
+        1.7-million-parameter embedding network or its optimiser, which no notebook reads after training."""
+        return {"dictionary": self.head.dictionary.detach().cpu().clone(), "dictionary_frozen": self.dictionary_frozen,
+                "epoch_log": [dict(r) for r in self.epoch_log], "epochs_completed": self.epochs_completed,
+                "skipped_steps": self.skipped_steps}
+
+    def load_stored_state(self, state: dict) -> None:
+        with torch.no_grad():
+            self.head.dictionary.copy_(state["dictionary"])
+        if state["dictionary_frozen"]:
+            self.freeze_dictionary()
+        self.epoch_log = [dict(r) for r in state["epoch_log"]]
+        self.epochs_completed = int(state["epochs_completed"])
+        self.skipped_steps = int(state["skipped_steps"])
+
     # ---------------------------------------------------------------------------------------------- soft labels
 
     def correlation_matrix(self) -> torch.Tensor:

@@ -13,6 +13,8 @@ Command line (``python -m helpers.course --help``)::
     prepare  inject parameters without executing (the CI executes the prepared copies with nbval)
     check    verify that every notebook of the folder's last run (its summary.json) succeeded and wrote a fresh
              results JSON
+    check-outputs  report the output rules (helpers.notebook_outputs) per notebook
+    clean-outputs  strip progress bars, widget state and the absolute checkout path from stored outputs, in place
 """
 
 from __future__ import annotations
@@ -25,14 +27,18 @@ import os
 import platform
 import sys
 import tempfile
+import textwrap
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from helpers.paths import display_path, shorten_paths
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
-PROFILE_NAMES = ("smoke", "quick", "full")
+PROFILE_NAMES = ("smoke", "quick", "reference", "full")
 KNOBS = (
     "dataset", "image_size", "model", "epochs", "batch_size", "lr", "seed", "device", "data_dir", "max_train",
     "results_path",
@@ -65,10 +71,15 @@ class RunConfig:
             return extra[name]
         raise AttributeError(f"RunConfig has no knob {name!r}; knobs are {sorted(list(asdict(self)) + list(extra))}")
 
-    def describe(self) -> str:
-        knobs = ", ".join(f"{k}={v!r}" for k, v in asdict(self).items() if k not in ("notebook", "extra"))
-        extra = ", ".join(f"{k}={v!r}" for k, v in self.extra.items())
-        return f"[{self.notebook}] profile={self.profile!r}: {knobs}" + (f"; {extra}" if extra else "")
+    def describe(self, width: int = 110) -> str:
+        """``[notebook] profile 'quick', dataset 'dermamnist'`` and then every knob, in lines of at most ``width``
+        characters; paths as ``helpers.paths.display_path`` writes them."""
+        shown = {k: display_path(v) if k in ("results_path", "data_dir") and v is not None else v
+                 for k, v in asdict(self).items() if k not in ("notebook", "profile", "dataset", "extra")}
+        knobs = [f"{k}={v!r}" for k, v in shown.items()] + [f"{k}={v!r}" for k, v in self.extra.items()]
+        head = f"[{self.notebook}] profile {self.profile!r}, dataset {self.dataset!r}; knobs: "
+        return "\n".join(textwrap.wrap(head + ", ".join(knobs), width, subsequent_indent="  ",
+                                        break_long_words=False, break_on_hyphens=False))
 
 
 def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile: str, **knobs: Any) -> RunConfig:
@@ -98,6 +109,7 @@ def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile:
     core = {k: values.pop(k) for k in KNOBS}
     cfg = RunConfig(notebook=notebook, profile=profile, extra=values, **core)
     print(cfg.describe())
+    warnings.showwarning = show_warning_briefly
     return cfg
 
 
@@ -105,18 +117,11 @@ def _check_declared_knobs(notebook: str, profiles: Mapping[str, Mapping[str, Any
                           knobs: Mapping[str, Any]) -> None:
     """Refuse knobs the notebook does not declare (a misspelling would otherwise be ignored without a word).
 
-    Declared: the course knobs (KNOBS) and what every profile of PROFILES sets; each profile must set the same
-    notebook-specific knobs. In a kernel run by papermill, a parameter injected under a name the notebook's
-    parameters cell does not declare (``papermill -p epoch 3`` for ``epochs``) is refused too.
+    Declared: the course knobs (KNOBS) and what any profile of PROFILES sets (a profile may set knobs of its own,
+    e.g. the reference profile's seeds). In a kernel run by papermill, a parameter injected under a name the
+    notebook's parameters cell does not declare (``papermill -p epoch 3`` for ``epochs``) is refused too.
     """
-    extra_per_profile = {name: set(profiles[name]) - set(KNOBS) for name in PROFILE_NAMES}
-    every = set().union(*extra_per_profile.values())
-    uneven = sorted(every - set.intersection(*extra_per_profile.values()))
-    if uneven:
-        holders = {k: [p for p, keys in extra_per_profile.items() if k in keys] for k in uneven}
-        raise ValueError(f"{notebook}: the profiles set different knobs ({holders}: knob -> the profiles that "
-                         "set it); give every profile of PROFILES the same knobs")
-    declared = set(KNOBS) | every
+    declared = set(KNOBS).union(*(profiles[name] for name in PROFILE_NAMES))
     unknown = sorted(set(knobs) - declared)
     if unknown:
         raise ValueError(f"{notebook}: knob(s) {unknown} are declared neither by PROFILES nor as course knobs; "
@@ -145,6 +150,32 @@ def _assigned_names(source: str) -> list[str]:
     return [target.id for node in ast.parse(source).body if isinstance(node, (ast.Assign, ast.AnnAssign))
             for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
             if isinstance(target, ast.Name)]
+
+
+def notebook_profiles(notebook: str) -> dict[str, dict[str, Any]]:
+    """The ``PROFILES`` table of a course notebook, read from its code cell (a literal dict: it is evaluated with
+    no builtins), so that commands such as ``python -m helpers.suites`` use exactly the notebook's settings."""
+    import ast
+
+    [path] = list_notebooks([notebook])
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    for cell in cells:
+        source = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
+        for node in ast.parse(source).body if "PROFILES" in source else []:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PROFILES" for t in node.targets):
+                return eval(compile(ast.Expression(node.value), str(path), "eval"), {"__builtins__": {}, "dict": dict})
+    raise ValueError(f"{path.name} has no `PROFILES = {{...}}` assignment in a code cell")
+
+
+def show_warning_briefly(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                         file: Any = None, line: str | None = None) -> None:
+    """Print a warning as a short note on stdout, without the source file and line Python adds: a notebook's
+    stored output says the point, not the machine's paths (``configure`` installs it for the notebook's kernel)."""
+    module = Path(filename).stem if filename else "?"
+    label = "note" if category is UserWarning else category.__name__
+    text = f"{label} ({module}): {message}"
+    print("\n".join(textwrap.wrap(shorten_paths(text), 110, subsequent_indent="  ", break_long_words=False,
+                                   break_on_hyphens=False)), file=file or sys.stdout)
 
 
 def environment_report() -> dict[str, Any]:
@@ -203,7 +234,7 @@ def save_results(cfg: RunConfig, results: Mapping[str, Any], data_source: str | 
     path = Path(cfg.results_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_atomically(path, json.dumps(payload, indent=2, allow_nan=False))
-    print(f"results written to {path}")
+    print(f"results written to {display_path(path)}")
     return path
 
 
@@ -296,6 +327,8 @@ def run_course(out: Path, profile: str | None = None, selection: list[str] | Non
     (out / "results").mkdir(parents=True, exist_ok=True)
     started_at = time.time()
     rows = []
+    # the kernels inherit this environment: one final line per training instead of stored progress bars
+    os.environ.setdefault("CALIBMED_PROGRESS", "final")
     for notebook in notebooks:
         parameters = _parameters_for(notebook, out, profile, extra or {})
         target = out / "notebooks" / notebook.name
@@ -376,6 +409,20 @@ def _parse_value(text: str) -> Any:
         return text
 
 
+def _outputs_command(args: argparse.Namespace) -> None:
+    from helpers import notebook_outputs
+
+    paths = args.notebooks or sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+    if args.command == "clean-outputs":
+        print("| notebook | output bytes before | after | outputs removed | widget state removed | rules failing |")
+        print("|---|---:|---:|---:|---|---|")
+        for row in notebook_outputs.clean_files(paths, args.repo_root):
+            print(f"| {row['notebook']} | {row['bytes_before']:,} | {row['bytes_after']:,} | {row['outputs_removed']} "
+                  f"| {'yes' if row['widget_state_removed'] else 'no'} | {', '.join(row['rules_failing']) or 'none'} |")
+    else:
+        print(notebook_outputs.report_table(paths))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m helpers.course", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -390,10 +437,21 @@ def main(argv: list[str] | None = None) -> None:
                        help="extra parameter for every notebook, VALUE parsed as JSON when possible")
     check = sub.add_parser("check")
     check.add_argument("out", type=Path)
+    for name in ("clean-outputs", "check-outputs"):
+        p = sub.add_parser(name, help="strip progress bars, widget state and absolute path prefixes from stored "
+                           "outputs (in place)" if name == "clean-outputs" else "report the output rules per notebook")
+        p.add_argument("notebooks", nargs="*", type=Path, help="notebook files (default: notebooks/*.ipynb)")
+        if name == "clean-outputs":
+            p.add_argument("--repo-root", action="append", default=None, metavar="PATH",
+                           help="absolute checkout path of the machine that executed the notebooks, rewritten to a "
+                                "relative path (repeatable; default: this checkout)")
     args = parser.parse_args(argv)
 
     if args.command == "check":
         check_results(args.out)
+        return
+    if args.command in ("clean-outputs", "check-outputs"):
+        _outputs_command(args)
         return
     out = args.out or REPO_ROOT / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{args.profile or 'default'}"
     extra = {name: _parse_value(value) for name, value in args.parameter}

@@ -16,6 +16,7 @@ import csv
 import hashlib
 import os
 import stat
+import textwrap
 import warnings
 import zipfile
 import zlib
@@ -27,11 +28,13 @@ import torch
 from medmnist import INFO
 
 from helpers import synthetic
+from helpers.paths import shorten_paths
 
 DATA_DIR_ENV = "CALIBMED_DATA_DIR"
 MULTI_CLASS = "multi-class"
 MULTI_LABEL = "multi-label"
 MEDMNIST_SIZES = (28, 64, 128, 224)
+DESCRIBE_WIDTH = 110  # characters per line of DatasetBundle.describe()
 MEDMNIST_2D = tuple(name for name, info in INFO.items() if not name.endswith("3d"))
 SYNTHETIC_NAMES = tuple(synthetic.GENERATORS)
 DATASET_NAMES = MEDMNIST_2D + ("isic2018",) + SYNTHETIC_NAMES
@@ -100,17 +103,31 @@ class DatasetBundle:
             return [int(v) for v in labels.sum(dim=0).round().long()]
         return [int(v) for v in torch.bincount(labels, minlength=self.n_classes)]
 
-    def describe(self) -> str:
-        """One paragraph: name, source, size, task, splits, per-class counts, licence, notes."""
-        sizes = ", ".join(f"{name} {len(split):,}" for name, split in self.splits().items())
+    def describe(self, width: int = DESCRIBE_WIDTH) -> str:
+        """A few lines of at most ``width`` characters: name, task, size, source (as ``display_path`` writes it),
+        splits, per-class counts, licence, notes."""
         kind = "positives per label" if self.task == MULTI_LABEL else "images per class"
-        counts = ", ".join(f"{name} {count:,}" for name, count in zip(self.class_names, self.class_counts()))
-        text = (f"{self.name}: {self.task}, {self.n_classes} {'labels' if self.task == MULTI_LABEL else 'classes'}, "
-                f"{self.image_size}x{self.image_size} px, {self.n_channels} channel(s), from {self.source}. "
-                f"Splits: {sizes}. Training {kind}: {counts}. Licence: {self.licence}.")
+        unit = "labels" if self.task == MULTI_LABEL else "classes"
+        lines = [f"{self.name}: {self.task}, {self.n_classes} {unit}, {self.image_size}x{self.image_size} px, "
+                 f"{self.n_channels} channel(s)"]
+        lines += textwrap.wrap(f"source: {shorten_paths(self.source)}", width, subsequent_indent="  ",
+                               break_long_words=False, break_on_hyphens=False)
+        lines.append("splits: " + ", ".join(f"{name} {len(split):,}" for name, split in self.splits().items()))
+        counts = [f"{name} {count:,}" for name, count in zip(self.class_names, self.class_counts())]
+        lines += _wrap_items(f"training {kind}: ", counts, width)
+        lines.append(f"Licence: {self.licence}")
         if self.true_posteriors is not None:
-            text += " Exact posteriors are known for every image (true_posteriors)."
-        return " ".join([text] + list(self.notes))
+            lines.append("Exact posteriors are known for every image (true_posteriors).")
+        for note in self.notes:
+            lines += textwrap.wrap(shorten_paths(note), width, break_long_words=False, break_on_hyphens=False)
+        return "\n".join(lines)
+
+
+def _wrap_items(prefix: str, items: list[str], width: int) -> list[str]:
+    """``prefix`` + comma-separated ``items`` in lines of at most ``width`` characters, never splitting an item."""
+    glued = ", ".join(item.replace(" ", "\xa0") for item in items)  # textwrap does not break at a no-break space
+    return [line.replace("\xa0", " ") for line in textwrap.wrap(prefix + glued, width, subsequent_indent="  ",
+                                                                break_long_words=False, break_on_hyphens=False)]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -428,7 +445,7 @@ def load_synthetic(name: str, data_dir: str | os.PathLike | None = None, seed: i
     if name not in synthetic.GENERATORS:
         raise ValueError(f"unknown synthetic set {name!r}; valid names: {', '.join(synthetic.GENERATORS)}")
     folder = synthetic_dir(name, data_dir, seed)
-    flag = name.removeprefix("synthetic_")
+    flag = synthetic.MEDMNIST_FLAGS[name]
     path = folder / medmnist_filename(flag)
     if not (path.is_file() and synthetic.posteriors_path(path).is_file()):
         try:
@@ -448,7 +465,11 @@ def load_synthetic(name: str, data_dir: str | os.PathLike | None = None, seed: i
                              f"({len(bundle.splits()[split])}, {bundle.n_classes}). Delete {folder} to regenerate.")
         true_posteriors[split] = values
     with np.load(posteriors_file, allow_pickle=False) as archive:
+        version = int(archive["generator_version"]) if "generator_version" in archive.files else None
         ground_truth = {key[3:]: torch.from_numpy(archive[key]) for key in archive.files if key.startswith("gt_")}
+    if version != synthetic.GENERATOR_VERSION:
+        raise ValueError(f"{posteriors_file} was written by generator version {version}, this code is version "
+                         f"{synthetic.GENERATOR_VERSION}. Delete {folder} to regenerate it.")
     bundle.name = name
     bundle.source = f"{path} (generated by helpers.synthetic v{synthetic.GENERATOR_VERSION}, seed {seed})"
     bundle.licence = "generated data, no third-party licence (label names from MedMNIST)"
@@ -503,7 +524,8 @@ def subsample_train(bundle: DatasetBundle, max_train: int, seed: int = 0) -> Dat
 def load_dataset(name: str, image_size: int = 28, data_dir: str | os.PathLike | None = None,
                  max_train: int | None = None, seed: int = 0) -> DatasetBundle:
     """Load a data set by name: a MedMNIST 2D name (``dermamnist``, ``chestmnist``, ...), ``isic2018`` (from
-    ``<data dir>/ISIC2018``) or ``synthetic_dermamnist`` / ``synthetic_chestmnist`` (28 px only).
+    ``<data dir>/ISIC2018``) or a synthetic set: ``synthetic_dermamnist``, ``synthetic_chestmnist`` (labels coupled
+    given the image) or ``synthetic_chestmnist_independent`` (independent given the image), 28 px only.
 
     ``max_train`` keeps a seeded random subset of the training split (``seed``); validation and test are
     untouched. Synthetic sets are always generated with seed 0, so ``seed`` only picks the subset.

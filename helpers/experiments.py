@@ -1,32 +1,51 @@
-"""The two training recipes of the course, and a cache of trained runs shared by the notebooks.
+"""The two training recipes of the course, the stored reference runs, and a local cache of trained runs.
 
 **Recipes.** Calibration losses correct over-confidence; applied to a model that is already calibrated they can
-over-correct. Every comparison therefore runs under two recipes, defined here once:
+over-correct. Every comparison therefore runs under two recipes, defined here once (:data:`RECIPES`):
 
 * ``well-regularised`` — SGD with momentum, one-cycle schedule, weight decay 5e-4, batched flips/shifts/rotations;
   the epoch with the best validation NLL is kept.
-* ``over-fitting`` — constant learning rate (half the peak rate), no weight decay, no augmentation, and the *last*
-  epoch is kept: the regime of the papers' long fine-tuning of large networks, where cross-entropy is over-confident.
+* ``over-fitting`` — no weight decay, no augmentation, a constant learning rate, and the *last* epoch is kept: the
+  regime of the papers' long fine-tuning of large networks, where cross-entropy is over-confident. Its optimiser,
+  rate and model width were chosen from cross-entropy runs alone, before any other loss was trained (see
+  :data:`RECIPES` and notebook 01).
 
-**Run cache.** A trained run (weights, the loss's own state, history, validation and test logits) is stored under
-``runs/cache/`` keyed by everything that determines it: the training and validation images and labels, the
-model, the loss (class, hyper-parameters and tensors), the training configuration, and a hash of the source of
-the modules that train (``train``, ``models``, ``metrics`` — it picks the kept epoch —, ``losses``, ``cclnet``,
-this module).
-Notebook 06 therefore reuses the cross-entropy runs of notebooks 01–05 instead of training them again, and any code
-change retrains. Set ``CALIBMED_NO_CACHE=1`` to always train.
+**What defines a run** (:func:`run_definition`): the data set's name, the size and content (a hash) of its
+training, validation *and* test splits, the model, the loss (class, hyper-parameters and initial state), the
+training configuration (recipe settings, epochs, batch size, rate, seed). Where the data live, the device and the
+code version do not define a run: the key (:func:`run_key`) is a hash of the definition.
+
+**Stored reference runs** (``stored_runs/<dataset>/<key>.npz``, committed): the validation and test logits, the
+training history and the loss's final state (e.g. the CCL-Net dictionary), with the definition, the device and the
+code version (:func:`code_version`, a hash of the training modules' syntax trees) that produced them. No weights:
+every notebook works from logits. A notebook run in the ``reference`` profile loads a stored run when present,
+trains and stores it when absent, and says which; when the training code has changed since a run was stored it
+says so, with the command that retrains. ``python -m helpers.suites train`` trains every declared run, one at a
+time, storing each as it finishes (so it resumes where it stopped).
+
+**Local cache** (``runs/cache/<key>-<code>.pt``, never committed): runs of other profiles, with their weights, keyed
+by the definition *and* the code version, so any code change retrains. ``CALIBMED_NO_CACHE=1`` bypasses the local
+cache; ``CALIBMED_RETRAIN=1`` also ignores stored runs and retrains (and re-stores) them.
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import hashlib
+import io
 import json
+import math
 import os
 import pickle
+import tempfile
+import time
+import zipfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -39,9 +58,13 @@ RECIPES: dict[str, dict[str, Any]] = {
                          monitor="epoch", monitor_mode="max", lr_scale=0.5),
 }
 CACHE_DIR = course.REPO_ROOT / "runs" / "cache"
+STORED_RUNS_DIR = course.REPO_ROOT / "stored_runs"
+STORE_FORMAT = 1
 # metrics.py is here because fit keeps the epoch its validation metrics pick (val_nll, val_ece)
 _SOURCE_FILES = ("train.py", "models.py", "metrics.py", "experiments.py", "losses/base.py", "losses/multiclass.py",
                  "losses/multilabel.py", "cclnet.py")
+# settings of a TrainConfig that do not change what is trained
+_NOT_DEFINING = ("device", "progress", "checkpoint_path", "resume", "eval_batch_size")
 
 
 def recipe_config(recipe: str, *, epochs: int, lr: float, batch_size: int, seed: int = 0, device: str = "auto",
@@ -58,17 +81,27 @@ def recipe_config(recipe: str, *, epochs: int, lr: float, batch_size: int, seed:
 
 @dataclass
 class TrainedRun:
-    """A trained model with its logits on the validation and test splits."""
+    """A trained run: its logits on the validation and test splits, history and loss state.
+
+    ``model`` holds the weights for a run trained here or loaded from the local cache, and is ``None`` for a stored
+    reference run (stored runs keep logits, not weights). ``source`` is ``"trained"``, ``"cache"``, ``"stored"``
+    or ``"planned"`` (a placeholder, see :func:`planning`).
+    """
 
     name: str
-    model: nn.Module
+    model: nn.Module | None
     loss: nn.Module
     history: list[dict[str, float]]
     val_logits: torch.Tensor
     test_logits: torch.Tensor
     seconds: float
-    from_cache: bool
+    source: str
     key: str
+    device: str = ""
+
+    @property
+    def from_cache(self) -> bool:
+        return self.source in ("cache", "stored")
 
     @property
     def val_probs(self) -> torch.Tensor:
@@ -81,11 +114,27 @@ class TrainedRun:
             return self.loss.predict_proba(self.test_logits).float()
 
 
-def _source_hash() -> str:
+# ----------------------------------------------------------------------------------------------------------------
+# what defines a run
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def code_version() -> str:
+    """A hash of the training modules' syntax trees: comments, docstrings and layout do not change it."""
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parent
     for name in _SOURCE_FILES:
-        digest.update((package / name).read_bytes())
+        tree = _without_docstrings(ast.parse((package / name).read_text(encoding="utf-8")))
+        digest.update(name.encode())
+        digest.update(ast.dump(tree, annotate_fields=False).encode())
     return digest.hexdigest()[:16]
 
 
@@ -107,45 +156,250 @@ def _loss_fingerprint(loss: nn.Module) -> dict[str, Any]:
             "state": _tensor_hash(*tensors), "extra_state": hashlib.sha256(pickle.dumps(others)).hexdigest()[:16]}
 
 
-def run_key(bundle: Any, model_name: str, loss: nn.Module, config: train.TrainConfig, seed_salt: str = "") -> str:
-    """A hash of everything that determines a trained run (see the module docstring)."""
-    description = {
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
+
+
+def run_definition(bundle: Any, model_name: str, loss: nn.Module, config: train.TrainConfig) -> dict[str, Any]:
+    """Everything that determines a trained run and its stored logits, as plain JSON values (module docstring)."""
+    splits = {name: getattr(bundle, name) for name in ("train", "val", "test")}
+    config_values = asdict(replace(config, progress=True, checkpoint_path=None, resume=False))
+    return {
         "dataset": bundle.name, "image_size": bundle.image_size,
-        "data": _tensor_hash(bundle.train.images, bundle.train.labels, bundle.val.images, bundle.val.labels),
+        "split_sizes": {name: len(split.labels) for name, split in splits.items()},
+        "data": {name: _tensor_hash(split.images, split.labels) for name, split in splits.items()},
         "model": model_name, "loss": _loss_fingerprint(loss),
-        "config": {k: (repr(v) if not isinstance(v, (int, float, str, bool, type(None))) else v)
-                   for k, v in asdict(replace(config, progress=True, checkpoint_path=None, resume=False)).items()},
-        "code": _source_hash(), "salt": seed_salt,
+        "config": {k: _plain(v) for k, v in config_values.items() if k not in _NOT_DEFINING},
     }
-    return hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: train.TrainConfig,
-              cache: bool = True, cache_dir: str | os.PathLike | None = None) -> TrainedRun:
-    """Train ``model_name`` with ``loss`` on ``bundle`` through :func:`helpers.train.fit`, or load the cached run.
+def run_key(bundle: Any, model_name: str, loss: nn.Module, config: train.TrainConfig) -> str:
+    """A hash of :func:`run_definition`."""
+    definition = run_definition(bundle, model_name, loss, config)
+    return hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()[:20]
 
-    Prints which of the two happened, so every notebook output says whether its numbers were trained here.
-    """
-    cache = cache and os.environ.get("CALIBMED_NO_CACHE", "") in ("", "0")
-    key = run_key(bundle, model_name, loss, config)
-    path = Path(cache_dir or CACHE_DIR) / f"{key}.pt"
-    torch.manual_seed(config.seed)
-    model = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
-    if cache and path.exists():
+
+def stored_run_path(bundle: Any, key: str, root: str | os.PathLike | None = None) -> Path:
+    return Path(root or STORED_RUNS_DIR) / bundle.name / f"{key}.npz"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# files
+
+
+def _atomic_write(path: Path, write) -> None:
+    """Write through ``write(file_object)`` to a temporary file in the same folder, then rename it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            write(file)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _state_bytes(loss: nn.Module) -> np.ndarray:
+    """The loss's state for a stored run: ``loss.stored_state()`` where a loss keeps less than its whole state
+    (CCL-Net: the dictionary, not the embedding network), else ``loss.state_dict()``."""
+    state = loss.stored_state() if hasattr(loss, "stored_state") else loss.state_dict()
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return np.frombuffer(buffer.getvalue(), dtype=np.uint8)
+
+
+def _json_bytes(value: Any) -> np.ndarray:
+    return np.frombuffer(json.dumps(value, allow_nan=False, default=_plain).encode(), dtype=np.uint8)
+
+
+def _finite_history(history: list[dict[str, float]]) -> list[dict[str, Any]]:
+    return [{k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in record.items()}
+            for record in history]
+
+
+def save_stored_run(path: Path, run: TrainedRun, definition: dict[str, Any]) -> None:
+    """Write a stored reference run (logits, history, loss state, provenance) atomically."""
+    meta = {"format": STORE_FORMAT, "key": run.key, "name": run.name, "definition": definition,
+            "code_version": code_version(), "device": run.device, "seconds": run.seconds,
+            "torch": torch.__version__, "stored_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "history": _finite_history(run.history)}
+    arrays = {"val_logits": run.val_logits.float().numpy(), "test_logits": run.test_logits.float().numpy(),
+              "loss_state": _state_bytes(run.loss), "meta": _json_bytes(meta)}
+    _atomic_write(path, lambda file: np.savez_compressed(file, **arrays))
+
+
+class DamagedRunError(RuntimeError):
+    """A stored or cached run file that cannot be read or does not fit the data it is loaded for."""
+
+
+def _expected_shapes(bundle: Any) -> dict[str, tuple[int, int]]:
+    return {"val_logits": (len(bundle.val.labels), bundle.n_classes),
+            "test_logits": (len(bundle.test.labels), bundle.n_classes)}
+
+
+RECIPE_MODELS: dict[str, dict[str, str]] = {"over-fitting": {"small_cnn": "small_cnn_wide"}}
+
+
+def recipe_model(recipe: str, model: str) -> str:
+    """The model a recipe trains: the over-fitting recipe widens the small CNN (4x the parameters) so that it can
+    memorise DermaMNIST; larger models are kept."""
+    if recipe not in RECIPES:
+        raise ValueError(f"unknown recipe {recipe!r}; choose one of {list(RECIPES)}")
+    return RECIPE_MODELS.get(recipe, {}).get(model, model)
+
+
+def _check_logits(path: Path, logits: dict[str, torch.Tensor], bundle: Any) -> None:
+    for name, shape in _expected_shapes(bundle).items():
+        tensor = logits[name]
+        if tuple(tensor.shape) != shape:
+            raise DamagedRunError(f"{path}: {name} has shape {tuple(tensor.shape)}, the data need {shape}")
+        if not bool(torch.isfinite(tensor).all()):
+            raise DamagedRunError(f"{path}: {name} holds NaN or infinite values")
+
+
+def load_stored_run(path: Path, bundle: Any, loss: nn.Module, key: str) -> tuple[dict[str, Any], TrainedRun]:
+    """Read a stored run into ``loss`` (its final state); raise :class:`DamagedRunError` naming the file."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            meta = json.loads(stored["meta"].tobytes())
+            logits = {name: torch.from_numpy(stored[name].copy()) for name in ("val_logits", "test_logits")}
+            state = torch.load(io.BytesIO(stored["loss_state"].tobytes()), map_location="cpu", weights_only=True)
+    except (OSError, ValueError, KeyError, EOFError, RuntimeError, pickle.UnpicklingError,
+            zipfile.BadZipFile) as error:
+        raise DamagedRunError(f"{path}: cannot read this stored run ({type(error).__name__}: {error})") from error
+    if meta.get("format") != STORE_FORMAT or meta.get("key") != key:
+        raise DamagedRunError(f"{path}: format {meta.get('format')} / key {meta.get('key')} do not match "
+                              f"format {STORE_FORMAT} / key {key}")
+    _check_logits(path, logits, bundle)
+    if hasattr(loss, "load_stored_state"):
+        loss.load_stored_state(state)
+    else:
+        loss.load_state_dict(state)
+    run = TrainedRun(meta["name"], None, loss, meta["history"], logits["val_logits"], logits["test_logits"],
+                     meta["seconds"], "stored", key, meta.get("device", ""))
+    return meta, run
+
+
+def _save_cached_run(path: Path, run: TrainedRun) -> None:
+    payload = {"model": run.model.state_dict(), "loss": run.loss.state_dict(), "history": run.history,
+               "val_logits": run.val_logits, "test_logits": run.test_logits, "seconds": run.seconds,
+               "device": run.device}
+    _atomic_write(path, lambda file: torch.save(payload, file))
+
+
+def _load_cached_run(path: Path, name: str, model: nn.Module, loss: nn.Module, bundle: Any, key: str) -> TrainedRun:
+    try:
         stored = torch.load(path, map_location="cpu", weights_only=False)
         model.load_state_dict(stored["model"])
         loss.load_state_dict(stored["loss"])
-        print(f"{name}: loaded from the run cache ({path.name}; trained in {stored['seconds']:.0f} s)")
-        return TrainedRun(name, model, loss, stored["history"], stored["val_logits"], stored["test_logits"],
-                          stored["seconds"], True, key)
+    except (OSError, RuntimeError, EOFError, KeyError, TypeError, pickle.UnpicklingError) as error:
+        raise DamagedRunError(f"{path}: cannot read this cached run ({type(error).__name__}: {error})") from error
+    _check_logits(path, {k: stored[k] for k in ("val_logits", "test_logits")}, bundle)
+    return TrainedRun(name, model, loss, stored["history"], stored["val_logits"], stored["test_logits"],
+                      stored["seconds"], "cache", key, stored.get("device", ""))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# train or load
+
+
+@dataclass
+class PlannedRun:
+    """A run that :func:`train_run` would train, recorded instead while :func:`planning` is active."""
+
+    name: str
+    loss: nn.Module
+    bundle: Any
+    model_name: str
+    config: train.TrainConfig
+    stored: bool
+    key: str
+
+
+_plan: list[PlannedRun] | None = None
+
+
+@contextlib.contextmanager
+def planning():
+    """While active, :func:`train_run` loads what exists and, instead of training a missing run, records it in the
+    yielded list and returns a placeholder (``source == "planned"``, zero logits) so the caller's code runs on."""
+    global _plan
+    _plan = []
+    try:
+        yield _plan
+    finally:
+        _plan = None
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
+
+
+_code_change_reported: set[str] = set()
+
+
+def _report_code_change(meta: dict[str, Any]) -> str:
+    """An empty string when the stored run's code version is today's, else a short tag (and, once, the whole note)."""
+    stored, current = meta.get("code_version"), code_version()
+    if stored == current:
+        return ""
+    if stored not in _code_change_reported:
+        _code_change_reported.add(stored)
+        print(f"note: stored runs marked (*) were produced by training code {stored}; the code is now {current}. "
+              "Their numbers are those of the older code. Retrain them with `CALIBMED_RETRAIN=1 python -m "
+              "helpers.suites train` (or `make reference-runs RETRAIN=1`).")
+    return " (*)"
+
+
+def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: train.TrainConfig,
+              cache: bool = True, cache_dir: str | os.PathLike | None = None, stored: bool = False,
+              stored_dir: str | os.PathLike | None = None) -> TrainedRun:
+    """Train ``model_name`` with ``loss`` on ``bundle`` through :func:`helpers.train.fit`, or load it.
+
+    With ``stored=True`` (the ``reference`` profile) a stored reference run is loaded when present and a trained
+    run is stored. Otherwise the local cache is used (``cache``). Prints which of these happened, so every notebook
+    output says whether its numbers were trained here. A damaged file is named and the run retrained.
+    """
+    retrain = _flag("CALIBMED_RETRAIN")
+    cache = cache and not _flag("CALIBMED_NO_CACHE") and not retrain
+    key = run_key(bundle, model_name, loss, config)
+    store_path = stored_run_path(bundle, key, stored_dir)
+    if stored and not retrain and store_path.exists():
+        try:
+            meta, run = load_stored_run(store_path, bundle, loss, key)
+            run.name = name
+            print(f"{name}: stored run {bundle.name}/{key} (trained on {meta.get('device') or '?'} in "
+                  f"{meta['seconds']:.0f} s){_report_code_change(meta)}")
+            return run
+        except DamagedRunError as error:
+            print(f"{name}: {error}; training it again")
+    cache_path = Path(cache_dir or CACHE_DIR) / f"{key}-{code_version()}.pt"
+    torch.manual_seed(config.seed)
+    model = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
+    if cache and not stored and cache_path.exists():
+        try:
+            run = _load_cached_run(cache_path, name, model, loss, bundle, key)
+            print(f"{name}: loaded from the run cache ({cache_path.name}; trained in {run.seconds:.0f} s)")
+            return run
+        except DamagedRunError as error:
+            print(f"{name}: {error}; training it again")
+            torch.manual_seed(config.seed)
+            model = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
+    if _plan is not None:
+        _plan.append(PlannedRun(name, loss, bundle, model_name, config, stored, key))
+        shapes = _expected_shapes(bundle)
+        return TrainedRun(name, None, loss, [], torch.zeros(shapes["val_logits"]), torch.zeros(shapes["test_logits"]),
+                          0.0, "planned", key)
+    definition = run_definition(bundle, model_name, loss, config) if stored else None
     print(f"{name}: training {model_name} with {type(loss).__name__} for {config.epochs} epochs")
     result = train.fit(model, loss, bundle, config)
     val_logits = train.predict_logits(result.model, bundle.val.images, batch_size=config.eval_batch_size)
     test_logits = train.predict_logits(result.model, bundle.test.images, batch_size=config.eval_batch_size)
-    run = TrainedRun(name, result.model.cpu(), loss.cpu(), result.history, val_logits, test_logits, result.seconds,
-                     False, key)
-    if cache:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"model": run.model.state_dict(), "loss": loss.state_dict(), "history": run.history,
-                    "val_logits": val_logits, "test_logits": test_logits, "seconds": result.seconds}, path)
+    run = TrainedRun(name, result.model.cpu(), loss.cpu(), result.history, val_logits.cpu(), test_logits.cpu(),
+                     result.seconds, "trained", key, result.device)
+    if stored:
+        save_stored_run(store_path, run, definition)
+    elif cache:
+        _save_cached_run(cache_path, run)
     return run

@@ -449,3 +449,43 @@ def interval_plot(rows: Mapping[str, tuple[float, float, float]], ax: Axes | Non
     if title:
         ax.set_title(title)
     return figure
+
+
+def correlation_comparison(correlations: Mapping[str, Any], names: Sequence[str], axes: Sequence[Axes] | None = None,
+                           limit: float | None = None, annotate: bool = True) -> Figure:
+    """Label-correlation matrices side by side (e.g. real ChestX-ray14 vs synthetic), one panel per entry.
+
+    Off-diagonal entries only (the unit diagonal would swamp the scale); a diverging colour map centred at 0 with
+    one symmetric range shared by all panels (``limit``, default the largest |value|), so negative correlations
+    are visible and panels compare cell by cell; values annotated in black on the light middle of the map.
+    """
+    matrices = {title: _numpy(matrix).astype(float) for title, matrix in correlations.items()}
+    n = len(names)
+    for title, values in matrices.items():
+        if values.shape != (n, n):
+            raise ValueError(f"{title!r} has shape {values.shape}, expected ({n}, {n}) to match the names")
+    if not matrices:
+        raise ValueError("correlations is empty: pass at least one matrix")
+    off_diagonal = ~np.eye(n, dtype=bool)
+    if limit is None:
+        limit = max(float(np.abs(values[off_diagonal]).max()) for values in matrices.values())
+    if axes is None:
+        figure, axes = plt.subplots(1, len(matrices), figsize=(6.2 * len(matrices) + 1.0, 5.8), squeeze=False,
+                                    layout="constrained")
+        axes = axes[0]
+    elif len(axes) != len(matrices):
+        raise ValueError(f"got {len(axes)} axes for {len(matrices)} matrices")
+    figure = axes[0].figure
+    for ax, (title, values) in zip(axes, matrices.items()):
+        shown = np.where(off_diagonal, values, np.nan)
+        image = ax.imshow(shown, cmap="RdBu_r", vmin=-limit, vmax=limit)
+        ax.set_xticks(range(n), labels=list(names), rotation=60, ha="right", fontsize="small")
+        ax.set_yticks(range(n), labels=list(names), fontsize="small")
+        ax.set_title(title)
+        if annotate:
+            for (row, col), value in np.ndenumerate(shown):
+                if np.isfinite(value):
+                    ax.text(col, row, f"{100 * value:.0f}", ha="center", va="center", fontsize=6,
+                            color="black" if abs(value) < 0.6 * limit else "white")
+    figure.colorbar(image, ax=list(axes), shrink=0.8, label="correlation (annotated ×100)")
+    return figure

@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers.losses.base import check_number
+from .progress import progress_bar
 
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("onecycle", "constant", "cosine")
@@ -646,12 +647,11 @@ def fit(model: nn.Module, loss: nn.Module, data: Any, config: TrainConfig | None
     elif config.resume:
         warnings.warn(f"resume=True but no checkpoint at {checkpoint_path}: training from the start", stacklevel=2)
 
-    from tqdm import tqdm
-
     first_epoch = len(progress.history) + 1
     finished = progress.stopped_early or first_epoch > config.epochs
-    bar = tqdm(range(first_epoch, config.epochs + 1), disable=not config.progress or finished, desc="epochs",
-               initial=first_epoch - 1, total=config.epochs, leave=True)
+    # a tqdm bar for a person watching, one final line in papermill / nbval / CI runs (see helpers.progress)
+    bar = progress_bar(range(first_epoch, config.epochs + 1), disable=not config.progress or finished, desc="epochs",
+                       initial=first_epoch - 1, total=config.epochs)
     for epoch in ([] if finished else bar):
         epoch_started = time.perf_counter()
         model.train()

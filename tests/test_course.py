@@ -11,6 +11,8 @@ PROFILES = {
                   max_train=256, recipes=["regularised"]),
     "quick": dict(dataset="dermamnist", image_size=28, model="small_cnn", epochs=20, batch_size=128, lr=0.1,
                   recipes=["regularised", "overfitting"]),
+    "reference": dict(dataset="dermamnist", image_size=28, model="small_cnn", epochs=30, batch_size=128, lr=0.1,
+                      recipes=["regularised", "overfitting"], seeds=[0, 1, 2]),
     "full": dict(dataset="dermamnist", image_size=224, model="resnet18", epochs=100, batch_size=128, lr=0.1,
                  recipes=["regularised", "overfitting"]),
 }

@@ -67,13 +67,6 @@ def test_configure_rejects_a_knob_that_neither_the_profiles_nor_the_core_knobs_d
     assert course.configure("99_test", PROFILES, profile="quick", alpha=0.3).alpha == 0.3
 
 
-def test_configure_rejects_profiles_that_do_not_declare_the_same_knobs():
-    uneven = {name: dict(table) for name, table in PROFILES.items()}
-    uneven["full"]["gamma"] = 2.0
-    with pytest.raises(ValueError, match=r"'gamma'.*full"):
-        course.configure("99_test", uneven, profile="quick", alpha=None)
-
-
 @pytest.mark.slow
 def test_papermill_on_one_notebook_fails_on_a_misspelled_parameter(tmp_path):
     """The same for a direct `papermill -p epoch 3` run: configure finds the injected name the notebook does

@@ -58,14 +58,133 @@ def test_any_change_of_loss_config_or_data_changes_the_key():
     assert base != experiments.run_key(tiny_bundle(seed=1), "small_cnn", CrossEntropy(), config())
 
 
-def test_the_key_follows_the_data_content_and_the_code_not_where_the_data_lives(monkeypatch):
+def test_the_key_follows_the_data_content_not_where_the_data_lives_nor_the_code(monkeypatch, tmp_path):
     bundle = tiny_bundle()
     base = experiments.run_key(bundle, "small_cnn", CrossEntropy(), config())
     moved = tiny_bundle()
     moved.source = "/somewhere/else/tiny.npz"
     assert experiments.run_key(moved, "small_cnn", CrossEntropy(), config()) == base
-    monkeypatch.setattr(experiments, "_source_hash", lambda: "edited-code")
-    assert experiments.run_key(bundle, "small_cnn", CrossEntropy(), config()) != base
+    assert experiments.run_key(bundle, "small_cnn", CrossEntropy(), config(device="cuda", progress=True)) == base
+    monkeypatch.setattr(experiments, "code_version", lambda: "edited-code")
+    assert experiments.run_key(bundle, "small_cnn", CrossEntropy(), config()) == base
+    # ... but the local cache is per code version: an edit retrains
+    experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    monkeypatch.setattr(experiments, "code_version", lambda: "edited-again")
+    assert not experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path).from_cache
+
+
+def test_code_version_ignores_docstrings_and_comments(tmp_path, monkeypatch):
+    import ast
+    tree = ast.parse('def f():\n    """doc"""\n    return 1  # comment\n')
+    plain = ast.parse("def f():\n    return 1\n")
+    assert ast.dump(experiments._without_docstrings(tree)) == ast.dump(plain)
+    changed = ast.parse("def f():\n    return 2\n")
+    assert ast.dump(experiments._without_docstrings(changed)) != ast.dump(plain)
+
+
+def other_test_split(bundle, seed=5):
+    from dataclasses import replace
+    other = tiny_bundle(seed=seed)
+    return replace(bundle, test=Split(other.test.images, other.test.labels))
+
+
+def test_a_cached_run_never_serves_old_test_logits_when_only_the_test_split_changes(tmp_path):
+    """Issue 10, defect 1: the key covered train and validation only, so another test split got stale logits."""
+    from helpers.train import predict_logits
+    bundle = tiny_bundle()
+    first = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    changed = other_test_split(bundle)
+    again = experiments.train_run("ce", CrossEntropy(), changed, "small_cnn", config(), cache_dir=tmp_path)
+    assert again.key != first.key
+    assert torch.allclose(again.test_logits, predict_logits(again.model, changed.test.images), atol=1e-5)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "empty", "nan_logits", "wrong_shape"])
+def test_a_damaged_cache_entry_is_named_and_retrained(tmp_path, capsys, damage):
+    """Issue 10, defect 6: a truncated or empty entry raised a bare torch error for good; bad logits loaded."""
+    bundle = tiny_bundle()
+    trained = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    [path] = list(tmp_path.glob("*.pt"))
+    if damage == "truncate":
+        path.write_bytes(path.read_bytes()[:100])
+    elif damage == "empty":
+        path.write_bytes(b"")
+    else:
+        payload = torch.load(path, weights_only=False)
+        payload["test_logits"] = (payload["test_logits"] * float("nan") if damage == "nan_logits"
+                                  else payload["test_logits"][:, :2])
+        torch.save(payload, path)
+    capsys.readouterr()
+    again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    out = capsys.readouterr().out
+    assert path.name in out and "training it again" in out and not again.from_cache
+    assert torch.allclose(again.test_logits, trained.test_logits, atol=1e-5)  # seeded: the same run again
+
+
+def test_cache_writes_are_atomic(tmp_path, monkeypatch):
+    """A failed write leaves neither a partial entry nor a temporary file behind."""
+    bundle = tiny_bundle()
+
+    def failing_save(obj, file, *args, **kwargs):
+        file.write(b"partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(experiments.torch, "save", failing_save)
+    with pytest.raises(OSError, match="disk full"):
+        experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stored_run_round_trip_without_weights(tmp_path, capsys):
+    from helpers.cclnet import CCLNetLoss
+    bundle = tiny_bundle()
+    torch.manual_seed(0)
+    trained = experiments.train_run("ccl", CCLNetLoss(feature_dim=128, num_classes=3), bundle, "small_cnn", config(),
+                                    stored=True, stored_dir=tmp_path)
+    [path] = list((tmp_path / "tiny").glob("*.npz"))
+    assert path.stem == trained.key and trained.source == "trained"
+    torch.manual_seed(0)
+    loaded = experiments.train_run("ccl", CCLNetLoss(feature_dim=128, num_classes=3), bundle, "small_cnn", config(),
+                                   stored=True, stored_dir=tmp_path)
+    assert loaded.source == "stored" and loaded.model is None
+    assert torch.equal(loaded.test_logits, trained.test_logits) and torch.equal(loaded.val_logits, trained.val_logits)
+    assert [r["epoch"] for r in loaded.history] == [r["epoch"] for r in trained.history]
+    assert loaded.history[-1]["val_nll"] == pytest.approx(trained.history[-1]["val_nll"])
+    assert torch.equal(loaded.loss.head.dictionary, trained.loss.head.dictionary)
+    assert loaded.loss.epoch_log == trained.loss.epoch_log
+    assert "stored run tiny/" in capsys.readouterr().out
+    meta = experiments.load_stored_run(path, bundle, CCLNetLoss(feature_dim=128, num_classes=3), trained.key)[0]
+    assert meta["code_version"] == experiments.code_version()
+    assert meta["definition"]["split_sizes"] == {"train": 96, "val": 96, "test": 96}
+
+
+def test_a_stored_run_from_older_code_is_loaded_with_a_clear_note(tmp_path, capsys, monkeypatch):
+    bundle = tiny_bundle()
+    experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    monkeypatch.setattr(experiments, "code_version", lambda: "newer-code")
+    capsys.readouterr()
+    loaded = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
+                                   stored_dir=tmp_path)
+    out = capsys.readouterr().out
+    assert loaded.source == "stored" and "(*)" in out and "newer-code" in out and "CALIBMED_RETRAIN=1" in out
+
+
+def test_a_stored_run_for_other_test_images_or_a_damaged_file_is_not_served(tmp_path, capsys, monkeypatch):
+    bundle = tiny_bundle()
+    first = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
+                                  stored_dir=tmp_path)
+    other = experiments.train_run("ce", CrossEntropy(), other_test_split(bundle), "small_cnn", config(), stored=True,
+                                  stored_dir=tmp_path)
+    assert other.source == "trained" and other.key != first.key
+    path = experiments.stored_run_path(bundle, first.key, tmp_path)
+    path.write_bytes(path.read_bytes()[:200])
+    capsys.readouterr()
+    again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
+                                  stored_dir=tmp_path)
+    assert again.source == "trained" and str(path) in capsys.readouterr().out
+    monkeypatch.setenv("CALIBMED_RETRAIN", "1")
+    assert experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
+                                 stored_dir=tmp_path).source == "trained"
 
 
 def test_cache_can_be_disabled(tmp_path, monkeypatch):

@@ -1,12 +1,9 @@
 """Issue 10 (also): every notebook's `full` configuration has never run on a GPU in CI. Build it on the CPU from
-the notebook's own PROFILES table (model at its image size, its batch size, learning rate and schedule, through
-the course's recipes) and take one real training step with `fit` on a handful of images."""
+the notebook's own PROFILES table (``course.notebook_profiles``: model at its image size, its batch size, learning
+rate and schedule, through the course's recipes) and take one real training step with `fit` on a few images."""
 
 from __future__ import annotations
 
-import re
-
-import nbformat
 import pytest
 import torch
 from medmnist import INFO
@@ -15,16 +12,6 @@ from helpers import course, data, experiments, models, multilabel_analysis, trai
 from helpers.losses import BCE, CrossEntropy
 
 HANDFUL = 2  # two images: BatchNorm needs more than one value per channel
-
-
-def notebook_profiles(path):
-    """The PROFILES dict of a notebook: its code cell that assigns PROFILES, executed on its own."""
-    cells = [cell for cell in nbformat.read(path, as_version=4).cells
-             if cell.cell_type == "code" and re.search(r"^PROFILES\s*=", cell.source, re.MULTILINE)]
-    assert len(cells) == 1, f"{path.name}: expected one code cell assigning PROFILES, found {len(cells)}"
-    namespace: dict = {}
-    exec(cells[0].source, namespace)  # noqa: S102 - the notebook's own table of literals
-    return namespace["PROFILES"]
 
 
 def handful_bundle(dataset: str, image_size: int) -> data.DatasetBundle:
@@ -70,7 +57,7 @@ def stop_after_the_first_step(features, targets):
 
 @pytest.mark.parametrize("notebook", course.list_notebooks(), ids=lambda path: path.stem[:2])
 def test_full_profile_builds_and_takes_one_training_step_on_the_cpu(notebook, tmp_path):
-    profiles = notebook_profiles(notebook)
+    profiles = course.notebook_profiles(notebook.stem)
     cfg = course.configure(notebook.stem, profiles, profile="full", device="cpu",
                            results_path=str(tmp_path / "results.json"))
     assert cfg.epochs == profiles["full"]["epochs"] and cfg.batch_size == profiles["full"]["batch_size"]

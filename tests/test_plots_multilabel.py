@@ -61,3 +61,27 @@ def test_image_row_frames_relevant_green_and_irrelevant_red():
     assert np.allclose(canvas[0, 0], (0.2, 0.7, 0.2)) and np.allclose(canvas[0, -1], (0.85, 0.1, 0.1))
     with pytest.raises(ValueError, match="relevance flags"):
         plots.image_row(images, relevant=[True])
+
+
+def test_correlation_comparison_is_diverging_centred_and_hides_the_diagonal():
+    real = np.array([[1.0, 0.16, -0.02], [0.16, 1.0, 0.05], [-0.02, 0.05, 1.0]])
+    synthetic = real + np.array([[0, 0.01, 0.0], [0.01, 0, -0.01], [0.0, -0.01, 0]])
+    figure = plots.correlation_comparison({"real": real, "synthetic": synthetic}, ["a", "b", "c"])
+    assert isinstance(figure, Figure)
+    panels = [ax for ax in figure.axes if ax.get_title() in ("real", "synthetic")]
+    assert len(panels) == 2
+    for ax, matrix in zip(panels, (real, synthetic)):
+        image = ax.get_images()[0]
+        low, high = image.get_clim()
+        assert low == -high == -0.17  # symmetric around 0, shared: the largest |off-diagonal| of both
+        assert image.get_cmap().name == "RdBu_r"
+        shown = image.get_array()
+        assert np.ma.is_masked(shown[0, 0]) or np.isnan(shown[0, 0])
+        assert shown[0, 2] == matrix[0, 2] < 0
+        assert "-2" in [text.get_text() for text in ax.texts]  # annotated ×100, negative values shown
+    plt.close(figure)
+    figure, axes = plt.subplots(1, 2)
+    assert plots.correlation_comparison({"x": real, "y": real}, list("abc"), axes=axes) is figure
+    plt.close(figure)
+    with pytest.raises(ValueError, match="expected \\(2, 2\\)"):
+        plots.correlation_comparison({"real": real}, ["a", "b"])

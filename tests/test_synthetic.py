@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from helpers import synthetic
+from helpers import label_stats, synthetic
 from helpers.data import load_dataset, load_medmnist
+
+REAL_CSV = "chestxray14_labels_first40k.csv"
+PREVALENCE_TOLERANCE = 0.10   # relative, issue 9
+CORRELATION_TOLERANCE = 0.02  # absolute
 
 SE_MULTIPLIER = 4.0
 
@@ -30,6 +36,11 @@ def derma():
 @pytest.fixture(scope="module")
 def chest():
     return synthetic.make_synthetic_chestmnist(n_train=12000, n_val=1000, n_test=1000, seed=0)
+
+
+@pytest.fixture(scope="module")
+def chest_independent():
+    return synthetic.make_synthetic_chestmnist(n_train=12000, n_val=1000, n_test=1000, seed=0, variant="independent")
 
 
 def _all(dataset: synthetic.SyntheticDataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -84,7 +95,7 @@ def _brute_force(fields: np.ndarray, couplings: np.ndarray):
 
 def test_enumeration_of_all_2_14_configurations_matches_a_brute_force_loop():
     rng = np.random.default_rng(1)
-    couplings = synthetic.chest_couplings()
+    couplings = synthetic.chest_model("coupled").couplings
     fields = rng.normal(-2.0, 2.0, size=(2, 14))
     expected = _brute_force(fields, couplings)
     marginals = synthetic.multilabel_marginals(fields, couplings)
@@ -141,19 +152,50 @@ def test_multiclass_posterior_is_eq_1_2_of_the_stored_image(derma):
     assert images.dtype == np.uint8
 
 
-def test_multilabel_posterior_is_eq_1_3_of_the_stored_image(chest):
-    model = synthetic.chest_model()
-    findings = synthetic._chest_findings()
-    image, stored = chest.test.images[:2], chest.test.posteriors[:2]
-    fields = np.empty((2, 14))
-    for t, (pattern, shifts, _, beta) in enumerate(findings):
+def _explicit_chest_fields(images: np.ndarray, model: synthetic.SyntheticChestModel) -> np.ndarray:
+    """h(x) = c + M phi(x) with eq. (1) evaluated by explicit loops over findings and positions."""
+    features = np.empty((len(images), 14))
+    for t, (pattern, shifts, _, beta) in enumerate(synthetic._chest_findings()):
         template = pattern - pattern.mean()
-        for row in range(2):
-            x = image[row].astype(np.float64) / 255.0
+        for row, image in enumerate(images):
+            x = image.astype(np.float64) / 255.0
             scores = [beta * np.sum(x * np.roll(template, shift, axis=(0, 1))) for shift in shifts]
-            fields[row, t] = model.offsets[t] + np.log(np.mean(np.exp(scores)))
+            features[row, t] = np.log(np.mean(np.exp(scores)))
+    return model.offsets + features @ model.mixing.T
+
+
+def test_multilabel_posterior_is_eq_1_3_of_the_stored_image(chest):
+    """Coupled variant: the stored marginals are those of eq. (3), by brute-force enumeration of all 2^14 y."""
+    model = synthetic.chest_model("coupled")
+    np.testing.assert_array_equal(model.mixing, np.eye(14))
+    fields = _explicit_chest_fields(chest.test.images[:2], model)
     expected = np.array([first for first, *_ in _brute_force(fields, model.couplings)])
-    np.testing.assert_allclose(stored, expected, atol=1e-10)
+    np.testing.assert_allclose(chest.test.posteriors[:2], expected, atol=1e-10)
+
+
+def test_independent_variant_posterior_factorises(chest_independent):
+    """Eq. (4): J = 0, so the brute-force joint of every pair is the product of the marginals, which are σ(h)."""
+    model = synthetic.chest_model("independent")
+    assert np.all(model.couplings == 0) and np.all(chest_independent.ground_truth["couplings"] == 0)
+    fields = _explicit_chest_fields(chest_independent.test.images[:2], model)
+    off_diagonal = ~np.eye(14, dtype=bool)
+    for (first, _, second), stored in zip(_brute_force(fields, model.couplings), chest_independent.test.posteriors):
+        np.testing.assert_allclose(stored, first, atol=1e-10)
+        np.testing.assert_allclose(second[off_diagonal], np.outer(first, first)[off_diagonal], atol=1e-12)
+    np.testing.assert_allclose(chest_independent.test.posteriors[:2], 1 / (1 + np.exp(-fields)), atol=1e-10)
+
+
+def test_coupled_variant_couples_labels_given_the_image(chest):
+    """J != 0: for an image, the joint of a strongly coupled pair differs from the product of its marginals."""
+    model = synthetic.chest_model("coupled")
+    couplings = chest.ground_truth["couplings"]
+    np.testing.assert_array_equal(couplings, model.couplings)
+    assert np.abs(couplings).max() > 0.5
+    s, t = np.unravel_index(np.abs(couplings).argmax(), couplings.shape)
+    fields = model.fields(chest.test.images[:3])
+    pairs = synthetic._Enumerator(model.couplings).pair_statistics(fields)[0]
+    marginals = chest.test.posteriors[:3]
+    assert np.all(np.abs(pairs[:, s, t] - marginals[:, s] * marginals[:, t]) > 1e-4)
 
 
 def test_posterior_rejects_non_uint8_images():
@@ -227,30 +269,101 @@ def test_multiclass_imbalance_is_dermamnist_like(derma):
     assert 0.75 <= bayes_accuracy <= 0.92, bayes_accuracy
 
 
-def test_multilabel_prevalences_are_sparse_and_chestmnist_like(chest):
-    _, labels, marginals = _all(chest)
+@pytest.mark.parametrize("variant", ["coupled", "independent"])
+def test_sampled_labels_follow_the_population_prevalences(variant, chest, chest_independent):
+    dataset = chest if variant == "coupled" else chest_independent
+    _, labels, _ = _all(dataset)
     n = len(labels)
-    prevalence = synthetic.CHEST_PREVALENCE
-    tolerance = SE_MULTIPLIER * np.sqrt(prevalence * (1 - prevalence) / n) + 0.03 * prevalence
+    prevalence = dataset.ground_truth["prevalence"]
+    tolerance = SE_MULTIPLIER * np.sqrt(prevalence * (1 - prevalence) / n) + 0.05 * prevalence
     assert np.all(np.abs(labels.mean(axis=0) - prevalence) <= tolerance), labels.mean(axis=0).round(4)
-    assert 0.002 <= prevalence.min() and prevalence.max() <= 0.12
-    assert (labels.sum(axis=1) == 0).mean() > 0.5  # most images have no finding
+    assert 0.5 < (labels.sum(axis=1) == 0).mean() < 0.65  # ChestX-ray14: 57.7 % of images have no finding
     assert labels.dtype == np.uint8 and set(np.unique(labels)) == {0, 1}
 
 
-def test_designed_couplings_show_in_the_cooccurrence():
-    truth = synthetic._chest_model_and_reference()[1]
-    cooccurrence, couplings = truth["label_cooccurrence"], truth["couplings"]
+@pytest.mark.parametrize("variant", ["coupled", "independent"])
+def test_population_label_statistics_match_chestxray14(variant):
+    """Population = reference-sample averages of the exact posteriors (recomputed here from the model, not read
+    from the stored ground truth); prevalences within 10 % relative, correlations within 0.02 of the real ones."""
+    model, _ = synthetic._chest_model_and_reference(variant)
+    images = model.sample_images(synthetic._REFERENCE_SIZE, np.random.default_rng(synthetic._REFERENCE_SEED))
+    cooccurrence = synthetic.multilabel_expected_cooccurrence(model.fields(images), model.couplings)
+    real = label_stats.load_label_stats()
     prevalence = np.diag(cooccurrence)
-    np.testing.assert_allclose(prevalence, synthetic.CHEST_PREVALENCE, rtol=1e-9)
-    lift = cooccurrence / np.outer(prevalence, prevalence)
-    for first, second, value in synthetic.CHEST_COUPLING_LIST:
-        s, t = synthetic.CHEST_FINDINGS.index(first), synthetic.CHEST_FINDINGS.index(second)
-        assert couplings[s, t] == couplings[t, s] == value
-        if value >= 1.5:
-            assert lift[s, t] > 2.0, (first, second, lift[s, t])
-        if value <= -1.5:
-            assert lift[s, t] < 0.5, (first, second, lift[s, t])
+    assert np.abs(prevalence / real["prevalence"] - 1).max() <= PREVALENCE_TOLERANCE
+    correlation = label_stats.correlation_from_moments(cooccurrence)
+    assert np.abs(correlation - real["correlation"]).max() <= CORRELATION_TOLERANCE
+    side_by_side = synthetic.chest_label_statistics(variant)
+    np.testing.assert_allclose(side_by_side["synthetic_correlation"], correlation, atol=1e-9)
+    np.testing.assert_allclose(side_by_side["real_prevalence"], real["prevalence"])
+    # negative control: labels independent with the real prevalences are further from the real correlations
+    independent = (real["prevalence"][:, None] * real["prevalence"][None, :])
+    np.fill_diagonal(independent, real["prevalence"])
+    assert np.abs(label_stats.correlation_from_moments(independent) - real["correlation"]).max() > 0.1
+
+
+def test_fit_pairwise_moments_recovers_a_known_model():
+    """Moments of a known pairwise model (brute force) fitted back give its parameters: image-free and with
+    per-image fields."""
+    rng = np.random.default_rng(3)
+    couplings = np.triu(rng.normal(0, 1.0, size=(5, 5)), 1)
+    couplings = couplings + couplings.T
+    offsets = rng.normal(-1.5, 0.5, size=5)
+    features = rng.normal(0, 1.0, size=(40, 5))
+    moments = np.mean([second for *_, second in _brute_force(features + offsets, couplings)], axis=0)
+    fitted_offsets, fitted_couplings = synthetic.fit_pairwise_moments(features, moments)
+    np.testing.assert_allclose(fitted_offsets, offsets, atol=1e-8)
+    np.testing.assert_allclose(fitted_couplings, couplings, atol=1e-8)
+    latent = _brute_force(offsets[None], couplings)[0][2]
+    fitted_offsets, fitted_couplings = synthetic.fit_pairwise_moments(np.zeros((1, 5)), latent)
+    np.testing.assert_allclose(fitted_couplings, couplings, atol=1e-8)
+    with pytest.raises(ValueError, match="symmetric"):
+        synthetic.fit_pairwise_moments(features, np.triu(moments))
+
+
+def test_fit_independent_posterior_matches_the_moments_it_is_given():
+    rng = np.random.default_rng(4)
+    features = rng.normal(0, 1.0, size=(5000, 4)) + rng.normal(0, 1.0, size=(5000, 1))  # a shared factor
+    target = np.full((4, 4), 0.02)
+    np.fill_diagonal(target, [0.1, 0.2, 0.05, 0.15])
+    offsets, mixing = synthetic.fit_independent_posterior(features, target)
+    probabilities = 1 / (1 + np.exp(-(offsets + features @ mixing.T)))
+    moments = probabilities.T @ probabilities / len(features)
+    np.fill_diagonal(moments, probabilities.mean(axis=0))
+    np.testing.assert_allclose(moments, target, rtol=1e-8)
+    np.testing.assert_array_equal(np.diag(mixing), 1.0)
+
+
+def test_label_stats_file_is_what_the_real_csv_gives(tmp_path):
+    """The committed statistics regenerate from the real ChestX-ray14 label file (skipped where it is absent)."""
+    roots = [os.environ.get("CALIBMED_SHARED_DATA"), Path(__file__).resolve().parents[1] / ".." / "shared" / "data"]
+    csv_paths = [Path(root) / REAL_CSV for root in roots if root and (Path(root) / REAL_CSV).is_file()]
+    if not csv_paths:
+        pytest.skip(f"{REAL_CSV} not found in $CALIBMED_SHARED_DATA or ../shared/data")
+    regenerated = label_stats.load_label_stats(label_stats.write_label_stats(csv_paths[0], tmp_path / "stats.json"))
+    committed = label_stats.load_label_stats()
+    for key in ("source_md5", "n_images", "n_patients", "n_no_finding", "positive_counts", "cooccurrence_counts",
+                "findings", "chestxray14_names"):
+        assert regenerated[key] == committed[key], key
+    assert committed["n_images"] == 40000 and committed["n_patients"] == 10447
+    assert abs(committed["n_no_finding"] / committed["n_images"] - 0.577) < 0.001  # shared/data/README.md
+
+
+def test_label_stats_reader_maps_the_chestxray14_names(tmp_path):
+    """Every one of the 14 names lands in ChestMNIST's column (Pleural_Thickening -> pleural), No Finding -> 0."""
+    rows = ["Image Index,Finding Labels,Follow-up #,Patient ID"]
+    rows += [f"{t}.png,{name},0,{t}" for t, name in enumerate(label_stats.CHESTXRAY14_NAMES.values())]
+    rows += ["a.png,No Finding,0,1", "b.png,Effusion|Pleural_Thickening,1,1"]
+    path = tmp_path / "labels.csv"
+    path.write_text("\n".join(rows) + "\n")
+    labels, patients = label_stats.read_labels(path)
+    np.testing.assert_array_equal(labels[:14], np.eye(14))
+    assert labels[14].sum() == 0
+    assert [synthetic.CHEST_FINDINGS[t] for t in np.flatnonzero(labels[15])] == ["effusion", "pleural"]
+    assert label_stats.FINDINGS == synthetic.CHEST_FINDINGS and len(np.unique(patients)) == 14
+    path.write_text(rows[0] + "\nx.png,Pleural Thickening,0,1\n")
+    with pytest.raises(ValueError, match="unknown finding"):
+        label_stats.read_labels(path)
 
 
 def test_true_class_similarity_is_the_conditional_mean_posterior(derma):
@@ -300,10 +413,12 @@ def test_same_seed_gives_identical_arrays_and_file_bytes(tmp_path):
     for path_a, path_b in zip(paths_a, paths_b):
         assert path_a.read_bytes() == path_b.read_bytes()
 
-    chest_a = synthetic.make_synthetic_chestmnist(n_train=200, n_val=30, n_test=30, seed=5)
-    chest_b = synthetic.make_synthetic_chestmnist(n_train=200, n_val=30, n_test=30, seed=5)
-    assert np.array_equal(chest_a.train.images, chest_b.train.images)
-    assert np.array_equal(chest_a.train.labels, chest_b.train.labels)
+    for variant in synthetic.CHEST_VARIANTS:
+        chest_a = synthetic.make_synthetic_chestmnist(n_train=200, n_val=30, n_test=30, seed=5, variant=variant)
+        chest_b = synthetic.make_synthetic_chestmnist(n_train=200, n_val=30, n_test=30, seed=5, variant=variant)
+        assert np.array_equal(chest_a.train.images, chest_b.train.images)
+        assert np.array_equal(chest_a.train.labels, chest_b.train.labels)
+        assert np.array_equal(chest_a.test.posteriors, chest_b.test.posteriors)
 
 
 def test_invalid_arguments_are_rejected(tmp_path):
@@ -327,7 +442,8 @@ def test_written_chestmnist_file_reads_back_through_the_real_loader(tmp_path, ch
     assert torch.equal(bundle.val.labels, torch.from_numpy(chest.val.labels).float())
     with np.load(posterior_path) as stored:
         np.testing.assert_array_equal(stored["test_posteriors"], chest.test.posteriors)
-        np.testing.assert_array_equal(stored["gt_couplings"], synthetic.chest_couplings())
+        np.testing.assert_array_equal(stored["gt_couplings"], synthetic.chest_model("coupled").couplings)
+        assert int(stored["generator_version"]) == synthetic.GENERATOR_VERSION
 
 
 def test_load_dataset_generates_synthetic_dermamnist_once_and_reads_it_back(tmp_path, monkeypatch):
@@ -353,3 +469,23 @@ def test_load_dataset_generates_synthetic_dermamnist_once_and_reads_it_back(tmp_
             for p in subset.true_posteriors["train"]]
     assert rows == sorted(rows)  # a subset in the original order
     assert torch.equal(subset.train.labels, torch.from_numpy(reference.train.labels[rows]))
+
+
+def test_load_dataset_serves_the_independent_chest_variant_and_never_a_stale_file(tmp_path, monkeypatch):
+    sizes = dict(n_train=300, n_val=50, n_test=60)
+    name = "synthetic_chestmnist_independent"
+    monkeypatch.setitem(synthetic.GENERATORS, name,
+                        functools.partial(synthetic.make_synthetic_chestmnist, variant="independent", **sizes))
+    reference = synthetic.make_synthetic_chestmnist(variant="independent", **sizes)
+    bundle = load_dataset(name, data_dir=tmp_path)
+    assert bundle.name == name and bundle.task == "multi-label" and bundle.n_classes == 14
+    np.testing.assert_array_equal(bundle.true_posteriors["test"].numpy(), reference.test.posteriors)
+    assert torch.all(bundle.ground_truth["couplings"] == 0)
+    assert torch.equal(bundle.ground_truth["mixing"], torch.from_numpy(synthetic.chest_model("independent").mixing))
+    # a posteriors file written by another generator version is refused, not served
+    posteriors = next(tmp_path.rglob("chestmnist_posteriors.npz"))
+    with np.load(posteriors) as archive:
+        arrays = {key: archive[key] for key in archive.files}
+    synthetic._write_npz(posteriors, {**arrays, "generator_version": np.array(synthetic.GENERATOR_VERSION - 1)})
+    with pytest.raises(ValueError, match="generator version"):
+        load_dataset(name, data_dir=tmp_path)

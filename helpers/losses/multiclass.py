@@ -234,7 +234,7 @@ def lsplus_soft_targets(class_accuracy: Sequence[float] | torch.Tensor,
     below = acc < floor
     if bool(below.any()):
         warnings.warn(
-            f"LS+: class accuracies {acc[below].tolist()} of classes {below.nonzero().flatten().tolist()} are "
+            f"LS+: class accuracies {[round(a, 3) for a in acc[below].tolist()]} of classes {below.nonzero().flatten().tolist()} are "
             f"below min_accuracy={floor:.4g}; they are raised to it (uniform-or-better target). "
             "Pass min_accuracy=0.0 to use eq. (3) literally.",
             UserWarning,

@@ -1,0 +1,340 @@
+"""The rules every committed notebook keeps, and a clean-up that strips what can be stripped without changing results.
+
+Rules (``check_notebook`` returns the problems per rule; ``tests/test_notebook_outputs.py`` enforces them):
+
+=========================  ============================================================================================
+``no_progress_bars``        no tqdm redraws stored (``helpers.progress`` prints one final line in headless runs)
+``no_absolute_paths``       no absolute path of the executing machine in a text output (``helpers.paths``)
+``no_raw_warnings``         no stderr output containing "Warning", no ``file.py:12: UserWarning`` line anywhere
+``no_long_lines``           no printed line longer than ``MAX_LINE`` characters (tables: DataFrames or markdown)
+``no_widget_state``         no saved ipywidgets state (``metadata.widgets``)
+``outputs_size``            at most ``MAX_OUTPUT_BYTES`` of stored outputs
+``no_errors``               no error output
+``profile_and_data_named``  the profile and dataset are printed (``course.configure``) and named in a markdown cell
+                            among the first ``TOP_CELLS`` cells
+``title_summary_licence``   the first cell: ``# title``, a summary paragraph, the licences
+``one_parameters_cell``     exactly one cell tagged ``parameters``
+``takeaway_cell``           a markdown cell headed "Takeaway"
+``results_json_written``    a cell calls ``course.save_results`` and printed "results written to"
+=========================  ============================================================================================
+
+``clean_notebook`` (command line: ``python -m helpers.course clean-outputs``) only removes or rewrites what carries
+no result: tqdm redraws (the last one is kept as the one-line summary a headless run now prints), whitespace-only
+stderr outputs, saved widget state, and the executing checkout's absolute path prefix in text outputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from helpers.paths import REPO_ROOT
+from helpers.progress import final_line, format_duration
+
+MAX_LINE = 120
+MAX_OUTPUT_BYTES = 1_000_000
+TOP_CELLS = 4
+TEXT_MIMES = ("text/plain", "text/html", "text/markdown", "text/latex")
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+# a tqdm text bar: "epochs:  43%|████▎     | 13/30 [07:22<06:37, 23.37s/it, ...]"
+TQDM_BAR = re.compile(r"\d+%\|[^|\n]*\|\s*\d+/\d+|\[\d+:\d+(?::\d+)?<|\d(?:it/s|s/it)[,\]]")
+TQDM_FINAL = re.compile(r"(?P<desc>[^\r\n:]*): *\d+%\|[^|]*\| *(?P<n>\d+)/(?P<total>\d+) "
+                        r"\[(?P<elapsed>[\d:]+)<[^,\]]*(?:, *[^,\]]*(?:it/s|s/it))?(?:, *(?P<postfix>[^\]]*))?\]")
+# an absolute POSIX path with at least one folder ("/work/x/…"), not inside a URL or a relative path
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~$/:-])/(?:[\w.+-]+/)+[\w.+-]*|\b[A-Za-z]:\\\\?[\w.-]+\\")
+LICENCE = re.compile(r"licen[cs]e|\bCC[- ]BY|\bCC0\b|\bMIT\b", re.IGNORECASE)
+RAW_WARNING = re.compile(r"\.py:\d+: \w*Warning")
+PRINTED_CONFIG = [re.compile(r"profile '(?P<profile>[\w-]+)', dataset '(?P<dataset>[\w-]+)'"),
+                  re.compile(r"profile='(?P<profile>[\w-]+)'.*?dataset='(?P<dataset>[\w-]+)'")]
+
+RULES = ("no_progress_bars", "no_absolute_paths", "no_raw_warnings", "no_long_lines", "no_widget_state",
+         "outputs_size", "no_errors", "profile_and_data_named", "title_summary_licence", "one_parameters_cell",
+         "takeaway_cell", "results_json_written")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# reading
+
+
+def _text(value: Any) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def text_outputs(nb: dict) -> Iterator[tuple[int, dict, str, str]]:
+    """(cell index, output, kind, text) for every text an output stores: ``stdout``/``stderr`` streams,
+    the text MIME types of results and displays, and error tracebacks."""
+    for index, cell in enumerate(nb.get("cells", [])):
+        for output in cell.get("outputs", []):
+            kind = output.get("output_type")
+            if kind == "stream":
+                yield index, output, output.get("name", "stdout"), _text(output.get("text", ""))
+            elif kind in ("execute_result", "display_data"):
+                for mime in TEXT_MIMES:
+                    if mime in output.get("data", {}):
+                        yield index, output, mime, _text(output["data"][mime])
+            elif kind == "error":
+                yield index, output, "error", "\n".join(output.get("traceback", []))
+
+
+def output_bytes(nb: dict) -> int:
+    """Bytes of all stored outputs, as compact UTF-8 JSON."""
+    return sum(len(json.dumps(cell.get("outputs", []), ensure_ascii=False, separators=(",", ":")).encode())
+               for cell in nb.get("cells", []))
+
+
+def _markdown(cell: dict) -> str:
+    return _text(cell.get("source", "")) if cell.get("cell_type") == "markdown" else ""
+
+
+def _is_progress_output(output: dict) -> bool:
+    if output.get("output_type") == "stream":
+        text = _text(output.get("text", ""))
+        return bool(TQDM_BAR.search(text)) or "\r" in text
+    plain = _text(output.get("data", {}).get("text/plain", ""))
+    return WIDGET_VIEW in output.get("data", {}) and ("Progress(" in plain or plain.startswith("HBox("))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the rules: each returns a list of problems, empty when the notebook keeps the rule
+
+
+def no_progress_bars(nb: dict) -> list[str]:
+    cells = sorted({index for index, cell in enumerate(nb["cells"]) for output in cell.get("outputs", [])
+                    if _is_progress_output(output)})
+    count = sum(_is_progress_output(o) for cell in nb["cells"] for o in cell.get("outputs", []))
+    return [f"{count} progress-bar outputs in cells {cells}"] if count else []
+
+
+def no_absolute_paths(nb: dict) -> list[str]:
+    problems = []
+    for index, _, kind, text in text_outputs(nb):
+        found = sorted(set(ABSOLUTE_PATH.findall(text)))
+        if found:
+            problems.append(f"cell {index} ({kind}): {', '.join(found[:3])}" + (" …" if len(found) > 3 else ""))
+    return problems
+
+
+def no_raw_warnings(nb: dict) -> list[str]:
+    problems = []
+    for index, _, kind, text in text_outputs(nb):
+        if (kind == "stderr" and "Warning" in text) or RAW_WARNING.search(text):
+            first = next(line for line in text.splitlines() if "Warning" in line)
+            problems.append(f"cell {index} ({kind}): {first[:100]}")
+    return problems
+
+
+def no_long_lines(nb: dict) -> list[str]:
+    problems = []
+    for index, output, kind, text in text_outputs(nb):
+        rich = set(output.get("data", {})) - {"text/plain"}
+        if kind not in ("stdout", "stderr", "text/plain") or (kind == "text/plain" and rich):
+            continue  # a text/plain that stands beside an HTML table or an image is not what is shown
+        longest = max((len(line) for line in re.split(r"[\r\n]", text)), default=0)
+        if longest > MAX_LINE:
+            problems.append(f"cell {index} ({kind}): a line of {longest} characters")
+    return problems
+
+
+def no_widget_state(nb: dict) -> list[str]:
+    state = nb.get("metadata", {}).get("widgets")
+    return [f"metadata.widgets holds {len(json.dumps(state)):,} bytes of widget state"] if state else []
+
+
+def outputs_size(nb: dict) -> list[str]:
+    size = output_bytes(nb)
+    return [f"{size:,} bytes of outputs > {MAX_OUTPUT_BYTES:,}"] if size > MAX_OUTPUT_BYTES else []
+
+
+def no_errors(nb: dict) -> list[str]:
+    return [f"cell {index}: {output.get('ename')}: {output.get('evalue', '')[:100]}"
+            for index, output, kind, _ in text_outputs(nb) if kind == "error"]
+
+
+def printed_profile_and_dataset(nb: dict) -> tuple[str, str] | None:
+    """The (profile, dataset) that ``course.configure`` printed, or None."""
+    for _, _, kind, text in text_outputs(nb):
+        if kind == "stdout":
+            for pattern in PRINTED_CONFIG:
+                match = pattern.search(text)
+                if match:
+                    return match["profile"], match["dataset"]
+    return None
+
+
+def profile_and_data_named(nb: dict) -> list[str]:
+    printed = printed_profile_and_dataset(nb)
+    if printed is None:
+        return ["no printed configuration naming the profile and dataset (course.configure prints it)"]
+    profile, dataset = printed
+    top = [_markdown(cell).lower() for cell in nb["cells"][:TOP_CELLS]]
+    named = any("profile" in text and re.search(rf"\b{re.escape(profile.lower())}\b", text)
+                and dataset.lower() in text.replace("\\_", "_") for text in top)
+    return [] if named else [f"no markdown cell among the first {TOP_CELLS} names the profile {profile!r} "
+                             f"and the dataset {dataset!r} that produced the outputs"]
+
+
+def title_summary_licence(nb: dict) -> list[str]:
+    text = _markdown(nb["cells"][0]) if nb["cells"] else ""
+    lines = [line for line in text.splitlines() if line.strip()]
+    problems = []
+    if not lines or not lines[0].startswith("# "):
+        problems.append("the first cell is not a markdown cell starting with a '# title'")
+    prose = [line for line in lines[1:] if not LICENCE.search(line)]
+    if len(" ".join(prose)) < 100:
+        problems.append("the first cell has no summary paragraph under the title")
+    if not LICENCE.search(text):
+        problems.append("the first cell does not state the licences (no 'licence', CC BY… or MIT)")
+    return problems
+
+
+def one_parameters_cell(nb: dict) -> list[str]:
+    tagged = [i for i, cell in enumerate(nb["cells"]) if "parameters" in cell.get("metadata", {}).get("tags", [])]
+    return [] if len(tagged) == 1 else [f"{len(tagged)} cells tagged 'parameters' ({tagged}); exactly one is needed"]
+
+
+def takeaway_cell(nb: dict) -> list[str]:
+    headed = any(re.search(r"^#+ .*takeaway", _markdown(cell), re.IGNORECASE | re.MULTILINE) for cell in nb["cells"])
+    return [] if headed else ["no markdown cell headed 'Takeaway'"]
+
+
+def results_json_written(nb: dict) -> list[str]:
+    for cell in nb["cells"]:
+        if cell.get("cell_type") == "code" and "save_results(" in _text(cell.get("source", "")):
+            printed = any(o.get("output_type") == "stream" and "results written to" in _text(o.get("text", ""))
+                          for o in cell.get("outputs", []))
+            return [] if printed else ["the save_results cell did not print 'results written to'"]
+    return ["no cell calls course.save_results"]
+
+
+def check_notebook(nb: dict) -> dict[str, list[str]]:
+    """Every rule's problems for one notebook (as loaded by ``json.load`` or ``nbformat.read``)."""
+    return {rule: globals()[rule](nb) for rule in RULES}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the clean-up
+
+
+def _summary_of_bars(texts: list[str]) -> str | None:
+    """The one-line summary ``helpers.progress`` prints, rebuilt from the last redraw of a stored tqdm bar."""
+    for text in reversed(texts):
+        matches = list(TQDM_FINAL.finditer(text))
+        if matches:
+            last = matches[-1]
+            seconds = 0
+            for part in last["elapsed"].split(":"):
+                seconds = seconds * 60 + int(part)
+            return final_line(last["desc"].strip(), int(last["n"]), int(last["total"]), format_duration(seconds),
+                              (last["postfix"] or "").strip())
+    return None
+
+
+def _clean_outputs(outputs: list[dict], prefixes: list[str]) -> tuple[list[dict], int]:
+    cleaned: list[dict] = []
+    bars: list[str] = []
+    removed = 0
+
+    def flush() -> None:
+        summary = _summary_of_bars(bars)
+        if summary is not None:
+            cleaned.append({"name": "stdout", "output_type": "stream", "text": [summary + "\n"]})
+        bars.clear()
+
+    for output in outputs:
+        if _is_progress_output(output):
+            bars.append(_text(output.get("text", output.get("data", {}).get("text/plain", ""))))
+            removed += 1
+            continue
+        if output.get("output_type") == "stream" and output.get("name") == "stderr" \
+                and not _text(output.get("text", "")).strip():
+            removed += 1
+            continue
+        if bars:
+            flush()
+        cleaned.append(_relative_paths(output, prefixes))
+    if bars:
+        flush()
+    return cleaned, removed
+
+
+def _relative(text: str, prefixes: list[str]) -> str:
+    for prefix in prefixes:
+        prefix = prefix.rstrip("/")
+        text = text.replace(prefix + "/", "")
+        text = re.sub(re.escape(prefix) + r"(?![\w.-])", ".", text)
+    return text
+
+
+def _relative_paths(output: dict, prefixes: list[str]) -> dict:
+    output = copy.deepcopy(output)
+
+    def rewrite(value: str | list[str]) -> str | list[str]:  # keeps the stored layout: one string or a line list
+        return [_relative(line, prefixes) for line in value] if isinstance(value, list) else _relative(value, prefixes)
+
+    if output.get("output_type") == "stream":
+        output["text"] = rewrite(output["text"])
+    for mime in TEXT_MIMES:
+        if mime in output.get("data", {}):
+            output["data"][mime] = rewrite(output["data"][mime])
+    return output
+
+
+def clean_notebook(nb: dict, repo_roots: list[str] | None = None) -> tuple[dict, dict[str, Any]]:
+    """A copy of ``nb`` without progress-bar redraws, blank stderr outputs and widget state, with every
+    ``repo_roots`` prefix (default: this checkout) made relative in text outputs; and what was changed."""
+    prefixes = sorted({os.path.abspath(p) for p in (repo_roots or [str(REPO_ROOT)])}, key=len, reverse=True)
+    nb = copy.deepcopy(nb)
+    report: dict[str, Any] = {"bytes_before": output_bytes(nb), "outputs_removed": 0,
+                              "widget_state_removed": bool(nb.get("metadata", {}).pop("widgets", None))}
+    for cell in nb["cells"]:
+        if cell.get("cell_type") == "code":
+            cell["outputs"], removed = _clean_outputs(cell.get("outputs", []), prefixes)
+            report["outputs_removed"] += removed
+    report["bytes_after"] = output_bytes(nb)
+    return nb, report
+
+
+def write_notebook_atomically(nb: dict, path: Path, trailing_newline: bool = True) -> None:
+    """The layout nbformat and papermill write (indent 1, sorted keys, UTF-8; sources and texts kept as they are,
+    so a clean-up diff shows only what changed), through a temporary file in the same folder."""
+    text = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + ("\n" if trailing_newline else "")
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def clean_files(paths: list[Path], repo_roots: list[str] | None = None) -> list[dict[str, Any]]:
+    """Clean every notebook in place; return one report row per notebook (with the rules still failing)."""
+    rows = []
+    for path in paths:
+        text = Path(path).read_text(encoding="utf-8")
+        nb = json.loads(text)
+        cleaned, report = clean_notebook(nb, repo_roots)
+        if cleaned != nb:
+            write_notebook_atomically(cleaned, Path(path), trailing_newline=text.endswith("\n"))
+        failing = [rule for rule, problems in check_notebook(cleaned).items() if problems]
+        rows.append({"notebook": Path(path).stem, **report, "rules_failing": failing})
+    return rows
+
+
+def report_table(paths: list[Path]) -> str:
+    """A markdown table: per notebook, bytes of outputs and the problems of each failing rule."""
+    lines = ["| notebook | output bytes | failing rules |", "|---|---:|---|"]
+    for path in paths:
+        nb = json.loads(Path(path).read_text(encoding="utf-8"))
+        failing = {rule: problems for rule, problems in check_notebook(nb).items() if problems}
+        detail = "; ".join(f"{rule}: {problems[0]}" + (f" (+{len(problems) - 1})" if len(problems) > 1 else "")
+                           for rule, problems in failing.items())
+        lines.append(f"| {Path(path).stem} | {output_bytes(nb):,} | {detail or 'none'} |")
+    return "\n".join(lines)

@@ -1,0 +1,328 @@
+"""Which runs each notebook trains: one declaration shared by the notebooks and the reference-run command.
+
+A notebook calls :func:`notebook_runs` (or one of the suite functions below) with its resolved configuration and
+gets every trained run it needs, each loaded when it exists (stored reference run or local cache) and trained when
+it does not (:func:`helpers.experiments.train_run`). The command
+
+    python -m helpers.suites train [--profile reference] [--notebooks 02 03] [--device cuda] [--workers 4]
+    python -m helpers.suites list  [--profile reference]
+
+builds the same configurations from each notebook's ``PROFILES`` table and trains every declared run that is not
+stored yet, one at a time (or ``--workers`` processes side by side on a GPU), storing each as it finishes: stop it
+at any point and it resumes where it stopped. In the ``reference`` profile runs are stored in ``stored_runs/``
+(committed); in the other profiles they go to the local cache. ``CALIBMED_RETRAIN=1`` retrains stored runs.
+
+Training seeds: a configuration's ``seeds`` knob (``[0, 1, 2]`` in the reference profile), else ``[seed]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, Callable, Iterable
+
+import torch
+from torch import nn
+
+from . import course, data, experiments, models
+from .losses import (DCA, FLSD53, MDCA, CrossEntropy, FocalLoss, LabelSmoothing, LSPlus, MbLS,
+                     class_accuracy_from_predictions, class_frequencies)
+
+RECIPE_NAMES = tuple(experiments.RECIPES)
+#: the multi-class losses of notebooks 02–06, in table order; display names carry their hyper-parameters
+MULTICLASS_LOSSES = ("cross-entropy", "LS", "focal", "FLSD-53", "MbLS", "LS+", "CCL-Net", "DCA", "MDCA")
+
+
+def seeds_of(cfg: Any) -> list[int]:
+    seeds = cfg.extra.get("seeds") if hasattr(cfg, "extra") else None
+    return [int(s) for s in seeds] if seeds else [int(cfg.seed)]
+
+
+def is_stored(cfg: Any) -> bool:
+    """Runs of the reference profile are stored in the repository; others go to the local cache."""
+    return cfg.profile == "reference"
+
+
+def recipe_epochs(cfg: Any, recipe: str) -> int:
+    return cfg.epochs if recipe == "well-regularised" else cfg.overfit_epochs
+
+
+def _train(cfg: Any, name: str, loss: nn.Module, bundle: Any, model: str,
+           config: Any) -> experiments.TrainedRun:
+    return experiments.train_run(name, loss, bundle, model, config, stored=is_stored(cfg))
+
+
+def _recipe_config(cfg: Any, recipe: str, seed: int, **overrides: Any):
+    return experiments.recipe_config(recipe, epochs=recipe_epochs(cfg, recipe), lr=cfg.lr,
+                                     batch_size=cfg.batch_size, seed=seed, device=cfg.device, **overrides)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# multi-class (notebooks 01–06)
+
+
+def multiclass_loss_name(name: str, cfg: Any) -> str:
+    """The display name of a course loss, with its hyper-parameters (``"focal γ=3"``)."""
+    labels = {"LS": f"LS α={cfg.extra.get('alpha', 0):g}", "focal": f"focal γ={cfg.extra.get('gamma', 0):g}",
+              "MbLS": f"MbLS m={cfg.extra.get('margin', 0):g}", "DCA": f"DCA β={cfg.extra.get('dca_beta', 0):g}",
+              "MDCA": f"MDCA β={cfg.extra.get('mdca_beta', 0):g}"}
+    return labels.get(name, name)
+
+
+def _make_multiclass_loss(name: str, cfg: Any, bundle: Any, model: str, lsplus_accuracy: torch.Tensor | None,
+                          seed: int) -> nn.Module:
+    if name == "cross-entropy":
+        return CrossEntropy()
+    if name == "LS":
+        return LabelSmoothing(cfg.alpha)
+    if name == "focal":
+        return FocalLoss(cfg.gamma)
+    if name == "FLSD-53":
+        return FLSD53()
+    if name == "MbLS":
+        return MbLS(margin=cfg.margin, lam=cfg.mbls_lambda)
+    if name == "LS+":
+        return LSPlus(lsplus_accuracy, alpha=cfg.lsplus_alpha)
+    if name == "CCL-Net":
+        return _ccl_loss(cfg, bundle, model, cfg.lr_ccl, seed)
+    if name == "DCA":
+        return DCA(beta=cfg.dca_beta)
+    if name == "MDCA":
+        return MDCA(beta=cfg.mdca_beta)
+    raise ValueError(f"unknown multi-class loss {name!r}; choose from {MULTICLASS_LOSSES}")
+
+
+def _ccl_loss(cfg: Any, bundle: Any, model: str, lr_ccl: float, seed: int) -> nn.Module:
+    from .cclnet import CCLNetLoss
+
+    feature_dim = models.build_model(model, bundle.n_channels, bundle.n_classes,
+                                     image_size=bundle.image_size).feature_dim
+    torch.manual_seed(seed)  # the head's initialisation is part of the run (and of its key)
+    return CCLNetLoss(feature_dim, bundle.n_classes, lr_ccl=lr_ccl, optimizer=cfg.ccl_optimizer)
+
+
+RunKey = tuple[str, str, int]  # (recipe, loss display name, seed)
+
+
+def multiclass_runs(cfg: Any, bundle: Any, losses: Iterable[str] = MULTICLASS_LOSSES,
+                    recipes: Iterable[str] = RECIPE_NAMES) -> dict[RunKey, experiments.TrainedRun]:
+    """Every (recipe, loss, seed) run of the course's multi-class comparison.
+
+    LS+ needs a cross-entropy model's per-class validation accuracy (LS+ Algorithm 1, line 2): it comes from the
+    cross-entropy run of the same recipe and seed, which is therefore always trained first.
+    """
+    losses = list(losses)
+    runs: dict[RunKey, experiments.TrainedRun] = {}
+    for recipe in recipes:
+        model = experiments.recipe_model(recipe, cfg.model)
+        for seed in seeds_of(cfg):
+            config = _recipe_config(cfg, recipe, seed)
+            ce = _train(cfg, f"cross-entropy, {recipe}, seed {seed}", CrossEntropy(), bundle, model, config)
+            accuracy = class_accuracy_from_predictions(ce.val_probs, bundle.val.labels, bundle.n_classes)
+            for name in losses:
+                if name == "LS+" and ce.source == "planned":
+                    continue  # declared once its cross-entropy run exists (helpers.suites.train_declared)
+                display = multiclass_loss_name(name, cfg)
+                runs[(recipe, display, seed)] = ce if name == "cross-entropy" else _train(
+                    cfg, f"{display}, {recipe}, seed {seed}",
+                    _make_multiclass_loss(name, cfg, bundle, model, accuracy, seed), bundle, model, config)
+    return runs
+
+
+def margin_sweep_runs(cfg: Any, bundle: Any) -> dict[tuple[float, int], experiments.TrainedRun]:
+    """Notebook 03: MbLS at each margin of ``cfg.sweep_margins`` under ``cfg.sweep_recipe``, every seed."""
+    recipe = cfg.sweep_recipe
+    model = experiments.recipe_model(recipe, cfg.model)
+    runs = {}
+    for seed in seeds_of(cfg):
+        config = _recipe_config(cfg, recipe, seed)
+        for margin in cfg.sweep_margins:
+            runs[(float(margin), seed)] = _train(cfg, f"MbLS m={margin:g}, {recipe}, seed {seed}",
+                                                 MbLS(margin=margin, lam=cfg.mbls_lambda), bundle, model, config)
+    return runs
+
+
+def ccl_sweep_runs(cfg: Any, bundle: Any) -> dict[tuple[str, int], experiments.TrainedRun]:
+    """Notebook 05: CCL-Net at each rate of ``cfg.sweep_lr_ccl`` and the label-smoothing baselines LSR-u / LSR-a
+    at each ε of ``cfg.smoothing_epsilons``, under ``cfg.sweep_recipe``, every seed."""
+    recipe = cfg.sweep_recipe
+    model = experiments.recipe_model(recipe, cfg.model)
+    prior = class_frequencies(bundle.train.labels, bundle.n_classes)
+    runs = {}
+    for seed in seeds_of(cfg):
+        config = _recipe_config(cfg, recipe, seed)
+        for rate in cfg.sweep_lr_ccl:
+            runs[(f"CCL-Net lr={rate:g}", seed)] = _train(cfg, f"CCL-Net lr={rate:g}, {recipe}, seed {seed}",
+                                                         _ccl_loss(cfg, bundle, model, rate, seed), bundle, model,
+                                                         config)
+        for eps in cfg.smoothing_epsilons:
+            eps = round(float(eps), 4)
+            runs[(f"LSR-u ε={eps:g}", seed)] = _train(cfg, f"LSR-u ε={eps:g}, {recipe}, seed {seed}",
+                                                      LabelSmoothing(eps), bundle, model, config)
+            runs[(f"LSR-a ε={eps:g}", seed)] = _train(cfg, f"LSR-a ε={eps:g}, {recipe}, seed {seed}",
+                                                      LabelSmoothing(eps, prior=prior / prior.sum()), bundle, model,
+                                                      config)
+    return runs
+
+
+def synthetic_ccl_runs(cfg: Any, synthetic: Any) -> dict[int, experiments.TrainedRun]:
+    """Notebook 05: CCL-Net on the synthetic DermaMNIST-like set (whose true class similarity is known)."""
+    recipe = cfg.sweep_recipe
+    model = experiments.recipe_model(recipe, cfg.model)
+    return {seed: _train(cfg, f"CCL-Net lr={cfg.synthetic_lr_ccl:g}, {recipe}, {synthetic.name}, seed {seed}",
+                         _ccl_loss(cfg, synthetic, model, cfg.synthetic_lr_ccl, seed), synthetic, model,
+                         _recipe_config(cfg, recipe, seed))
+            for seed in seeds_of(cfg)}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# multi-label (notebooks 08–11)
+
+
+def multilabel_runs(cfg: Any, bundle: Any, losses: Iterable[str]) -> dict[tuple[str, int], experiments.TrainedRun]:
+    """Every (loss, seed) run of the multi-label comparison on ``bundle`` (losses by
+    :func:`helpers.multilabel_analysis.course_losses` name)."""
+    from . import multilabel_analysis as mla
+
+    runs = {}
+    for seed in seeds_of(cfg):
+        config = mla.multilabel_train_config(cfg.epochs, cfg.lr, cfg.batch_size, seed=seed, device=cfg.device)
+        for name, loss in mla.course_losses(list(losses), lpr_weight=cfg.extra.get("lpr_weight", 1.0)).items():
+            runs[(name, seed)] = _train(cfg, f"{name}, {bundle.name}, seed {seed}", loss, bundle, cfg.model, config)
+    return runs
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# what each notebook declares
+
+
+def load_bundle(cfg: Any, name: str | None = None) -> Any:
+    return data.load_dataset(name or cfg.dataset, image_size=cfg.image_size, data_dir=cfg.data_dir,
+                             max_train=cfg.max_train, seed=cfg.seed)
+
+
+def _declare_multiclass(losses: Iterable[str] = MULTICLASS_LOSSES) -> Callable[[Any], None]:
+    return lambda cfg: multiclass_runs(cfg, load_bundle(cfg), losses)
+
+
+def _declare_03(cfg: Any) -> None:
+    bundle = load_bundle(cfg)
+    multiclass_runs(cfg, bundle, ("cross-entropy", "LS", "focal", "MbLS"))
+    margin_sweep_runs(cfg, bundle)
+
+
+def _declare_05(cfg: Any) -> None:
+    bundle = load_bundle(cfg)
+    multiclass_runs(cfg, bundle, ("cross-entropy", "CCL-Net"))
+    ccl_sweep_runs(cfg, bundle)
+    synthetic_ccl_runs(cfg, load_bundle(cfg, cfg.synthetic_dataset))
+
+
+def _declare_multilabel(cfg: Any) -> None:
+    multilabel_runs(cfg, load_bundle(cfg), cfg.losses)
+    if cfg.extra.get("independent_dataset"):
+        multilabel_runs(cfg, load_bundle(cfg, cfg.independent_dataset), cfg.independent_losses)
+
+
+#: notebook → the function that trains (or loads) every run it reads
+DECLARED_RUNS: dict[str, Callable[[Any], None]] = {
+    "01_measuring_calibration": _declare_multiclass(("cross-entropy",)),
+    "02_label_smoothing_and_focal": _declare_multiclass(("cross-entropy", "LS", "focal", "FLSD-53")),
+    "03_margin_based_label_smoothing": _declare_03,
+    "04_informed_label_smoothing_lsplus": _declare_multiclass(("cross-entropy", "LS", "LS+")),
+    "05_ccl_net_class_correlations": _declare_05,
+    "06_multiclass_comparison": _declare_multiclass(),
+    "08_spa_and_lpr": _declare_multilabel,
+    "09_ldace_and_label_dependencies": _declare_multilabel,
+    "10_multilabel_retrieval": _declare_multilabel,
+    "11_multilabel_comparison": _declare_multilabel,
+}
+
+
+def reference_config(notebook: str, profile: str = "reference", **knobs: Any) -> Any:
+    """A notebook's resolved configuration for ``profile``, from its own ``PROFILES`` table (printing nothing)."""
+    profiles = course.notebook_profiles(notebook)
+    with contextlib.redirect_stdout(io.StringIO()):
+        return course.configure(notebook, profiles, profile=profile, **knobs)
+
+
+def declared_runs(notebooks: list[str], profile: str, knobs: dict[str, Any]) -> list[experiments.PlannedRun]:
+    """The runs the notebooks declare that are neither stored nor cached, without training any (each once)."""
+    with experiments.planning() as plan, contextlib.redirect_stdout(io.StringIO()):
+        for notebook in notebooks:
+            DECLARED_RUNS[notebook](reference_config(notebook, profile, **knobs))
+    unique = {}
+    for planned in plan:
+        unique.setdefault(planned.key, planned)
+    return list(unique.values())
+
+
+_pending: list[experiments.PlannedRun] = []
+
+
+def _train_planned(index: int) -> tuple[str, float]:
+    planned = _pending[index]
+    torch.set_num_threads(int(os.environ.get("CALIBMED_SUITE_THREADS", "1")))
+    run = experiments.train_run(planned.name, planned.loss, planned.bundle, planned.model_name, planned.config,
+                                stored=planned.stored)
+    return planned.name, run.seconds
+
+
+def train_declared(notebooks: list[str], profile: str, knobs: dict[str, Any], workers: int = 1) -> int:
+    """Train every run the notebooks declare that is not stored yet, storing each as it finishes; return how many.
+
+    Runs that need another run's result (LS+ needs its cross-entropy run) are declared once that run exists, so
+    this plans and trains in rounds until nothing is missing. ``workers > 1`` trains runs side by side in forked
+    processes (for a GPU; on 2 CPU cores one at a time is fastest).
+    """
+    global _pending
+    trained = 0
+    while True:
+        _pending = declared_runs(notebooks, profile, knobs)
+        if not _pending:
+            return trained
+        print(f"{len(_pending)} runs to train", flush=True)
+        if workers <= 1:
+            outcomes = map(_train_planned, range(len(_pending)))
+        else:
+            import multiprocessing
+
+            pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+            outcomes = pool.map(_train_planned, range(len(_pending)))
+        for name, seconds in outcomes:
+            trained += 1
+            print(f"[{trained}] {name}: {seconds:.0f} s", flush=True)
+        if workers > 1:
+            pool.shutdown()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m helpers.suites", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=("train", "list"))
+    parser.add_argument("--profile", default="reference", choices=course.PROFILE_NAMES)
+    parser.add_argument("--notebooks", nargs="*", default=None, help="prefixes such as 02 03 (default: all)")
+    parser.add_argument("--device", default=None, help="override the profile's device (auto, cpu, cuda)")
+    parser.add_argument("--workers", type=int, default=1, help="training processes side by side (GPU)")
+    args = parser.parse_args(argv)
+    stems = [p.stem for p in course.list_notebooks(args.notebooks)]
+    notebooks = [s for s in stems if s in DECLARED_RUNS]
+    knobs = {"device": args.device} if args.device else {}
+    if args.command == "list":
+        missing = declared_runs(notebooks, args.profile, knobs)
+        for planned in missing:
+            print(f"missing: {planned.name} ({planned.bundle.name}/{planned.key})")
+        print(f"{len(missing)} declared runs missing (runs that depend on a missing run are listed once it exists)")
+        return
+    print(f"training every run declared by {notebooks} (profile {args.profile!r})", flush=True)
+    started = time.perf_counter()
+    count = train_declared(notebooks, args.profile, knobs, args.workers)
+    print(f"trained {count} runs in {time.perf_counter() - started:.0f} s; every declared run is present", flush=True)
+
+
+if __name__ == "__main__":
+    main()

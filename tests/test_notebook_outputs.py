@@ -1,0 +1,167 @@
+"""The output and structure rules of helpers.notebook_outputs: each rule on a notebook that breaks it and on one
+that keeps it, the clean-up, and every committed notebook against every rule."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import notebook_outputs as rules
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMITTED = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+# Rules that committed notebooks still break until the lead re-executes them with the fixed helpers (long lines:
+# the old configure/describe lines and hand-printed tables; raw warnings: 04 and 06 print LS+'s UserWarning;
+# profile_and_data_named: 01-06 have no markdown line naming the profile). strict: a notebook that starts keeping
+# the rule fails here until its entry is removed, so the list cannot go stale.
+PENDING_RE_EXECUTION = {
+    "no_long_lines": {nb.stem[:2] for nb in COMMITTED},
+    "no_raw_warnings": {"04", "06"},
+    "profile_and_data_named": {"01", "02", "03", "04", "05", "06"},
+}
+
+
+def markdown(text, **metadata):
+    return {"cell_type": "markdown", "metadata": metadata, "source": text}
+
+
+def code(source, outputs=(), tags=()):
+    return {"cell_type": "code", "metadata": {"tags": list(tags)}, "source": source, "outputs": list(outputs),
+            "execution_count": 1}
+
+
+def stream(text, name="stdout"):
+    return {"output_type": "stream", "name": name, "text": text}
+
+
+def good_notebook():
+    """A small notebook that keeps every rule."""
+    summary = "This notebook measures something worth measuring, " * 3
+    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        markdown(f"# 99 · A title\n\n{summary}\n\n**Licences.** DermaMNIST: CC BY-NC 4.0."),
+        markdown("Outputs below: profile `quick`, data `dermamnist` (real DermaMNIST)."),
+        code('profile = "quick"', tags=["parameters"]),
+        code("cfg = course.configure(...)", [stream("[99_x] profile 'quick', dataset 'dermamnist'; knobs: seed=0\n")]),
+        code("fit(...)", [stream("epochs: 3/3 in 12 s (train_loss=0.5)\n")]),
+        markdown("## Takeaway\n\n* it works"),
+        code("course.save_results(cfg, results)", [stream("results written to runs/results/99_x.json\n")]),
+    ]}
+
+
+def test_a_notebook_that_keeps_every_rule_passes():
+    assert {rule: problems for rule, problems in rules.check_notebook(good_notebook()).items() if problems} == {}
+
+
+BROKEN = {
+    "no_progress_bars": lambda nb: nb["cells"][4]["outputs"].append(
+        stream("\repochs:  43%|████▎     | 13/30 [07:22<06:37, 23.37s/it, train_loss=0.70]", "stderr")),
+    "no_absolute_paths": lambda nb: nb["cells"][6]["outputs"].append(
+        {"output_type": "execute_result", "execution_count": 1, "metadata": {},
+         "data": {"text/plain": "PosixPath('/home/someone/calibmed/runs/results/99_x.json')"}}),
+    "no_raw_warnings": lambda nb: nb["cells"][4]["outputs"].append(
+        stream("helpers/losses/multiclass.py:263: UserWarning: LS+: class accuracies\n", "stderr")),
+    "no_long_lines": lambda nb: nb["cells"][4]["outputs"].append(stream("model " + "0.123 [0.100,0.150] " * 8 + "\n")),
+    "no_widget_state": lambda nb: nb["metadata"].update(
+        widgets={"application/vnd.jupyter.widget-state+json": {"state": {"a": {}}}}),
+    "outputs_size": lambda nb: nb["cells"][4]["outputs"].append(
+        {"output_type": "display_data", "metadata": {}, "data": {"image/png": "A" * 1_000_001}}),
+    "no_errors": lambda nb: nb["cells"][4]["outputs"].append(
+        {"output_type": "error", "ename": "ValueError", "evalue": "bad", "traceback": ["ValueError: bad"]}),
+    "profile_and_data_named": lambda nb: nb["cells"].pop(1),
+    "title_summary_licence": lambda nb: nb["cells"][0].update(source="# 99 · A title\n\nShort."),
+    "one_parameters_cell": lambda nb: nb["cells"][3]["metadata"].update(tags=["parameters"]),
+    "takeaway_cell": lambda nb: nb["cells"][5].update(source="## Summary\n\n* it works"),
+    "results_json_written": lambda nb: nb["cells"][6].update(outputs=[]),
+}
+
+
+def test_every_rule_has_a_broken_example():
+    assert set(BROKEN) == set(rules.RULES)
+
+
+@pytest.mark.parametrize("rule", rules.RULES)
+def test_each_rule_flags_only_its_own_breakage(rule):
+    nb = good_notebook()
+    BROKEN[rule](nb)
+    failing = {name for name, problems in rules.check_notebook(nb).items() if problems}
+    assert failing == {rule}
+
+
+def test_profile_rule_wants_the_printed_profile_not_any_profile():
+    nb = good_notebook()
+    nb["cells"][1]["source"] = "Outputs below: profile `full`, data `dermamnist`."
+    assert rules.profile_and_data_named(nb)
+
+
+def test_paths_inside_urls_or_relative_paths_are_not_absolute():
+    nb = good_notebook()
+    nb["cells"][4]["outputs"].append(stream("see https://doi.org/10.1038/s41597 and runs/results/x.json, 3/4 of it\n"))
+    assert rules.no_absolute_paths(nb) == []
+
+
+def tqdm_outputs():
+    redraws = [f"\repochs: {p:3d}%|{'█' * (p // 10):10s}| {n}/3 [00:{n * 4:02d}<00:08, 4.00s/it, train_loss=0.{9 - n}]"
+               for n, p in ((1, 33), (2, 66), (3, 100))]
+    return [stream(text, "stderr") for text in redraws] + [stream("\n", "stderr")]
+
+
+def test_clean_keeps_the_last_redraw_as_one_line_and_changes_nothing_else():
+    nb = good_notebook()
+    kept_warning = stream("note (multiclass): LS+: raised to it\n")
+    nb["cells"][4]["outputs"] = [stream("training\n")] + tqdm_outputs() + [kept_warning]
+    nb["cells"][6]["outputs"].append({"output_type": "execute_result", "execution_count": 1, "metadata": {},
+                                      "data": {"text/plain": ["PosixPath('/srv/ci/calibmed/runs/r.json')"]}})
+    nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    cleaned, report = rules.clean_notebook(nb, repo_roots=["/srv/ci/calibmed"])
+    assert cleaned["cells"][4]["outputs"] == [stream("training\n"),
+                                              stream(["epochs: 3/3 in 12 s (train_loss=0.6)\n"]), kept_warning]
+    assert cleaned["cells"][6]["outputs"][-1]["data"]["text/plain"] == ["PosixPath('runs/r.json')"]
+    assert "widgets" not in cleaned["metadata"]
+    assert report["outputs_removed"] == 4 and report["widget_state_removed"]
+    assert report["bytes_after"] < report["bytes_before"]
+    # every cell source and every other output is untouched
+    assert [c["source"] for c in cleaned["cells"]] == [c["source"] for c in nb["cells"]]
+    assert cleaned["cells"][3] == nb["cells"][3]
+    assert {name for name, problems in rules.check_notebook(cleaned).items() if problems} == set()
+
+
+def test_clean_leaves_a_stderr_message_that_is_not_a_bar():
+    nb = good_notebook()
+    nb["cells"][4]["outputs"] = [stream("RuntimeWarning: overflow\n", "stderr")]
+    cleaned, _ = rules.clean_notebook(nb, repo_roots=["/nowhere"])
+    assert cleaned["cells"][4]["outputs"] == nb["cells"][4]["outputs"]
+    assert rules.no_raw_warnings(cleaned)
+
+
+def test_clean_rewrites_only_whole_path_prefixes():
+    assert rules._relative("/srv/calibmed/data and /srv/calibmed2/x and /srv/calibmed", ["/srv/calibmed"]) == \
+        "data and /srv/calibmed2/x and ."
+
+
+def test_clean_files_writes_atomically_and_keeps_the_layout(tmp_path):
+    nb = good_notebook()
+    nb["cells"][4]["outputs"] = tqdm_outputs()
+    path = tmp_path / "99_x.ipynb"
+    path.write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False))
+    [row] = rules.clean_files([path], repo_roots=[str(tmp_path)])
+    written = path.read_text()
+    assert row["rules_failing"] == [] and row["outputs_removed"] == 4
+    assert written == json.dumps(json.loads(written), indent=1, sort_keys=True, ensure_ascii=False)
+    assert [p.name for p in tmp_path.iterdir()] == ["99_x.ipynb"]  # no temporary file left behind
+
+
+def committed_cases():
+    for path in COMMITTED:
+        for rule in rules.RULES:
+            marks = []
+            if path.stem[:2] in PENDING_RE_EXECUTION.get(rule, ()):
+                marks = [pytest.mark.xfail(strict=True, reason="pending re-execution with the fixed helpers")]
+            yield pytest.param(path, rule, marks=marks, id=f"{path.stem[:2]}-{rule}")
+
+
+@pytest.mark.parametrize("path, rule", list(committed_cases()))
+def test_committed_notebook_keeps_rule(path, rule):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    problems = getattr(rules, rule)(nb)
+    assert not problems, f"{path.name} breaks {rule}: " + "; ".join(problems[:5])

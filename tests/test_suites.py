@@ -1,0 +1,70 @@
+"""The run declarations shared by the notebooks and `python -m helpers.suites`: planning, dependencies, profiles."""
+
+import pytest
+import torch
+
+from helpers import course, experiments, suites
+from helpers.data import DatasetBundle, Split
+
+
+def tiny_bundle(n=64):
+    generator = torch.Generator().manual_seed(0)
+    labels = torch.randint(0, 3, (n,), generator=generator)
+    images = torch.randint(0, 60, (n, 1, 8, 8), generator=generator, dtype=torch.uint8)
+    images[:, :, :4] += (labels * 60).to(torch.uint8).view(-1, 1, 1, 1)
+    split = Split(images, labels)
+    return DatasetBundle(name="tiny", task="multi-class", class_names=["a", "b", "c"], train=split, val=split,
+                         test=split, source="generated in the test", licence="none", image_size=8)
+
+
+def tiny_config(profile="reference", seeds=(0,)):
+    return course.RunConfig(notebook="06_multiclass_comparison", profile=profile, dataset="tiny", image_size=8,
+                            model="small_cnn", epochs=1, batch_size=32, lr=0.05, seed=0, device="cpu",
+                            data_dir=None, max_train=None, results_path="unused.json",
+                            extra=dict(overfit_epochs=1, seeds=list(seeds), alpha=0.1, gamma=3.0, lsplus_alpha=0.5))
+
+
+def test_planning_records_missing_runs_and_declares_ls_plus_once_its_cross_entropy_run_exists(tmp_path, monkeypatch):
+    monkeypatch.setattr(experiments, "STORED_RUNS_DIR", tmp_path)
+    cfg, bundle = tiny_config(), tiny_bundle()
+    losses = ("cross-entropy", "LS", "LS+")
+    with experiments.planning() as plan:
+        runs = suites.multiclass_runs(cfg, bundle, losses, recipes=("well-regularised",))
+    assert [p.name for p in plan] == ["cross-entropy, well-regularised, seed 0", "LS α=0.1, well-regularised, seed 0"]
+    assert all(run.source == "planned" for run in runs.values()) and not list(tmp_path.rglob("*.npz"))
+    for planned in plan:
+        experiments.train_run(planned.name, planned.loss, planned.bundle, planned.model_name, planned.config,
+                              stored=planned.stored)
+    with experiments.planning() as plan:
+        suites.multiclass_runs(cfg, bundle, losses, recipes=("well-regularised",))
+    assert [p.name for p in plan] == ["LS+, well-regularised, seed 0"]
+    runs = suites.multiclass_runs(cfg, bundle, losses, recipes=("well-regularised",))
+    assert {key: run.source for key, run in runs.items()} == {
+        ("well-regularised", "cross-entropy", 0): "stored", ("well-regularised", "LS α=0.1", 0): "stored",
+        ("well-regularised", "LS+", 0): "trained"}
+    assert len(list(tmp_path.rglob("*.npz"))) == 3
+
+
+def test_only_the_reference_profile_stores_runs_and_seeds_default_to_the_seed_knob():
+    assert suites.is_stored(tiny_config("reference")) and not suites.is_stored(tiny_config("smoke"))
+    assert suites.seeds_of(tiny_config(seeds=(0, 1, 2))) == [0, 1, 2]
+    cfg = tiny_config()
+    cfg.extra.pop("seeds")
+    assert suites.seeds_of(cfg) == [0]
+
+
+def test_the_over_fitting_recipe_widens_only_the_small_cnn():
+    assert experiments.recipe_model("over-fitting", "small_cnn") == "small_cnn_wide"
+    assert experiments.recipe_model("well-regularised", "small_cnn") == "small_cnn"
+    assert experiments.recipe_model("over-fitting", "resnet18") == "resnet18"
+    with pytest.raises(ValueError, match="unknown recipe"):
+        experiments.recipe_model("long", "small_cnn")
+
+
+@pytest.mark.parametrize("notebook", [nb.stem for nb in course.list_notebooks()])
+def test_every_notebook_has_every_profile_and_the_training_ones_declare_their_runs(notebook):
+    profiles = course.notebook_profiles(notebook)
+    assert set(course.PROFILE_NAMES) <= set(profiles)
+    if notebook in suites.DECLARED_RUNS:
+        assert profiles["reference"]["seeds"] == [0, 1, 2]
+        assert profiles["reference"].get("max_train") is None  # the reference profile trains on every image
