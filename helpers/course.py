@@ -11,7 +11,8 @@ Command line (``python -m helpers.course --help``)::
 
     run      execute every notebook with papermill into a run folder (executed copies, results JSON, summary)
     prepare  inject parameters without executing (the CI executes the prepared copies with nbval)
-    check    verify that every notebook of a run folder wrote its results JSON
+    check    verify that every notebook of the folder's last run (its summary.json) succeeded and wrote a fresh
+             results JSON
     check-outputs  report the output rules (helpers.notebook_outputs) per notebook
     clean-outputs  strip progress bars, widget state and the absolute checkout path from stored outputs, in place
 """
@@ -19,10 +20,13 @@ Command line (``python -m helpers.course --help``)::
 from __future__ import annotations
 
 import argparse
+import ast
 import json
+import math
 import os
 import platform
 import sys
+import tempfile
 import textwrap
 import time
 import warnings
@@ -89,6 +93,7 @@ def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile:
     missing_profiles = [p for p in PROFILE_NAMES if p not in profiles]
     if missing_profiles:
         raise ValueError(f"the PROFILES table of {notebook} lacks {missing_profiles}")
+    _check_declared_knobs(notebook, profiles, knobs)
     values = dict(profiles[profile])
     values.update({k: v for k, v in knobs.items() if v is not None})
     values.setdefault("device", "auto")
@@ -106,6 +111,45 @@ def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile:
     print(cfg.describe())
     warnings.showwarning = show_warning_briefly
     return cfg
+
+
+def _check_declared_knobs(notebook: str, profiles: Mapping[str, Mapping[str, Any]],
+                          knobs: Mapping[str, Any]) -> None:
+    """Refuse knobs the notebook does not declare (a misspelling would otherwise be ignored without a word).
+
+    Declared: the course knobs (KNOBS) and what any profile of PROFILES sets (a profile may set knobs of its own,
+    e.g. the reference profile's seeds). In a kernel run by papermill, a parameter injected under a name the
+    notebook's parameters cell does not declare (``papermill -p epoch 3`` for ``epochs``) is refused too.
+    """
+    declared = set(KNOBS).union(*(profiles[name] for name in PROFILE_NAMES))
+    unknown = sorted(set(knobs) - declared)
+    if unknown:
+        raise ValueError(f"{notebook}: knob(s) {unknown} are declared neither by PROFILES nor as course knobs; "
+                         f"declared: {sorted(declared)}")
+    injected = sorted(_injected_parameter_names() - set(knobs) - {"profile"})
+    if injected:
+        raise ValueError(f"{notebook}: parameter(s) {injected} were injected (papermill -p) but are not declared by "
+                         f"this notebook's parameters cell; its parameters: profile, {', '.join(knobs)}")
+
+
+def _injected_parameter_names() -> set[str]:
+    """Names assigned by papermill's injected cell ("# Parameters" first line) in this IPython kernel's input
+    history; empty outside a kernel or when papermill injected nothing."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return set()
+    shell = get_ipython()
+    history = shell.user_ns.get("In", []) if shell is not None else []
+    injected = [cell for cell in history if isinstance(cell, str) and cell.startswith("# Parameters\n")]
+    return set(_assigned_names(injected[-1])) if injected else set()
+
+
+def _assigned_names(source: str) -> list[str]:
+    """Names assigned at the top level of a cell's source (``name = value``), in order."""
+    return [target.id for node in ast.parse(source).body if isinstance(node, (ast.Assign, ast.AnnAssign))
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(target, ast.Name)]
 
 
 def notebook_profiles(notebook: str) -> dict[str, dict[str, Any]]:
@@ -159,9 +203,12 @@ def environment_report() -> dict[str, Any]:
 
 
 def _jsonable(value: Any) -> Any:
-    """Tensors, numpy scalars and arrays, paths and dataclasses → plain JSON values."""
+    """Tensors, numpy scalars and arrays, paths and dataclasses → plain JSON values; NaN and ±inf → None (null),
+    so the file is strict JSON that every reader accepts."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if hasattr(value, "tolist"):
-        return value.tolist()
+        return _jsonable(value.tolist())
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, Mapping):
@@ -186,9 +233,23 @@ def save_results(cfg: RunConfig, results: Mapping[str, Any], data_source: str | 
     }
     path = Path(cfg.results_path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2, allow_nan=True))
+    _write_atomically(path, json.dumps(payload, indent=2, allow_nan=False))
     print(f"results written to {display_path(path)}")
     return path
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write to a temporary file in the same folder, then rename it over ``path``: a reader sees the old file or
+    the new one, never a partial one."""
+    handle = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
+                                         delete=False, encoding="utf-8")
+    try:
+        with handle:
+            handle.write(text)
+        os.replace(handle.name, path)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -209,6 +270,42 @@ def list_notebooks(selection: list[str] | None = None) -> list[Path]:
     return notebooks
 
 
+def notebook_parameters(notebook: Path) -> list[str]:
+    """The names its cell tagged ``parameters`` assigns, in order (parsed with ``ast``: papermill's own inspector
+    skips a line whose comment holds an apostrophe)."""
+    import nbformat
+
+    cells = [cell for cell in nbformat.read(notebook, as_version=4).cells
+             if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", [])]
+    if len(cells) != 1:
+        raise ValueError(f"{notebook.name} needs exactly one code cell tagged 'parameters', found {len(cells)}")
+    return _assigned_names(cells[0].source)
+
+
+def _check_parameter_names(notebooks: list[Path], names: list[str]) -> None:
+    """Refuse, before anything runs, a parameter that a selected notebook does not declare."""
+    problems = []
+    for notebook in notebooks:
+        declared = notebook_parameters(notebook)
+        unknown = [name for name in names if name not in declared]
+        if unknown:
+            problems.append(f"{notebook.stem}: unknown parameter(s) {unknown}; its parameters are: "
+                            f"{', '.join(declared)}")
+    if problems:
+        raise ValueError("nothing was run:\n  " + "\n  ".join(problems))
+
+
+def _clear_previous_outputs(out: Path) -> None:
+    """Remove what an earlier run wrote into ``out`` (executed copies, results JSON, summary): a failed run must
+    not leave the previous run's results to be read as its own."""
+    stale = [*(out / "notebooks").glob("*.ipynb"), *(out / "results").glob("*.json"),
+             *(out / name for name in ("summary.json", "summary.md") if (out / name).exists())]
+    for path in stale:
+        path.unlink()
+    if stale:
+        print(f"removed {len(stale)} file(s) of an earlier run in {out}")
+
+
 def _parameters_for(notebook: Path, out: Path, profile: str | None, extra: Mapping[str, Any]) -> dict[str, Any]:
     parameters: dict[str, Any] = {"results_path": str((out / "results" / f"{notebook.stem}.json").resolve())}
     if profile is not None:
@@ -222,13 +319,17 @@ def run_course(out: Path, profile: str | None = None, selection: list[str] | Non
     """Execute (or only prepare) every selected notebook with papermill into ``out``; write a summary."""
     import papermill
 
+    notebooks = list_notebooks(selection)  # bad selections and parameter names fail before any folder is made
+    _check_parameter_names(notebooks, list(extra or {}))
     out = Path(out)
+    _clear_previous_outputs(out)
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
     (out / "results").mkdir(parents=True, exist_ok=True)
+    started_at = time.time()
     rows = []
     # the kernels inherit this environment: one final line per training instead of stored progress bars
     os.environ.setdefault("CALIBMED_PROGRESS", "final")
-    for notebook in list_notebooks(selection):
+    for notebook in notebooks:
         parameters = _parameters_for(notebook, out, profile, extra or {})
         target = out / "notebooks" / notebook.name
         started = time.perf_counter()
@@ -245,16 +346,16 @@ def run_course(out: Path, profile: str | None = None, selection: list[str] | Non
         rows.append({"notebook": notebook.stem, "status": status, "seconds": round(seconds, 1), "error": error,
                      "results": parameters["results_path"]})
         print(f"{notebook.stem:45s} {status:9s} {seconds:7.1f} s" + (f"  {error}" if error else ""), flush=True)
-    _write_summary(out, rows, profile)
+    _write_summary(out, rows, profile, started_at)
     failed = [r["notebook"] for r in rows if r["status"] == "failed"]
     if failed:
         raise SystemExit(f"notebooks failed: {failed}; executed copies with the traceback are in {out / 'notebooks'}")
     return rows
 
 
-def _write_summary(out: Path, rows: list[dict[str, Any]], profile: str | None) -> None:
-    (out / "summary.json").write_text(json.dumps({"profile": profile or "notebook defaults", "notebooks": rows},
-                                                 indent=2))
+def _write_summary(out: Path, rows: list[dict[str, Any]], profile: str | None, started_at: float) -> None:
+    _write_atomically(out / "summary.json", json.dumps(
+        {"profile": profile or "notebook defaults", "started_at": started_at, "notebooks": rows}, indent=2))
     lines = [f"# CalibMed run — profile: {profile or 'notebook defaults'}", "",
              "| notebook | status | seconds | results |", "|---|---|---|---|"]
     lines += [f"| {r['notebook']} | {r['status']} | {r['seconds']} | {Path(r['results']).name} |" for r in rows]
@@ -263,23 +364,42 @@ def _write_summary(out: Path, rows: list[dict[str, Any]], profile: str | None) -
 
 
 def check_results(out: Path) -> None:
-    """Fail unless every notebook of the run folder wrote a results JSON that names its notebook."""
+    """Fail unless every notebook of this run (its ``summary.json``) succeeded, or was prepared, and wrote a
+    results JSON after the run started that names its notebook."""
     out = Path(out)
-    notebooks = sorted((out / "notebooks").glob("*.ipynb"))
-    if not notebooks:
-        raise SystemExit(f"no notebooks in {out / 'notebooks'}: run `prepare` or `run` first")
-    problems = []
-    for notebook in notebooks:
-        path = out / "results" / f"{notebook.stem}.json"
-        if not path.exists():
-            problems.append(f"{notebook.stem}: no results JSON at {path}")
-            continue
-        payload = json.loads(path.read_text())
-        if payload.get("notebook") != notebook.stem or not payload.get("results"):
-            problems.append(f"{notebook.stem}: results JSON at {path} is empty or names another notebook")
+    summary_path = out / "summary.json"
+    if not summary_path.is_file():
+        raise SystemExit(f"no summary.json in {out}: run `prepare` or `run` into it first")
+    summary = json.loads(summary_path.read_text())
+    if "started_at" not in summary:
+        raise SystemExit(f"{summary_path} was written by an older runner (no start time): run `prepare` or `run` again")
+    problems = [problem for row in summary["notebooks"]
+                if (problem := _result_problem(out, row, summary["started_at"])) is not None]
     if problems:
         raise SystemExit("results check failed:\n  " + "\n  ".join(problems))
-    print(f"results check: all {len(notebooks)} notebooks wrote their results JSON")
+    print(f"results check: all {len(summary['notebooks'])} notebooks of this run wrote their results JSON")
+
+
+_MTIME_SLACK_SECONDS = 1.0  # file times come from a coarse clock that may lag time.time() by a few milliseconds
+
+
+def _result_problem(out: Path, row: Mapping[str, Any], started_at: float) -> str | None:
+    """What is wrong with one notebook's outcome in this run, or None."""
+    stem = row["notebook"]
+    if row["status"] not in ("ok", "prepared"):
+        return f"{stem}: {row['status']} in this run ({row.get('error')})"
+    path = out / "results" / f"{stem}.json"
+    if not path.is_file():
+        return f"{stem}: no results JSON at {path}"
+    if path.stat().st_mtime < started_at - _MTIME_SLACK_SECONDS:
+        return f"{stem}: results JSON at {path} is older than this run (stale)"
+    try:
+        payload = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        return f"{stem}: results JSON at {path} is not valid JSON ({error})"
+    if payload.get("notebook") != stem or not payload.get("results"):
+        return f"{stem}: results JSON at {path} is empty or names another notebook"
+    return None
 
 
 def _parse_value(text: str) -> Any:
@@ -336,8 +456,11 @@ def main(argv: list[str] | None = None) -> None:
     out = args.out or REPO_ROOT / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{args.profile or 'default'}"
     extra = {name: _parse_value(value) for name, value in args.parameter}
     print(f"python {sys.version.split()[0]}, data dir: {os.environ.get('CALIBMED_DATA_DIR', '(default data/)')}")
-    run_course(out, profile=args.profile, selection=args.notebooks, prepare_only=args.command == "prepare",
-               extra=extra)
+    try:
+        run_course(out, profile=args.profile, selection=args.notebooks, prepare_only=args.command == "prepare",
+                   extra=extra)
+    except ValueError as error:  # a bad selection or parameter name: a message, not a traceback
+        raise SystemExit(f"error: {error}") from None
 
 
 if __name__ == "__main__":

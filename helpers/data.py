@@ -11,9 +11,11 @@ the repository root.
 
 from __future__ import annotations
 
+import collections
 import csv
 import hashlib
 import os
+import stat
 import textwrap
 import warnings
 import zipfile
@@ -179,10 +181,37 @@ def _md5(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _not_a_regular_file(path: Path) -> str | None:
+    """What is at ``path`` if it exists but is not a regular file (reading a FIFO would block), else None."""
+    try:
+        mode = path.stat().st_mode  # follows symbolic links
+    except FileNotFoundError:
+        return None  # missing (or a link to a missing file): the caller's "not found" message applies
+    except OSError as error:  # e.g. a symbolic-link loop
+        return f"a path that cannot be followed ({error.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    return "not a regular file"
+
+
+def _check_regular_file(path: Path) -> None:
+    kind = _not_a_regular_file(path)
+    if kind is not None:
+        raise ValueError(f"{path} exists but is {kind}, not the .npz file expected there; remove it or put the "
+                         "file in its place")
+
+
 def _read_npz(path: Path, keys: list[str], hint: str) -> dict[str, np.ndarray]:
     """Every requested array of an .npz file, or a ValueError naming the file and the problem."""
     try:
         archive = np.load(path, allow_pickle=False)
+    except PermissionError as error:
+        raise PermissionError(error.errno, f"cannot read {path}: permission denied; give this user read access "
+                              f"(e.g. chmod u+r {path})", str(path)) from error
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
         raise ValueError(f"{path} is not a readable .npz file ({type(error).__name__}: {error}). {hint}") from error
     if not isinstance(archive, np.lib.npyio.NpzFile):
@@ -192,10 +221,17 @@ def _read_npz(path: Path, keys: list[str], hint: str) -> dict[str, np.ndarray]:
         if missing:
             raise ValueError(f"{path} is missing the arrays {missing} (it has {sorted(archive.files)}). {hint}")
         try:
-            return {key: archive[key] for key in keys}
+            return {key: _read_member(archive, key) for key in keys}
         except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as error:
             raise ValueError(f"{path} is damaged: reading its arrays failed ({type(error).__name__}: {error}). "
                              f"{hint}") from error
+
+
+def _read_member(archive: np.lib.npyio.NpzFile, key: str) -> np.ndarray:
+    try:
+        return archive[key]
+    except MemoryError as error:  # the member's header claims a shape larger than memory: a damaged file
+        raise ValueError(f"the array {key} claims more memory than is available ({error})") from error
 
 
 def _images_to_tensor(images: np.ndarray, path: Path, key: str, n_channels: int, image_size: int) -> torch.Tensor:
@@ -253,6 +289,7 @@ def load_medmnist(name: str, image_size: int = 28, data_dir: str | os.PathLike |
     path = directory / medmnist_filename(name, image_size)
     url, md5 = info[f"url{_medmnist_key(image_size)}"], info[f"MD5{_medmnist_key(image_size)}"]
     fetch = f"Download it from {url} (md5 {md5}); see {info.get('python_class', name)} on https://medmnist.com/."
+    _check_regular_file(path)
     if not path.is_file():
         raise FileNotFoundError(
             f"{info['python_class']} ({name}, {image_size} px) not found: expected the file {path}. "
@@ -294,6 +331,12 @@ def _read_isic_csv(path: Path) -> tuple[list[str], np.ndarray]:
         rows = list(reader)
     if not rows:
         raise ValueError(f"{path} has no rows")
+    image_ids = [row["image"] for row in rows]
+    repeated = [image_id for image_id, count in collections.Counter(image_ids).items() if count > 1]
+    if repeated:
+        first = repeated[0]
+        raise ValueError(f"{path}: {len(repeated)} image(s) are listed more than once (first: {first!r}, "
+                         f"{image_ids.count(first)} times); each image must have exactly one row")
     try:
         one_hot = np.array([[float(row[c]) for c in ISIC_CLASSES] for row in rows])
     except (TypeError, ValueError) as error:

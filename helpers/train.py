@@ -29,6 +29,7 @@ import copy
 import hashlib
 import math
 import os
+import pickle
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -437,11 +438,15 @@ def _check_fit_inputs(model: nn.Module, loss: nn.Module, data: Any) -> None:
         raise ValueError(f"the model has {outputs} outputs but {getattr(data, 'name', 'the data')!r} has {n_classes} "
                          f"{'labels' if data.task == 'multi-label' else 'classes'}; build it with "
                          f"num_classes=data.n_classes")
+    first_conv = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
     for split_name in ("train", "val"):
         split = getattr(data, split_name)
         images, labels = split.images, split.labels
         if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.ndim != 4:
             raise ValueError(f"{split_name} images must be a uint8 tensor (N, C, H, W)")
+        if first_conv is not None and first_conv.in_channels != images.shape[1]:
+            raise ValueError(f"the model takes {first_conv.in_channels} input channels but the {split_name} images "
+                             f"have {images.shape[1]} channel(s); build it with in_channels=data.n_channels")
         if images.shape[0] == 0 or labels.shape[0] != images.shape[0]:
             raise ValueError(f"{split_name} split must be non-empty with one label per image, got "
                              f"{images.shape[0]} images and {labels.shape[0]} labels")
@@ -465,11 +470,27 @@ def _cpu_state(module: nn.Module) -> dict[str, Any]:
             for k, v in module.state_dict().items()}
 
 
+def _check_checkpoint_path(path: Path) -> None:
+    """Fail before training, not after the first epoch, when the checkpoint cannot be written at ``path``."""
+    if path.is_dir():
+        raise ValueError(f"checkpoint_path {path} is a directory; pass a file path such as {path / 'run.pt'}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"checkpoint_path {path}: cannot create the folder {path.parent} ({error})") from error
+    if not os.access(path.parent, os.W_OK):
+        raise ValueError(f"checkpoint_path {path}: the folder {path.parent} is not writable")
+
+
 def _save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".tmp")
-    torch.save(payload, temporary)
-    os.replace(temporary, path)  # atomic: an interrupted save never leaves a half-written checkpoint
+    try:
+        torch.save(payload, temporary)
+        os.replace(temporary, path)  # atomic: an interrupted save never leaves a half-written checkpoint
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def _digest(*tensors: torch.Tensor) -> str:
@@ -497,7 +518,12 @@ def _run_identity(model: nn.Module, loss: nn.Module, data: Any) -> dict[str, str
 
 
 def _load_checkpoint(path: Path, config: TrainConfig, identity: dict[str, str]) -> dict[str, Any]:
-    payload = torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+    except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError) as error:
+        raise ValueError(f"cannot resume from {path}: the file is damaged or not a checkpoint "
+                         f"({type(error).__name__}: {error}); delete it to train from the start, or pass another "
+                         "checkpoint_path") from error
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         found = payload.get("format") if isinstance(payload, dict) else None
         raise ValueError(f"{path} is not a CalibMed training checkpoint of format {CHECKPOINT_FORMAT} (found "
@@ -561,7 +587,8 @@ def fit(model: nn.Module, loss: nn.Module, data: Any, config: TrainConfig | None
     Returns a :class:`FitResult` whose model holds the weights of the best epoch by ``config.monitor``. With
     ``checkpoint_path`` the full state (model, loss, optimiser, scheduler, scaler, RNG states, history, best
     weights) is saved after every epoch; ``resume=True`` continues from that file and, on the CPU, ends with the
-    same weights as an uninterrupted run. Seeded and deterministic on the CPU; seed the model's initialisation
+    same weights as an uninterrupted run. A checkpoint trained with another config, model, loss or data is refused
+    (the error says which), and an unusable ``checkpoint_path`` fails before the first step. Seeded and deterministic on the CPU; seed the model's initialisation
     yourself (``seed_everything(seed)`` before ``build_model``).
 
     History records: epoch (1-based), lr (used by the epoch's last step), train_loss (mean over the epoch's
@@ -603,7 +630,10 @@ def fit(model: nn.Module, loss: nn.Module, data: Any, config: TrainConfig | None
 
     progress = _Progress()
     checkpoint_path = Path(config.checkpoint_path) if config.checkpoint_path is not None else None
-    identity = _run_identity(model, loss, data) if checkpoint_path is not None else {}
+    identity = {}
+    if checkpoint_path is not None:
+        _check_checkpoint_path(checkpoint_path)
+        identity = _run_identity(model, loss, data)
     if config.resume and checkpoint_path.exists():
         payload = _load_checkpoint(checkpoint_path, config, identity)
         model.load_state_dict(payload["model"])

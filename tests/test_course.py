@@ -56,6 +56,8 @@ def test_check_results_fails_on_a_missing_json(tmp_path):
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "results").mkdir()
     (tmp_path / "notebooks" / "00_a.ipynb").write_text("{}")
+    (tmp_path / "summary.json").write_text(json.dumps({"started_at": 0.0, "notebooks": [
+        {"notebook": "00_a", "status": "ok", "error": None}]}))
     with pytest.raises(SystemExit, match="00_a: no results JSON"):
         course.check_results(tmp_path)
     (tmp_path / "results" / "00_a.json").write_text(json.dumps({"notebook": "00_a", "results": {"x": 1}}))

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import csv
+import io
+import os
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -300,3 +303,65 @@ def test_inventory_reports_present_and_missing_files(tmp_path):
     present = {(r["dataset"], r["size"]) for r in rows if r["present"]}
     assert present == {("dermamnist", 28)}
     assert {r["dataset"] for r in rows} == {"dermamnist", "chestmnist", "isic2018"}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 10 #13: what is at the data path, permissions, absurd headers, duplicate ISIC rows
+# ---------------------------------------------------------------------------------------------------------------
+def _make_fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _make_loop(path: Path) -> None:
+    path.symlink_to(path.name)  # a link to itself: ELOOP
+
+
+@pytest.mark.parametrize("make, kind", [(Path.mkdir, "a directory"), (_make_fifo, "a named pipe"),
+                                        (_make_loop, "Too many levels of symbolic links")])
+def test_something_other_than_a_file_at_the_data_path_is_named_not_reported_missing(tmp_path, make, kind):
+    path = tmp_path / "dermamnist.npz"
+    make(path)
+    with pytest.raises(ValueError, match=kind) as error:
+        load_medmnist("dermamnist", data_dir=tmp_path)
+    assert str(path) in str(error.value) and "download" not in str(error.value).lower()
+
+
+def test_an_unreadable_file_reports_a_permission_error(tmp_path, monkeypatch):
+    path = tmp_path / "dermamnist.npz"
+    _write_medmnist(path)
+
+    def denied(file, *args, **kwargs):  # what np.load meets when the process may not read the file
+        raise PermissionError(13, "Permission denied", str(file))
+
+    monkeypatch.setattr(data.np, "load", denied)
+    with pytest.raises(PermissionError, match="permission") as error:
+        load_medmnist("dermamnist", data_dir=tmp_path)
+    assert str(path) in str(error.value) and "replace it" not in str(error.value).lower()
+
+
+def test_an_npz_member_whose_header_claims_terabytes_names_the_file(tmp_path):
+    path = tmp_path / "dermamnist.npz"
+    arrays = _write_medmnist(tmp_path / "valid.npz")
+    with zipfile.ZipFile(path, "w") as archive:
+        for key, array in arrays.items():
+            member = io.BytesIO()
+            if key == "val_images":  # a header claiming 2 TiB in front of 64 bytes of data
+                np.lib.format.write_array_header_1_0(member, {"descr": "|u1", "fortran_order": False,
+                                                              "shape": (2 ** 41 // 2352, 28, 28, 3)})
+                member.write(bytes(64))
+            else:
+                np.lib.format.write_array(member, array)
+            archive.writestr(f"{key}.npy", member.getvalue())
+    with pytest.raises(ValueError, match=r"val_images") as error:
+        load_medmnist("dermamnist", data_dir=tmp_path)
+    assert str(path) in str(error.value)
+
+
+def test_isic2018_duplicate_image_rows_are_rejected(tmp_path):
+    root = tmp_path / "ISIC2018"
+    _make_isic(root, {"train": [0, 1, 2], "val": [3], "test": [4]})
+    csv_path = root / "ISIC2018_Task3_Training_GroundTruth" / "ISIC2018_Task3_Training_GroundTruth.csv"
+    lines = csv_path.read_text().splitlines()
+    csv_path.write_text("\n".join(lines + [lines[1]]) + "\n")
+    with pytest.raises(ValueError, match=r"ISIC_0000000.*2 times"):
+        load_isic2018(root, cache=False)

@@ -2,6 +2,7 @@
 multi-label losses, prediction through loss.predict_proba, and input checks. Every fit is tiny (< 1 s)."""
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -624,3 +625,59 @@ def test_resume_refuses_another_model_and_resumes_the_same_run(tmp_path):
         fit(wider, InterruptingCE(at=99), data, resume(checkpoint_path=path))
     resumed = fit(tiny_model(seed=3), InterruptingCE(at=99), data, resume(checkpoint_path=path))
     assert [r["epoch"] for r in resumed.history] == [1, 2, 3, 4]
+
+
+class CountingCE(CE):
+    calls = 0
+
+    def forward(self, logits, target):
+        CountingCE.calls += 1
+        return super().forward(logits, target)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty"])
+def test_resume_from_a_damaged_checkpoint_names_the_file(tmp_path, damage):
+    """Issue 10 #13: a truncated or empty checkpoint gave OSError [Errno 22] / EOFError without the path."""
+    data = multiclass_data(n_train=64, n_val=32)
+    path = tmp_path / "run.pt"
+    fit(tiny_model(), CE(), data, quick(epochs=1, checkpoint_path=path))
+    content = path.read_bytes()
+    path.write_bytes(content[: len(content) // 2] if damage == "truncated" else b"")
+    with pytest.raises(ValueError, match=rf"{path}.*damaged or not a checkpoint.*delete it"):
+        fit(tiny_model(), CE(), data, quick(epochs=2, checkpoint_path=path, resume=True))
+
+
+def test_unusable_checkpoint_paths_fail_before_training_and_leave_nothing(tmp_path):
+    """Issue 10 #13: a directory as checkpoint_path failed only after the first epoch and left <dir>.tmp."""
+    data = multiclass_data(n_train=64, n_val=32)
+    folder = tmp_path / "a_folder"
+    folder.mkdir()
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    for path, message in ((folder, "is a directory"), (blocker / "run.pt", "cannot create the folder")):
+        CountingCE.calls = 0
+        with pytest.raises(ValueError, match=message):
+            fit(tiny_model(), CountingCE(), data, quick(epochs=1, checkpoint_path=path))
+        assert CountingCE.calls == 0  # nothing was trained
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "a_folder"] and not any(folder.iterdir())
+
+
+def test_a_failed_checkpoint_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    from helpers import train
+
+    def failing_save(payload, target):
+        Path(target).write_bytes(b"partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(train.torch, "save", failing_save)
+    path = tmp_path / "run.pt"
+    with pytest.raises(OSError, match="No space left"):
+        train._save_checkpoint(path, {"format": train.CHECKPOINT_FORMAT})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_built_for_other_channels_is_refused_before_training():
+    """Issue 10 #14: a model with the wrong channel count got a raw convolution error from fit."""
+    data = multiclass_data(n_train=32, n_val=16)  # one channel
+    with pytest.raises(ValueError, match=r"3 input channels.*1 channel.*in_channels=data.n_channels"):
+        fit(tiny_model(in_channels=3), CE(), data, quick(epochs=1))
