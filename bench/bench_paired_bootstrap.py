@@ -63,8 +63,8 @@ def run(title: str, metrics: dict, probs_a, probs_b, labels, args: argparse.Name
 
 def run_smooth(title: str, metric, probs_a, probs_b, labels, args: argparse.Namespace) -> None:
     seconds, _ = timed(metric, probs_a, probs_b, labels, args.compare_n, False)
-    print(f"{title}: {seconds:.1f} s for n = {args.compare_n} (loop only), about {seconds * args.n / args.compare_n:.0f}"
-          f" s for n = {args.n}")
+    extrapolated = seconds * args.n / args.compare_n
+    print(f"{title}: {seconds:.1f} s for n = {args.compare_n} (loop only), about {extrapolated:.0f} s for n = {args.n}")
 
 
 def main() -> None:
