@@ -984,6 +984,8 @@ def smooth_reliability(probs: Any, labels: Any, multilabel: bool = False, n_boot
 # ----------------------------------------------------------------------------------------------------------------
 __all__ += ["paired_bootstrap", "PairedBootstrapResult"]
 
+import contextlib  # noqa: E402  (kept with the code that uses it, so this block merges cleanly)
+
 
 @dataclass(frozen=True)
 class PairedBootstrapResult:
@@ -1024,6 +1026,19 @@ def _per_seed(probs: Any, name: str, n_rows: int) -> list[torch.Tensor]:
             raise ValueError(f"{name}[{s}] must be (N, C) with N = {n_rows} rows (the same test images as labels), "
                              f"got shape {tuple(p.shape)}")
     return tensors
+
+
+@contextlib.contextmanager
+def _one_cpu_thread() -> Iterator[None]:
+    """torch's intra-op threads cost more than they save on the resamples' small operations: measured with
+    bench/bench_paired_bootstrap.py on the 2-core machine, 2 threads took 4-5x as long as 1
+    (``multilabel_analysis.bootstrap_table`` measured the same for its loop). The caller's setting is restored."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _resampled_differences_weighted(evaluators_a: list, evaluators_b: list, indices: torch.Tensor) -> torch.Tensor:
@@ -1081,6 +1096,7 @@ def paired_bootstrap(metric: Callable[..., float], probs_a: Any, probs_b: Any, l
     ``vectorised=False``, or a metric without one (:func:`smooth_ece`, :func:`multilabel_smooth_ece`, any other
     callable), calls the metric on each replicate: n × (seeds of a + seeds of b) calls (relplot's smooth ECE
     takes about 30 ms per call, so about 3 minutes for n = 1000 and 3 + 3 seeds; pass a smaller n for it).
+    The resamples are evaluated with one torch CPU thread (faster here, see ``_one_cpu_thread``).
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise ValueError(f"n (number of bootstrap resamples) must be an integer >= 2, got {n!r}")
@@ -1100,7 +1116,7 @@ def paired_bootstrap(metric: Callable[..., float], probs_a: Any, probs_b: Any, l
     estimate = float(np.mean(values_a) - np.mean(values_b))
     generator = torch.Generator().manual_seed(seed)
     indices = torch.randint(y.shape[0], (n, y.shape[0]), generator=generator).to(y.device)
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, _one_cpu_thread():
         warnings.simplefilter("always")
         samples = None
         if vectorised:

@@ -205,3 +205,14 @@ def test_paired_bootstrap_rejects_bad_input():
         M.paired_bootstrap(absent, probs, probs, torch.zeros(30, dtype=torch.long))
     with pytest.raises(ValueError, match="did you pass logits"):
         M.paired_bootstrap(M.ece, probs.log(), probs, labels)
+
+
+def test_the_callers_thread_setting_is_restored():
+    probs, labels = random_multiclass(50, 3, seed=12)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        M.paired_bootstrap(M.ece, probs, probs.roll(1, 1), labels, n=5)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
