@@ -48,6 +48,7 @@ bench: venv
 	$(PY) bench/bench_training.py
 	$(PY) bench/bench_metrics.py
 	$(PY) bench/bench_multilabel_losses.py
+	$(PY) bench/bench_paired_bootstrap.py
 
 clean:
 	rm -rf build runs

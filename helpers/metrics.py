@@ -840,3 +840,342 @@ def multilabel_report(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> 
         report["average_calibration_error" + suffix] = float(_average_error(sums).mean())
         report["mce" + suffix] = float(_max_error(sums).mean())
     return report
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# smooth and debiased calibration errors, the true RMS error, smooth reliability diagrams
+# ----------------------------------------------------------------------------------------------------------------
+__all__ += ["smooth_ece", "multilabel_smooth_ece", "debiased_ece", "true_rms", "class_recall",
+            "smooth_reliability", "SmoothReliability"]
+
+
+def _relplot_smooth_ece(forecast: torch.Tensor, outcome: torch.Tensor) -> float:
+    import relplot  # imports pandas, seaborn and scikit-learn estimators: loaded only when a smooth ECE is asked for
+
+    return float(relplot.smECE(_numpy(forecast.to(torch.float64)), _numpy(outcome.to(torch.float64))))
+
+
+def smooth_ece(probs: Any, labels: Any) -> float:
+    """Top-label smooth ECE (Błasiok & Nakkiran 2023, "Smooth ECE: principled reliability diagrams via kernel
+    smoothing"), computed by ``relplot.smECE`` on the top-label confidences and their correctness.
+
+    smECE_σ = ∫ |r̂_σ(t)| δ̂_σ(t) dt, where r̂_σ is the Nadaraya-Watson kernel regression of the residual
+    confidence − correctness on the confidence (reflected Gaussian kernel of bandwidth σ) and δ̂_σ the kernel
+    density of the confidences; the bandwidth is the fixed point σ* = smECE_σ* (found by relplot's bisection).
+    No bin count to choose, and a consistent calibration measure in the paper's sense (within constant factors of
+    the distance to the nearest calibrated predictor). Like any estimate from a finite sample it is still positive
+    for a perfectly calibrated model.
+    """
+    p, y = _multiclass_inputs(probs, labels)
+    confidence, correct = _top_label(p, y)
+    return _relplot_smooth_ece(confidence[:, 0], correct[:, 0])
+
+
+def multilabel_smooth_ece(probs: Any, labels: Any) -> float:
+    """Smooth ECE (see :func:`smooth_ece`) of every (sample, label) forecast of "present" pooled into one set:
+    ``relplot.smECE`` on the flattened probabilities and their 0/1 outcomes (the pooled analogue of
+    :func:`multilabel_ece`)."""
+    p, y = _multilabel_inputs(probs, labels)
+    return _relplot_smooth_ece(p.reshape(-1), y.reshape(-1))
+
+
+def _kumar_equal_mass_bin_index(confidence: torch.Tensor, n_bins: int) -> torch.Tensor:
+    """Bins of ``calibration.get_equal_bins`` + ``calibration.fast_bin`` (uncertainty-calibration 0.1.4).
+
+    The sorted confidences are cut into min(n_bins, N) chunks as ``numpy.array_split`` does (the first N mod k
+    chunks one longer); each interior boundary is the midpoint of the last value of a chunk and the first value of
+    the next, the last boundary is 1.0, and a confidence c goes to the first bin whose boundary is >= c. Unlike
+    :func:`_equal_mass_bin_index`, tied confidences therefore always share a bin (a tie across a chunk boundary
+    falls in the lower bin). Returns (N,) int64 bin indices in [0, min(n_bins, N)).
+    """
+    n = confidence.shape[0]
+    n_chunks = min(n_bins, n)
+    sorted_confidence = confidence.sort().values
+    sizes = torch.full((n_chunks,), n // n_chunks, dtype=torch.long, device=confidence.device)
+    sizes[: n % n_chunks] += 1
+    ends = sizes.cumsum(0)[:-1]  # first index of chunks 1..k-1
+    interior = (sorted_confidence[ends - 1] + sorted_confidence[ends]) / 2.0
+    boundaries = torch.cat([interior, torch.ones(1, dtype=confidence.dtype, device=confidence.device)])
+    # bucketize(right=False) is numpy.searchsorted(side="left"): the first boundary >= c
+    return torch.bucketize(confidence, boundaries, right=False)
+
+
+def _debiased_squared_error(sums: _BinSums) -> torch.Tensor:
+    """Σ_b (n_b / N) [(conf_b − acc_b)² − acc_b (1 − acc_b) / (n_b − 1)] per group; bins with n_b < 2 add 0."""
+    counts = sums.counts
+    usable = counts >= 2
+    safe_counts = torch.where(usable, counts, torch.ones_like(counts))
+    accuracy_in_bin = sums.outcome_sum / safe_counts
+    gap = sums.confidence_sum / safe_counts - accuracy_in_bin
+    variance = accuracy_in_bin * (1.0 - accuracy_in_bin) / (safe_counts - 1.0).clamp_min(1.0)
+    per_bin = torch.where(usable, gap * gap - variance, torch.zeros_like(gap))
+    return (counts * per_bin).sum(-1) / counts.sum(-1)
+
+
+def debiased_ece(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> float:
+    """Debiased top-label L2 calibration error of Kumar, Liang & Ma (NeurIPS 2019, "Verified uncertainty
+    calibration"), with equal-mass bins.
+
+    With bins B_b of n_b samples (equal mass, :func:`_kumar_equal_mass_bin_index`), mean confidence conf_b and
+    accuracy acc_b:  CE² = Σ_b (n_b / N) [(conf_b − acc_b)² − acc_b (1 − acc_b) / (n_b − 1)], and the result is
+    sqrt(max(CE², 0)). The subtracted term removes the plug-in estimate's upward bias from the label noise within a
+    bin (a bin with fewer than 2 samples contributes 0). An L2 error, so it is not on the same scale as the L1
+    :func:`ece`. Equal to the ``uncertainty-calibration`` package's
+    ``calibration.lower_bound_scaling_ce(probs, labels, p=2, debias=True, num_bins=n_bins, mode="top-label")``,
+    which is what ``get_calibration_error(probs, labels, p=2, debias=True, mode="top-label")`` computes for a
+    model with continuous outputs (tested). Not reproduced: for probabilities with few distinct values (fewer than
+    N/4 per class, e.g. the output of histogram binning) that function instead puts every distinct value in its
+    own bin and ignores ``n_bins``.
+    """
+    _check_n_bins(n_bins)
+    p, y = _multiclass_inputs(probs, labels)
+    confidence, correct = _top_label(p, y)
+    confidence = confidence.to(torch.float64)
+    index = _kumar_equal_mass_bin_index(confidence[:, 0], n_bins)[:, None]
+    squared = _debiased_squared_error(_bin_sums(confidence, correct, n_bins, bin_index=index))[0]
+    return float(squared.clamp_min(0.0).sqrt())
+
+
+def true_rms(probs: Any, true_posteriors: Any) -> float:
+    """RMS error of the predicted probabilities against the exact posteriors of a synthetic set:
+    sqrt(mean over every (image, label) pair of (η̂ − η)²).
+
+    Its square is the excess Brier risk over the Bayes model: for each pair, E_y[(η̂ − y)²] − E_y[(η − y)²]
+    = (η̂ − η)² when y ~ Bernoulli(η), so true_rms² = E_y[multilabel_brier(η̂, y) − multilabel_brier(η, y)] (tested).
+    Unlike the mean absolute error it cannot be beaten by a constant forecast at each label's median posterior.
+    This is :func:`true_calibration_error`'s ``rms`` over all entries (also meaningful for multi-class posteriors,
+    where the excess multi-class Brier risk is K · true_rms²).
+    """
+    return true_calibration_error(probs, true_posteriors, multilabel=True).rms
+
+
+def class_recall(probs: Any, labels: Any, class_index: int) -> float:
+    """Recall of one class, P(argmax = k | y = k) (e.g. melanoma recall on DermaMNIST); NaN if no sample has label
+    k (the bootstrap then counts the resample as degenerate)."""
+    p, y = _multiclass_inputs(probs, labels)
+    if isinstance(class_index, bool) or not isinstance(class_index, (int, np.integer)) \
+            or not 0 <= class_index < p.shape[1]:
+        raise ValueError(f"class_index must be an integer in [0, {p.shape[1] - 1}], got {class_index!r}")
+    is_class = y == class_index
+    n_class = int(is_class.sum())
+    if n_class == 0:
+        return math.nan
+    return float((p.argmax(1)[is_class] == class_index).sum()) / n_class
+
+
+@dataclass(frozen=True)
+class SmoothReliability:
+    """A smooth reliability diagram (Błasiok & Nakkiran 2023) computed by ``relplot.prepare_rel_diagram``.
+
+    All arrays are float64 numpy arrays on the same ``mesh`` (M points in [0, 1]): ``mu`` the kernel regression of
+    the outcome on the forecast (relplot's line: the mean of its bootstrap fits), ``lower`` / ``upper`` the 2.5 and
+    97.5 % quantiles of ``n_bootstrap`` bootstrap fits (relplot's band), ``density`` the kernel density of the
+    forecasts. ``smooth_ece`` and its ``bandwidth`` σ* (the kernel width of every curve) are relplot's smECE.
+    ``kind`` is "top-label" or "pooled over labels", as in :class:`ReliabilityBins`.
+    """
+
+    mesh: np.ndarray
+    mu: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    density: np.ndarray
+    smooth_ece: float
+    bandwidth: float
+    kind: str
+    n_samples: int
+    n_bootstrap: int
+
+
+def smooth_reliability(probs: Any, labels: Any, multilabel: bool = False, n_bootstrap: int = 200,
+                       seed: int = 0) -> SmoothReliability:
+    """Data of a smooth reliability diagram with its bootstrap band, computed by relplot (what
+    :func:`helpers.plots.smooth_reliability_diagram` draws).
+
+    Multi-class: top-label confidence and correctness; ``multilabel=True``: every (sample, label) forecast pooled.
+    relplot draws its bootstrap resamples from numpy's global random state; it is seeded with ``seed`` for this
+    call and restored afterwards, so the result is reproducible and the caller's random stream is unchanged.
+    """
+    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, int) or n_bootstrap < 2:
+        raise ValueError(f"n_bootstrap must be an integer >= 2, got {n_bootstrap!r}")
+    if multilabel:
+        p, y = _multilabel_inputs(probs, labels)
+        forecast, outcome, kind = p.reshape(-1), y.reshape(-1), POOLED
+    else:
+        p, y = _multiclass_inputs(probs, labels)
+        (confidence, correct), kind = _top_label(p, y), "top-label"
+        forecast, outcome = confidence[:, 0], correct[:, 0]
+    import relplot
+
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        with warnings.catch_warnings():
+            # relplot 1.0.3 builds its band with a pandas call that pandas 3 deprecates (harmless; once per fit)
+            warnings.filterwarnings("ignore", message="Passing a dict to DataFrame.from_records is deprecated")
+            diagram = relplot.prepare_rel_diagram(
+                _numpy(forecast.to(torch.float64)), _numpy(outcome.to(torch.float64)), plot_confidence_band=True,
+                num_bootstrap=n_bootstrap, report_CE=True, report_CE_std=False)
+    finally:
+        np.random.set_state(state)
+    return SmoothReliability(diagram["mesh"], diagram["mu"], diagram["lower"], diagram["upper"], diagram["density"],
+                             float(diagram["ce"]), float(diagram["sigma"]), kind, int(forecast.numel()), n_bootstrap)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# paired bootstrap of a difference between two models, averaged over training seeds
+# ----------------------------------------------------------------------------------------------------------------
+__all__ += ["paired_bootstrap", "PairedBootstrapResult"]
+
+import contextlib  # noqa: E402  (kept with the code that uses it, so this block merges cleanly)
+
+
+@dataclass(frozen=True)
+class PairedBootstrapResult:
+    """Mean over seeds of metric(model a) − metric(model b) and its paired percentile interval; unpacks as
+    ``estimate, low, high``. ``samples`` (n,) float64 holds the seed-averaged difference on each resample, NaN on the
+    ``n_degenerate`` resamples where the metric was undefined for some model or seed (left out of the interval)."""
+
+    estimate: float
+    low: float
+    high: float
+    level: float
+    samples: torch.Tensor
+    n_seeds_a: int
+    n_seeds_b: int
+
+    def __iter__(self) -> Iterator[float]:
+        return iter((self.estimate, self.low, self.high))
+
+    @property
+    def n_degenerate(self) -> int:
+        return int(torch.isnan(self.samples).sum())
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+
+def _per_seed(probs: Any, name: str, n_rows: int) -> list[torch.Tensor]:
+    """A list of (N, C) tensors, one per training seed, from a list/tuple of arrays or a single (N, C) array."""
+    if isinstance(probs, (torch.Tensor, np.ndarray)):
+        probs = [probs]
+    if not isinstance(probs, (list, tuple)) or not probs:
+        raise TypeError(f"{name} must be a non-empty list of (N, C) probability tensors, one per training seed "
+                        f"(or a single (N, C) tensor), got {type(probs).__name__}")
+    tensors = [_to_tensor(p, f"{name}[{s}]") for s, p in enumerate(probs)]
+    for s, p in enumerate(tensors):
+        if p.ndim != 2 or p.shape[0] != n_rows:
+            raise ValueError(f"{name}[{s}] must be (N, C) with N = {n_rows} rows (the same test images as labels), "
+                             f"got shape {tuple(p.shape)}")
+    return tensors
+
+
+@contextlib.contextmanager
+def _one_cpu_thread() -> Iterator[None]:
+    """torch's intra-op threads cost more than they save on the resamples' small operations: measured with
+    bench/bench_paired_bootstrap.py on the 2-core machine, 2 threads took 4-5x as long as 1
+    (``multilabel_analysis.bootstrap_table`` measured the same for its loop). The caller's setting is restored."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _resampled_differences_weighted(evaluators_a: list, evaluators_b: list, indices: torch.Tensor) -> torch.Tensor:
+    n_resamples, n_rows = indices.shape
+    chunk = max(1, min(n_resamples, _CHUNK_ENTRIES // n_rows))
+    differences = []
+    for start in range(0, n_resamples, chunk):
+        rows = indices[start:start + chunk]
+        weights = torch.zeros(rows.shape, dtype=torch.float64, device=rows.device)
+        weights.scatter_add_(1, rows, torch.ones(1, dtype=torch.float64, device=rows.device).expand_as(rows))
+        mean_a = torch.stack([evaluate(weights) for evaluate in evaluators_a]).mean(0)
+        mean_b = torch.stack([evaluate(weights) for evaluate in evaluators_b]).mean(0)
+        differences.append(mean_a - mean_b)
+    return torch.cat(differences).cpu()
+
+
+def _metric_or_nan(metric: Callable[..., float], probs: torch.Tensor, labels: torch.Tensor) -> float:
+    try:
+        return float(metric(probs, labels))
+    except ValueError:  # undefined on this resample (e.g. no positive for any label): a degenerate resample
+        return math.nan
+
+
+def _resampled_differences_loop(metric: Callable[..., float], probs_a: list[torch.Tensor],
+                                probs_b: list[torch.Tensor], labels: torch.Tensor,
+                                indices: torch.Tensor) -> torch.Tensor:
+    differences = torch.empty(indices.shape[0], dtype=torch.float64)
+    for b, index in enumerate(indices):
+        y = labels[index]
+        mean_a = np.mean([_metric_or_nan(metric, p[index], y) for p in probs_a])
+        mean_b = np.mean([_metric_or_nan(metric, p[index], y) for p in probs_b])
+        differences[b] = mean_a - mean_b
+    return differences
+
+
+def paired_bootstrap(metric: Callable[..., float], probs_a: Any, probs_b: Any, labels: Any, n: int = 1000,
+                     seed: int = 0, level: float = 0.95, vectorised: bool = True) -> PairedBootstrapResult:
+    """Paired bootstrap of a difference between two models over the same test images, averaged over training seeds.
+
+    ``probs_a`` / ``probs_b``: one (N, C) probability tensor per training seed (a list; a single tensor is one
+    seed), all on the same N test images as ``labels`` (for :func:`true_rms` pass the exact posteriors as labels).
+    Estimate: mean_s metric(a_s) − mean_s metric(b_s) on the full test set (with equal seed counts this is the mean
+    of the per-seed differences). Each of the ``n`` replicates draws ONE set of N test indices with replacement and
+    applies it to both models and every seed, so image difficulty cancels in the difference (a paired design); the
+    interval is the (1 − level)/2 and (1 + level)/2 quantiles of the replicate differences (percentile interval,
+    Efron & Tibshirani 1993). The index sets come from ``torch.randint`` seeded by ``seed``, exactly as in
+    :func:`bootstrap`. It captures test-set sampling only; the spread over training seeds is reported separately
+    (``helpers.stats.seed_summary``).
+
+    A replicate on which the metric is undefined for some model or seed (NaN, or a ValueError such as "no sample
+    has a positive label") is left out of the interval and counted in ``n_degenerate``.
+
+    Speed: metrics with a weighted form in :mod:`helpers.weighted_metrics` (every binned, proper-score, ranking and
+    confusion-matrix metric of this module) evaluate all replicates at once from multiplicity weights;
+    ``vectorised=False``, or a metric without one (:func:`smooth_ece`, :func:`multilabel_smooth_ece`, any other
+    callable), calls the metric on each replicate: n × (seeds of a + seeds of b) calls (relplot's smooth ECE
+    takes about 30 ms per call, so about 3 minutes for n = 1000 and 3 + 3 seeds; pass a smaller n for it).
+    The resamples are evaluated with one torch CPU thread (faster here, see ``_one_cpu_thread``).
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f"n (number of bootstrap resamples) must be an integer >= 2, got {n!r}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    y = _to_tensor(labels, "labels")
+    if y.ndim < 1 or y.shape[0] == 0:
+        raise ValueError(f"labels is empty (shape {tuple(y.shape)}); metrics need at least one sample")
+    a = _per_seed(probs_a, "probs_a", y.shape[0])
+    b = _per_seed(probs_b, "probs_b", y.shape[0])
+    y = y.to(a[0].device)
+    values_a = [float(metric(p, y)) for p in a]
+    values_b = [float(metric(p, y)) for p in b]
+    if any(math.isnan(v) for v in values_a + values_b):
+        raise ValueError(f"paired_bootstrap: {getattr(metric, '__name__', metric)} is undefined (NaN) on the full "
+                         f"test set for some model or seed: a {values_a}, b {values_b}")
+    estimate = float(np.mean(values_a) - np.mean(values_b))
+    generator = torch.Generator().manual_seed(seed)
+    indices = torch.randint(y.shape[0], (n, y.shape[0]), generator=generator).to(y.device)
+    with warnings.catch_warnings(record=True) as caught, _one_cpu_thread():
+        warnings.simplefilter("always")
+        samples = None
+        if vectorised:
+            from helpers import weighted_metrics  # imports this module: loaded on first use
+
+            evaluators_a = [weighted_metrics.evaluator(metric, p, y) for p in a]
+            if evaluators_a[0] is not None:
+                evaluators_b = [weighted_metrics.evaluator(metric, p, y) for p in b]
+                samples = _resampled_differences_weighted(evaluators_a, evaluators_b, indices)
+        if samples is None:
+            samples = _resampled_differences_loop(metric, a, b, y, indices)
+    if caught:
+        warnings.warn(f"paired_bootstrap: {len(caught)} warning(s) inside the {n} resamples, e.g.: "
+                      f"{caught[0].message}", RuntimeWarning, stacklevel=2)
+    valid = samples[~torch.isnan(samples)]
+    if valid.numel() == 0:
+        raise ValueError(f"paired_bootstrap: {getattr(metric, '__name__', metric)} is undefined on every resample")
+    tails = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
+    low, high = torch.quantile(valid, tails).tolist()
+    return PairedBootstrapResult(estimate, low, high, level, samples, len(a), len(b))

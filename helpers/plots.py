@@ -488,4 +488,52 @@ def correlation_comparison(correlations: Mapping[str, Any], names: Sequence[str]
                     ax.text(col, row, f"{100 * value:.0f}", ha="center", va="center", fontsize=6,
                             color="black" if abs(value) < 0.6 * limit else "white")
     figure.colorbar(image, ax=list(axes), shrink=0.8, label="correlation (annotated ×100)")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# smooth reliability diagram (data from helpers.metrics.smooth_reliability, computed by relplot)
+# ----------------------------------------------------------------------------------------------------------------
+from helpers.metrics import SmoothReliability  # noqa: E402  (kept with the function it serves)
+
+__all__ += ["smooth_reliability_diagram"]
+
+
+def smooth_reliability_diagram(diagram: SmoothReliability, ax: Axes | None = None, title: str | None = None,
+                               label: str | None = None, color: str = GAP_COLOR, show_density: bool = True) -> Figure:
+    """Smooth reliability diagram (Błasiok & Nakkiran 2023) of ``metrics.smooth_reliability(probs, labels)``.
+
+    The kernel-smoothed E[outcome | forecast] as a line, relplot's bootstrap band around it (2.5-97.5 % of the
+    bootstrap fits), the diagonal, and the smooth ECE with its kernel width σ in the title. With ``show_density`` a
+    small axis below ``ax`` (sharing x) shows the kernel density of the forecasts: where it is low the curve rests
+    on few samples and the band widens. Drawing several models on one ``ax`` with different ``label`` / ``color``
+    overlays them (pass ``show_density=False`` after the first).
+    """
+    if not isinstance(diagram, SmoothReliability):
+        raise TypeError(f"diagram must be a helpers.metrics.SmoothReliability (from smooth_reliability), got "
+                        f"{type(diagram).__name__}")
+    figure, ax = _figure_and_axes(ax, (4.2, 5.0) if show_density else (4.2, 4.2))
+    pooled = diagram.kind == POOLED
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
+    ax.fill_between(diagram.mesh, diagram.lower, diagram.upper, color=color, alpha=0.25, linewidth=0,
+                    label=f"bootstrap band ({diagram.n_bootstrap} fits)")
+    ax.plot(diagram.mesh, diagram.mu, color=color, linewidth=2,
+            label=label or ('smoothed frequency of "present"' if pooled else "smoothed accuracy"))
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel('frequency of "present"' if pooled else "accuracy")
+    text = f"smooth ECE {100 * diagram.smooth_ece:.2f} % (σ = {diagram.bandwidth:.3f})"
+    if pooled:
+        text += f" ({POOLED})"
+    ax.set_title(f"{title}\n{text}" if title else text)
+    ax.legend(loc="upper left", fontsize="small")
+    x_label = "predicted P(present)" if pooled else "confidence (top-label probability)"
+    if show_density:
+        density_ax = make_axes_locatable(ax).append_axes("bottom", size="25%", pad=0.1, sharex=ax)
+        density_ax.fill_between(diagram.mesh, 0, diagram.density, color="grey", alpha=0.5, linewidth=0)
+        density_ax.set_ylim(bottom=0)
+        density_ax.set_ylabel("density")
+        density_ax.set_xlabel(x_label)
+        ax.tick_params(labelbottom=False)
+    else:
+        ax.set_xlabel(x_label)
     return figure

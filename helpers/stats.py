@@ -1,0 +1,210 @@
+"""Statistics across training seeds and models, and the narrow pandas tables the notebooks show.
+
+* :func:`seed_summary` -- {"per_seed": [...], "mean": x, "sd": y} of one metric over training seeds (the cell format
+  of the results JSONs); :func:`seed_summaries` computes it for every model and metric.
+* :func:`paired_differences` -- for every model against a reference model, the paired bootstrap interval of the
+  seed-averaged difference of every metric (:func:`helpers.metrics.paired_bootstrap`).
+* :func:`summary_table` -- rows = models, columns = metrics, cells "mean ± sd" over seeds;
+  :func:`difference_table` -- cells "Δ [low, high]" against the reference, flagged "beats" / "worse" where the
+  interval excludes 0, with a note giving the number of comparisons.
+
+A module of its own because :mod:`helpers.analysis` analyses a trained model's logits (MbLS distances, optimal
+confidence), whereas this is the reporting layer every comparison notebook (01-11) shares.
+
+Two sources of variation are kept apart: "± sd" is the spread over training seeds (how much a re-run moves the
+number); the bracketed interval is test-set sampling of a difference, with image difficulty cancelled by pairing.
+A model "beats" the reference only when the interval excludes 0 in the metric's better direction. No correction for
+multiple comparisons is applied; the note says how many intervals were computed, so a reader can judge how many
+would exclude 0 by chance at the nominal level.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
+
+import numpy as np
+import pandas as pd
+
+from helpers import metrics
+from helpers.metrics import PairedBootstrapResult
+
+__all__ = ["seed_summary", "seed_summaries", "paired_differences", "summary_table", "difference_table",
+           "DifferenceTable", "difference_record", "HIGHER_IS_BETTER", "PERCENT_METRICS"]
+
+#: direction of every metric name the course's tables use (True: higher is better)
+HIGHER_IS_BETTER: dict[str, bool] = {
+    **dict.fromkeys(["accuracy", "auroc_ovr", "macro_f1", "cohen_kappa", "jaccard", "melanoma_recall",
+                     "macro_auroc", "map_per_class", "map_per_example"], True),
+    **dict.fromkeys(["ece", "smooth_ece", "adaptive_ece", "classwise_ece", "debiased_ece",
+                     "average_calibration_error", "mce", "nll", "brier", "multilabel_ece", "multilabel_ece_per_label",
+                     "multilabel_smooth_ece", "multilabel_average_calibration_error",
+                     "multilabel_average_calibration_error_per_label", "multilabel_mce", "multilabel_brier",
+                     "multilabel_nll", "hamming_loss", "true_rms"], False),
+}
+
+#: metrics shown in percent (× 100) in the tables; the others (NLL, Brier, κ) as they are
+PERCENT_METRICS = frozenset(name for name in HIGHER_IS_BETTER
+                            if name not in {"nll", "multilabel_nll", "brier", "multilabel_brier", "cohen_kappa"})
+
+
+def seed_summary(values: Sequence[float]) -> dict[str, Any]:
+    """{"per_seed": [...], "mean": mean, "sd": sample standard deviation (ddof = 1), None for a single seed}."""
+    per_seed = [float(v) for v in values]
+    if not per_seed:
+        raise ValueError("seed_summary needs at least one value (one per training seed)")
+    undefined = [s for s, v in enumerate(per_seed) if not math.isfinite(v)]
+    if undefined:
+        raise ValueError(f"seed_summary: the values of seed position(s) {undefined} are not finite ({per_seed}); "
+                         "the metric is undefined there: drop it from the table or fix the model")
+    sd = float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else None
+    return {"per_seed": per_seed, "mean": float(np.mean(per_seed)), "sd": sd}
+
+
+def _target(targets: Mapping[str, Any] | None, metric_name: str, labels: Any) -> Any:
+    return (targets or {}).get(metric_name, labels)
+
+
+def seed_summaries(probs_by_model: Mapping[str, Sequence[Any]], labels: Any,
+                   metric_fns: Mapping[str, Callable[..., float]],
+                   targets: Mapping[str, Any] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """{model: {metric: seed_summary([metric(probs_s, labels) for each seed s])}} -- the "models" block of a
+    results JSON. ``probs_by_model[model]`` is a list with one probability tensor per training seed (a model without
+    seeds, such as the Bayes model, is a list of one). ``targets`` replaces ``labels`` for the named metrics (e.g.
+    the exact posteriors for ``true_rms``)."""
+    return {model: {name: seed_summary([fn(p, _target(targets, name, labels)) for p in _as_list(probs, model)])
+                    for name, fn in metric_fns.items()}
+            for model, probs in probs_by_model.items()}
+
+
+def _as_list(probs: Any, model: str) -> list[Any]:
+    if isinstance(probs, (list, tuple)):
+        if not probs:
+            raise ValueError(f"model {model!r} has no probability tensor (one per training seed expected)")
+        return list(probs)
+    return [probs]
+
+
+def paired_differences(probs_by_model: Mapping[str, Sequence[Any]], labels: Any,
+                       metric_fns: Mapping[str, Callable[..., float]], reference: str, n: int = 1000, seed: int = 0,
+                       targets: Mapping[str, Any] | None = None,
+                       n_by_metric: Mapping[str, int] | None = None) -> dict[str, dict[str, PairedBootstrapResult]]:
+    """{model: {metric: paired_bootstrap(metric, model's seeds, reference's seeds)}} for every model but the
+    reference. The same ``seed`` gives every comparison the same resamples. ``n_by_metric`` overrides ``n`` for
+    slow metrics without a weighted form (e.g. {"smooth_ece": 200}: relplot takes ~30 ms per call)."""
+    if reference not in probs_by_model:
+        raise ValueError(f"reference model {reference!r} is not among the models {list(probs_by_model)}")
+    reference_probs = _as_list(probs_by_model[reference], reference)
+    n_by_metric = n_by_metric or {}
+    return {model: {name: metrics.paired_bootstrap(fn, _as_list(probs, model), reference_probs,
+                                                   _target(targets, name, labels), n=n_by_metric.get(name, n),
+                                                   seed=seed)
+                    for name, fn in metric_fns.items()}
+            for model, probs in probs_by_model.items() if model != reference}
+
+
+def difference_record(result: PairedBootstrapResult) -> dict[str, Any]:
+    """A JSON-ready dict of one paired difference (estimate, interval, level, resamples, degenerate resamples)."""
+    return {"estimate": result.estimate, "low": result.low, "high": result.high, "level": result.level,
+            "n_resamples": int(result.samples.numel()), "n_degenerate": result.n_degenerate}
+
+
+def _scale_and_digits(metric_name: str, scale: Mapping[str, float] | None,
+                      digits: Mapping[str, int] | None) -> tuple[float, int, str]:
+    """(multiplier, decimals, column header) of one metric."""
+    percent = metric_name in PERCENT_METRICS
+    factor = (scale or {}).get(metric_name, 100.0 if percent else 1.0)
+    decimals = (digits or {}).get(metric_name, 1 if factor == 100.0 else 3)
+    return factor, decimals, f"{metric_name} (%)" if factor == 100.0 else metric_name
+
+
+def _metric_names(rows: Mapping[str, Mapping[str, Any]], columns: Sequence[str] | None) -> list[str]:
+    if columns is not None:
+        return list(columns)
+    if not rows:
+        raise ValueError("the table has no model")
+    return list(next(iter(rows.values())))
+
+
+def summary_table(summaries: Mapping[str, Mapping[str, Any]], columns: Sequence[str] | None = None,
+                  scale: Mapping[str, float] | None = None, digits: Mapping[str, int] | None = None) -> pd.DataFrame:
+    """Rows = models, columns = metrics, cells "mean ± sd" over training seeds ("mean" alone for one seed).
+
+    ``summaries`` is {model: {metric: seed_summary dict, or the list of per-seed values}} (:func:`seed_summaries`).
+    Metrics in :data:`PERCENT_METRICS` are shown × 100 with 1 decimal and "(%)" in the header, the others as they
+    are with 3 decimals; ``scale`` / ``digits`` override per metric name.
+    """
+    names = _metric_names(summaries, columns)
+    table = {}
+    for name in names:
+        factor, decimals, header = _scale_and_digits(name, scale, digits)
+        cells = []
+        for model, row in summaries.items():
+            if name not in row:
+                raise KeyError(f"model {model!r} has no value for metric {name!r}")
+            summary = row[name] if isinstance(row[name], Mapping) else seed_summary(row[name])
+            cell = f"{factor * summary['mean']:.{decimals}f}"
+            if summary["sd"] is not None:
+                cell += f" ± {factor * summary['sd']:.{decimals}f}"
+            cells.append(cell)
+        table[header] = cells
+    return pd.DataFrame(table, index=pd.Index(list(summaries), name="model"))
+
+
+class DifferenceTable(NamedTuple):
+    """The paired-difference DataFrame, the note to print under it, and the number of intervals in it."""
+
+    table: pd.DataFrame
+    note: str
+    n_comparisons: int
+
+
+def _verdict(result: PairedBootstrapResult, higher_is_better: bool) -> str:
+    if not result.excludes_zero:
+        return ""
+    return "beats" if (result.low > 0) == higher_is_better else "worse"
+
+
+def difference_table(differences: Mapping[str, Mapping[str, PairedBootstrapResult]], reference: str,
+                     columns: Sequence[str] | None = None, higher_is_better: Mapping[str, bool] | None = None,
+                     scale: Mapping[str, float] | None = None,
+                     digits: Mapping[str, int] | None = None) -> DifferenceTable:
+    """Rows = models, columns = metrics, cells "Δ [low, high]" of (model − reference), suffixed "beats" or "worse"
+    where the interval excludes 0 (better or worse in the metric's direction, :data:`HIGHER_IS_BETTER`, overridden
+    by ``higher_is_better``). ``differences`` comes from :func:`paired_differences`; scaling as in
+    :func:`summary_table`. Returns the table, a note (reference, level, resamples, number of comparisons,
+    degenerate resamples) and the number of comparisons."""
+    names = _metric_names(differences, columns)
+    directions = {**HIGHER_IS_BETTER, **(higher_is_better or {})}
+    unknown = [name for name in names if name not in directions]
+    if unknown:
+        raise ValueError(f"no direction known for metric(s) {unknown}; pass higher_is_better={{name: True/False}}")
+    table, n_resamples, degenerate, levels, n_flagged = {}, {}, {}, set(), 0
+    for name in names:
+        factor, decimals, header = _scale_and_digits(name, scale, digits)
+        cells = []
+        for model, row in differences.items():
+            result = row[name]
+            verdict = _verdict(result, directions[name])
+            n_flagged += bool(verdict)
+            cell = (f"{factor * result.estimate:+.{decimals}f} "
+                    f"[{factor * result.low:+.{decimals}f}, {factor * result.high:+.{decimals}f}]")
+            cells.append(f"{cell} {verdict}" if verdict else cell)
+            n_resamples[name] = int(result.samples.numel())
+            levels.add(result.level)
+            if result.n_degenerate:
+                degenerate[f"{model}/{name}"] = result.n_degenerate
+        table[header] = cells
+    n_comparisons = len(names) * len(differences)
+    most = max(set(n_resamples.values()), key=list(n_resamples.values()).count)
+    exceptions = ", ".join(f"{name}: {count}" for name, count in n_resamples.items() if count != most)
+    level = ", ".join(f"{100 * value:g} %" for value in sorted(levels))
+    note = (f"Δ = model − {reference}, mean over training seeds; {level} paired bootstrap intervals over the test "
+            f"set (n = {most} resamples{f'; {exceptions}' if exceptions else ''}; each resample is shared by both "
+            f"models and every seed). \"beats\"/\"worse\": the interval excludes 0 — {n_flagged} of {n_comparisons} "
+            f"comparisons, no correction for multiple comparisons (with no real difference about "
+            f"{(1 - min(levels)) * n_comparisons:.1f} would by chance).")
+    if degenerate:
+        note += " Resamples left out (metric undefined): " + ", ".join(f"{k} {v}" for k, v in degenerate.items()) + "."
+    frame = pd.DataFrame(table, index=pd.Index(list(differences), name=f"vs {reference}"))
+    return DifferenceTable(frame, note, n_comparisons)

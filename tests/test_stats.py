@@ -1,0 +1,120 @@
+"""helpers.stats: seed summaries (statistics.stdev), paired differences (= metrics.paired_bootstrap), and the
+two tables: cell formats, the beats/worse flag in each metric's direction, and the note's count of comparisons."""
+
+import functools
+import statistics
+
+import pandas as pd
+import pytest
+import torch
+
+from helpers import metrics as M
+from helpers import stats
+
+
+def models(n=600, k=4, seeds=3):
+    """A reference model, a better one (mixed with the one-hot labels) and a worse one (sharpened: same arg-max,
+    over-confident)."""
+    generator = torch.Generator().manual_seed(0)
+    labels = torch.randint(k, (n,), generator=generator)
+    onehot = torch.nn.functional.one_hot(labels, k).double()
+    reference = [torch.softmax(1.5 * torch.randn(n, k, generator=generator, dtype=torch.float64) + onehot, 1)
+                 for _ in range(seeds)]
+    better = [0.7 * p + 0.3 * onehot for p in reference]
+    worse = [torch.softmax(3.0 * p.log(), 1) for p in reference]
+    return {"CE": reference, "better": better, "worse": worse}, labels
+
+
+def test_seed_summary_is_mean_and_sample_sd():
+    summary = stats.seed_summary([0.1, 0.2, 0.4])
+    assert summary["per_seed"] == [0.1, 0.2, 0.4]
+    assert summary["mean"] == pytest.approx(statistics.mean([0.1, 0.2, 0.4]), rel=1e-15)
+    assert summary["sd"] == pytest.approx(statistics.stdev([0.1, 0.2, 0.4]), rel=1e-12)
+    assert stats.seed_summary([torch.tensor(0.3, dtype=torch.float64)]) == {"per_seed": [0.3], "mean": 0.3, "sd": None}
+    with pytest.raises(ValueError, match="at least one"):
+        stats.seed_summary([])
+    with pytest.raises(ValueError, match="not finite"):
+        stats.seed_summary([0.1, float("nan")])
+
+
+def test_seed_summaries_hold_each_seeds_metric():
+    probs, labels = models()
+    summaries = stats.seed_summaries(probs, labels, {"accuracy": M.accuracy, "ece": M.ece})
+    assert list(summaries) == ["CE", "better", "worse"]
+    assert summaries["worse"]["ece"]["per_seed"] == [M.ece(p, labels) for p in probs["worse"]]
+    posteriors = torch.softmax(torch.zeros(600, 4, dtype=torch.float64), 1)
+    true = stats.seed_summaries({"CE": probs["CE"]}, labels, {"true_rms": M.true_rms},
+                                targets={"true_rms": posteriors})
+    assert true["CE"]["true_rms"]["per_seed"] == [M.true_rms(p, posteriors) for p in probs["CE"]]
+
+
+def test_paired_differences_are_paired_bootstraps_against_the_reference():
+    probs, labels = models()
+    differences = stats.paired_differences(probs, labels, {"nll": M.nll, "smooth_ece": M.smooth_ece}, "CE", n=50,
+                                           seed=4, n_by_metric={"smooth_ece": 3})
+    assert list(differences) == ["better", "worse"]
+    direct = M.paired_bootstrap(M.nll, probs["worse"], probs["CE"], labels, n=50, seed=4)
+    assert torch.equal(differences["worse"]["nll"].samples, direct.samples)
+    assert differences["better"]["smooth_ece"].samples.numel() == 3
+    with pytest.raises(ValueError, match="reference model 'BCE'"):
+        stats.paired_differences(probs, labels, {"nll": M.nll}, "BCE")
+
+
+def test_summary_table_cells_and_headers():
+    summaries = {"CE": {"ece": stats.seed_summary([0.05, 0.07]), "nll": [0.61, 0.65, 0.60]},
+                 "Bayes": {"ece": [0.012], "nll": [0.5]}}
+    table = stats.summary_table(summaries)
+    assert isinstance(table, pd.DataFrame) and list(table.columns) == ["ece (%)", "nll"]
+    assert table.loc["CE", "ece (%)"] == f"6.0 ± {100 * statistics.stdev([0.05, 0.07]):.1f}"
+    assert table.loc["CE", "nll"] == f"0.620 ± {statistics.stdev([0.61, 0.65, 0.60]):.3f}"
+    assert table.loc["Bayes", "ece (%)"] == "1.2" and table.loc["Bayes", "nll"] == "0.500"
+    custom = stats.summary_table(summaries, columns=["nll"], scale={"nll": 10.0}, digits={"nll": 2})
+    assert custom.loc["Bayes", "nll"] == "5.00"
+    with pytest.raises(KeyError, match="no value for metric 'brier'"):
+        stats.summary_table(summaries, columns=["brier"])
+
+
+def test_difference_table_flags_in_each_metrics_direction_and_counts_comparisons():
+    probs, labels = models()
+    fns = {"accuracy": M.accuracy, "brier": M.brier, "nll": M.nll}
+    differences = stats.paired_differences(probs, labels, fns, "CE", n=200)
+    result = stats.difference_table(differences, "CE")
+    table = result.table
+    assert list(table.index) == ["better", "worse"] and table.index.name == "vs CE"
+    # mixing in the labels lowers Brier and NLL (Δ < 0) and raises accuracy (Δ > 0): better in all three directions
+    assert table.loc["better", "brier"].endswith(" beats") and table.loc["better", "nll"].endswith(" beats")
+    assert differences["better"]["brier"].high < 0
+    assert table.loc["better", "accuracy (%)"].endswith(" beats") and differences["better"]["accuracy"].low > 0
+    # sharpening raises Brier (worse, Δ > 0) and keeps every arg-max (Δ = 0, no flag)
+    assert table.loc["worse", "brier"].endswith(" worse") and differences["worse"]["brier"].low > 0
+    assert table.loc["worse", "accuracy (%)"] == "+0.0 [+0.0, +0.0]"
+    brier = differences["better"]["brier"]
+    assert table.loc["better", "brier"] == (f"{brier.estimate:+.3f} [{brier.low:+.3f}, {brier.high:+.3f}] beats")
+    assert result.n_comparisons == 6
+    n_flagged = sum(cell.endswith(("beats", "worse")) for cell in table.to_numpy().ravel())
+    assert f"{n_flagged} of 6 comparisons" in result.note and "n = 200 resamples" in result.note
+    assert "about 0.3 would by chance" in result.note
+
+
+def test_difference_table_reports_degenerate_resamples_and_needs_a_direction():
+    probs, labels = models(n=80)
+    labels = labels.clone()
+    labels[labels == 3] = 0
+    labels[5] = 3  # one image of class 3: a third of the resamples miss it
+    recall = functools.partial(M.class_recall, class_index=3)
+    differences = stats.paired_differences({"CE": probs["CE"], "worse": probs["worse"]}, labels,
+                                           {"rare_recall": recall}, "CE", n=60)
+    with pytest.raises(ValueError, match="no direction known for metric\\(s\\) \\['rare_recall'\\]"):
+        stats.difference_table(differences, "CE")
+    result = stats.difference_table(differences, "CE", higher_is_better={"rare_recall": True})
+    n_degenerate = differences["worse"]["rare_recall"].n_degenerate
+    assert n_degenerate > 0 and f"worse/rare_recall {n_degenerate}" in result.note
+
+
+def test_difference_record_is_json_ready():
+    probs, labels = models(n=100, seeds=2)
+    result = M.paired_bootstrap(M.ece, probs["better"], probs["CE"], labels, n=20)
+    record = stats.difference_record(result)
+    assert record == {"estimate": result.estimate, "low": result.low, "high": result.high, "level": 0.95,
+                      "n_resamples": 20, "n_degenerate": 0}
+    assert all(isinstance(v, (int, float)) for v in record.values())
