@@ -11,6 +11,7 @@ Command line (``python -m helpers.course --help``)::
 
     run      execute every notebook with papermill into a run folder (executed copies, results JSON, summary)
     prepare  inject parameters without executing (the CI executes the prepared copies with nbval)
+    publish  copy a checked reference run into notebooks/ and results/reference/ (the committed course)
     check    verify that every notebook of the folder's last run (its summary.json) succeeded and wrote a fresh
              results JSON
     check-outputs  report the output rules (helpers.notebook_outputs) per notebook
@@ -402,6 +403,32 @@ def _result_problem(out: Path, row: Mapping[str, Any], started_at: float) -> str
     return None
 
 
+REFERENCE_RESULTS_DIR = REPO_ROOT / "results" / "reference"
+
+
+def publish(out: Path) -> list[Path]:
+    """Make a checked reference run the committed course: each executed notebook replaces ``notebooks/<name>``
+    and its results JSON goes to ``results/reference/<name>.json`` (with a repository-relative results path)."""
+    out = Path(out)
+    check_results(out)
+    summary = json.loads((out / "summary.json").read_text())
+    if summary.get("profile") != "reference":
+        raise SystemExit(f"{out} was run in profile {summary.get('profile')!r}: only a reference run is published")
+    written = []
+    REFERENCE_RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    for row in summary["notebooks"]:
+        stem = row["notebook"]
+        notebook_text = (out / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8")
+        payload = json.loads((out / "results" / f"{stem}.json").read_text())
+        relative = f"results/reference/{stem}.json"
+        payload["config"]["results_path"] = relative
+        _write_atomically(NOTEBOOK_DIR / f"{stem}.ipynb", notebook_text)
+        _write_atomically(REFERENCE_RESULTS_DIR / f"{stem}.json", json.dumps(payload, indent=2, allow_nan=False))
+        written += [NOTEBOOK_DIR / f"{stem}.ipynb", REFERENCE_RESULTS_DIR / f"{stem}.json"]
+        print(f"published {stem}: notebooks/{stem}.ipynb, {relative}")
+    return written
+
+
 def _parse_value(text: str) -> Any:
     try:
         return json.loads(text)
@@ -437,6 +464,9 @@ def main(argv: list[str] | None = None) -> None:
                        help="extra parameter for every notebook, VALUE parsed as JSON when possible")
     check = sub.add_parser("check")
     check.add_argument("out", type=Path)
+    publish_parser = sub.add_parser("publish", help="copy a checked reference run's notebooks and results JSON "
+                                    "into notebooks/ and results/reference/")
+    publish_parser.add_argument("out", type=Path)
     for name in ("clean-outputs", "check-outputs"):
         p = sub.add_parser(name, help="strip progress bars, widget state and absolute path prefixes from stored "
                            "outputs (in place)" if name == "clean-outputs" else "report the output rules per notebook")
@@ -449,6 +479,9 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.command == "check":
         check_results(args.out)
+        return
+    if args.command == "publish":
+        publish(args.out)
         return
     if args.command in ("clean-outputs", "check-outputs"):
         _outputs_command(args)
