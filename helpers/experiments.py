@@ -146,13 +146,30 @@ def _tensor_hash(*tensors: torch.Tensor) -> str:
     return digest.hexdigest()[:16]
 
 
+def _stable_repr(module: nn.Module) -> str:
+    """``repr(module)`` as ``nn.Module.__repr__`` writes it, except that PyTorch's own layers show only their class
+    name: their ``extra_repr`` changes between PyTorch versions (BatchNorm1d gained ``bias=True``), and a run's key
+    must not. Their sizes are in the state's shapes."""
+    own = not type(module).__module__.startswith("torch.")
+    extra_lines = module.extra_repr().split("\n") if own and module.extra_repr() else []
+    child_lines = []
+    for key, child in module._modules.items():
+        text = _stable_repr(child).replace("\n", "\n  ")
+        child_lines.append(f"({key}): {text}")
+    lines = extra_lines + child_lines
+    body = ""
+    if lines:
+        body = extra_lines[0] if len(extra_lines) == 1 and not child_lines else "\n  " + "\n  ".join(lines) + "\n"
+    return f"{module._get_name()}({body})"
+
+
 def _loss_fingerprint(loss: nn.Module) -> dict[str, Any]:
     """Class, hyper-parameters and state of a loss; non-tensor state (CCL-Net's optimiser and freeze rule, kept
     as module extra state) is hashed through pickle."""
     state = sorted(loss.state_dict().items())
     tensors = [value for _, value in state if isinstance(value, torch.Tensor)]
     others = [(key, value) for key, value in state if not isinstance(value, torch.Tensor)]
-    return {"class": type(loss).__name__, "repr": repr(loss), "state_keys": [k for k, _ in state],
+    return {"class": type(loss).__name__, "repr": _stable_repr(loss), "state_keys": [k for k, _ in state],
             "state": _tensor_hash(*tensors), "extra_state": hashlib.sha256(pickle.dumps(others)).hexdigest()[:16]}
 
 

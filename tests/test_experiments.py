@@ -225,3 +225,17 @@ def test_ccl_net_run_round_trips_through_the_cache(tmp_path):
     assert torch.equal(loaded.loss.head.dictionary, trained.loss.head.dictionary)
     assert loaded.loss.optimizer.state_dict()["state"].keys() == trained.loss.optimizer.state_dict()["state"].keys()
     assert torch.equal(loaded.test_logits, trained.test_logits)
+
+
+def test_the_loss_fingerprint_does_not_depend_on_how_pytorch_prints_its_own_layers(monkeypatch):
+    """Keys computed with another PyTorch version must match: BatchNorm1d's printed form gained ``bias=True``."""
+    from helpers.cclnet import CCLNetLoss
+    from helpers.losses import DCA
+
+    torch.manual_seed(0)
+    loss = CCLNetLoss(feature_dim=16, num_classes=3)
+    before = experiments._loss_fingerprint(loss)
+    monkeypatch.setattr(torch.nn.BatchNorm1d, "extra_repr", lambda self: "printed differently")
+    assert experiments._loss_fingerprint(loss) == before
+    assert experiments._stable_repr(DCA(beta=2.0)) == repr(DCA(beta=2.0))  # the course's own losses print as usual
+    assert experiments._stable_repr(LabelSmoothing(0.1)) != experiments._stable_repr(LabelSmoothing(0.2))
