@@ -488,6 +488,7 @@ def correlation_comparison(correlations: Mapping[str, Any], names: Sequence[str]
                     ax.text(col, row, f"{100 * value:.0f}", ha="center", va="center", fontsize=6,
                             color="black" if abs(value) < 0.6 * limit else "white")
     figure.colorbar(image, ax=list(axes), shrink=0.8, label="correlation (annotated ×100)")
+    return figure
 
 
 # ----------------------------------------------------------------------------------------------------------------
