@@ -46,6 +46,7 @@ lab: venv
 
 bench: venv
 	$(PY) bench/bench_training.py
+	$(PY) bench/bench_memory_format.py
 	$(PY) bench/bench_metrics.py
 	$(PY) bench/bench_multilabel_losses.py
 	$(PY) bench/bench_paired_bootstrap.py

@@ -50,8 +50,12 @@ class OnSigmoid(torch.nn.Module):
         return self.regulariser(torch.sigmoid(logits), targets)
 
 
+COMPILED = ("BCE", "BCE + LPR", "LDACE")  # with --compile, also these under torch.compile (rows "… [c]")
+_compile = False
+
+
 def losses() -> dict[str, torch.nn.Module]:
-    return {
+    table = {
         "BCE": BCE(),
         "floor: sum": SumFloor(),
         "LPR (on σ)": OnSigmoid(LPR()),
@@ -62,6 +66,9 @@ def losses() -> dict[str, torch.nn.Module]:
         "LDACE": LDACE(),
         "LDACE + CCL": LDACEWithCCL(),
     }
+    if _compile:
+        table.update({f"{name} [c]": torch.compile(table[name]) for name in COMPILED})
+    return table
 
 
 def small_cnn(n_labels: int) -> torch.nn.Module:
@@ -126,7 +133,10 @@ def main() -> None:
     parser.add_argument("--min-run-time", type=float, default=0.3, help="seconds of timing per cell and round")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the fastest median is kept")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--compile", action="store_true", help=f"add torch.compile rows for {', '.join(COMPILED)}")
     args = parser.parse_args()
+    global _compile
+    _compile = args.compile
 
     if args.device == "auto":
         devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])

@@ -502,7 +502,7 @@ class _LDACEFunction(torch.autograd.Function):
             one_minus = torch.addcmul(q, p, ends[1], out=logits.new_empty((n_offsets, t, n)))
             log_one_minus = torch.log(one_minus)
         y_coefficient = y * (y.sum(0) + (1.0 if p_squared else -1.0))
-        total = torch.dot(unpaired.view(-1), log_one_minus.view(-1)) + (y_coefficient * log_p).sum()
+        total = torch.dot(unpaired.reshape(-1), log_one_minus.reshape(-1)) + (y_coefficient * log_p).sum()
         if not p_squared:
             total = total - F.binary_cross_entropy_with_logits(z, y, reduction="sum")
         normaliser = n * t * (t + 1) / 2
