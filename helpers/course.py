@@ -11,6 +11,7 @@ Command line (``python -m helpers.course --help``)::
 
     run      execute every notebook with papermill into a run folder (executed copies, results JSON, summary)
     prepare  inject parameters without executing (the CI executes the prepared copies with nbval)
+    compare  whether a run's notebooks show the same tables as the committed ones
     publish  copy a checked reference run into notebooks/ and results/reference/ (the committed course)
     check    verify that every notebook of the folder's last run (its summary.json) succeeded and wrote a fresh
              results JSON
@@ -429,6 +430,33 @@ def publish(out: Path) -> list[Path]:
     return written
 
 
+def _tables(path: Path) -> list[str]:
+    """The tables a notebook shows: every DataFrame or markdown output (``text/html`` or ``text/markdown``), in
+    order, as stored."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    found = []
+    for cell in cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            for kind in ("text/html", "text/markdown"):
+                if kind in data:
+                    text = data[kind]
+                    found.append("".join(text) if isinstance(text, list) else text)
+    return found
+
+
+def compare_tables(out: Path, committed: Path = NOTEBOOK_DIR) -> bool:
+    """Whether every executed notebook of a run shows the same tables as the committed copy; prints one line each."""
+    identical = True
+    for executed in sorted((Path(out) / "notebooks").glob("*.ipynb")):
+        ours, theirs = _tables(executed), _tables(Path(committed) / executed.name)
+        same = sum(a == b for a, b in zip(ours, theirs))
+        verdict = "identical" if ours == theirs else f"DIFFERENT ({same} of {max(len(ours), len(theirs))} equal)"
+        identical &= ours == theirs
+        print(f"{executed.stem:45s} {len(ours):3d} tables: {verdict}")
+    return identical
+
+
 def _parse_value(text: str) -> Any:
     try:
         return json.loads(text)
@@ -467,6 +495,9 @@ def main(argv: list[str] | None = None) -> None:
     publish_parser = sub.add_parser("publish", help="copy a checked reference run's notebooks and results JSON "
                                     "into notebooks/ and results/reference/")
     publish_parser.add_argument("out", type=Path)
+    compare_parser = sub.add_parser("compare", help="do a run's executed notebooks show the committed notebooks' "
+                                    "tables (DataFrame / markdown outputs)?")
+    compare_parser.add_argument("out", type=Path)
     for name in ("clean-outputs", "check-outputs"):
         p = sub.add_parser(name, help="strip progress bars, widget state and absolute path prefixes from stored "
                            "outputs (in place)" if name == "clean-outputs" else "report the output rules per notebook")
@@ -482,6 +513,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.command == "publish":
         publish(args.out)
+        return
+    if args.command == "compare":
+        if not compare_tables(args.out):
+            raise SystemExit("some tables differ from the committed notebooks")
         return
     if args.command in ("clean-outputs", "check-outputs"):
         _outputs_command(args)

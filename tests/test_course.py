@@ -90,3 +90,19 @@ def test_every_course_notebook_has_a_parameters_cell_and_is_executed():
 def test_notebook_selection_rejects_unknown_prefix():
     with pytest.raises(ValueError, match="no notebook matches"):
         course.list_notebooks(["77"])
+
+
+def test_compare_tables_tells_identical_from_changed_tables(tmp_path, capsys):
+    def notebook(table_html):
+        return json.dumps({"cells": [{"cell_type": "code", "source": "df", "metadata": {}, "outputs": [
+            {"output_type": "execute_result", "data": {"text/html": table_html, "text/plain": "df"}}]}]})
+
+    committed, run = tmp_path / "committed", tmp_path / "run"
+    (run / "notebooks").mkdir(parents=True)
+    committed.mkdir()
+    (committed / "06_x.ipynb").write_text(notebook("<table><td>0.123</td></table>"))
+    (run / "notebooks" / "06_x.ipynb").write_text(notebook("<table><td>0.123</td></table>"))
+    assert course.compare_tables(run, committed)
+    (run / "notebooks" / "06_x.ipynb").write_text(notebook("<table><td>0.124</td></table>"))
+    assert not course.compare_tables(run, committed)
+    assert "DIFFERENT (0 of 1 equal)" in capsys.readouterr().out
