@@ -408,6 +408,10 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
         shapes = _expected_shapes(bundle)
         return TrainedRun(name, None, loss, [], torch.zeros(shapes["val_logits"]), torch.zeros(shapes["test_logits"]),
                           0.0, "planned", key)
+    target_dir = store_path.parent.parent if stored else cache_path.parent
+    if (stored or cache) and target_dir.exists() and not target_dir.is_dir():
+        raise NotADirectoryError(f"{target_dir} is not a folder: trained runs are stored in a folder there; "
+                                 "pass another cache_dir / stored_dir or remove the file")
     definition = run_definition(bundle, model_name, loss, config) if stored else None
     print(f"{name}: training {model_name} with {type(loss).__name__} for {config.epochs} epochs")
     result = train.fit(model, loss, bundle, config)

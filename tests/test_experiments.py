@@ -239,3 +239,15 @@ def test_the_loss_fingerprint_does_not_depend_on_how_pytorch_prints_its_own_laye
     assert experiments._loss_fingerprint(loss) == before
     assert experiments._stable_repr(DCA(beta=2.0)) == repr(DCA(beta=2.0))  # the course's own losses print as usual
     assert experiments._stable_repr(LabelSmoothing(0.1)) != experiments._stable_repr(LabelSmoothing(0.2))
+
+
+def test_a_cache_dir_that_is_a_file_fails_before_training(tmp_path, monkeypatch):
+    """Issue 10, defect 13: a cache_dir that is a file failed only after training."""
+    blocker = tmp_path / "cache"
+    blocker.write_text("not a folder")
+    monkeypatch.setattr(experiments.train, "fit", lambda *a, **k: pytest.fail("trained before checking the folder"))
+    with pytest.raises(NotADirectoryError, match="is not a folder"):
+        experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), cache_dir=blocker)
+    with pytest.raises(NotADirectoryError, match="is not a folder"):
+        experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), stored=True,
+                              stored_dir=blocker)
