@@ -57,9 +57,11 @@ def chromium_path() -> str | None:
 
 
 def site_pages() -> list[str]:
-    """Pages in reading order (the order of the site's next links): landing page, notebooks, notes."""
+    """Pages in reading order (the order of the site's next links): the landing page, the notebooks, then the notes
+    in the order of book/index.md's "Notes" toctree."""
     notebooks = [f"notebooks/{p.stem}.html" for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
-    return ["book/index.html", *notebooks, "docs/teachers.html", "docs/spa_link_derivation.html"]
+    notes = re.findall(r"^/(docs/[\w-]+)$", (ROOT / "book" / "index.md").read_text(), re.MULTILINE)
+    return ["book/index.html", *notebooks, *[f"{note}.html" for note in notes]]
 
 
 def free_port() -> int:
