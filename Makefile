@@ -1,7 +1,9 @@
 # CalibMed — three commands are all a user needs:
 #   make course   set up (if needed) and execute every notebook into runs/<time>-<profile>/
-#   make test     set up (if needed) and run the unit tests plus every notebook in the smoke profile
+#   make test     set up (if needed) and run the unit tests, every notebook in the smoke profile, and the website
+#                 and its live widgets in a real browser
 #   make lab      set up (if needed) and open JupyterLab on notebooks/
+# and for teachers: make book (the website in build/site/), make student (build/student/notebooks/).
 PYTHON  ?= python3
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
@@ -9,14 +11,14 @@ PROFILE ?=
 SMOKE   := build/smoke
 export MPLBACKEND ?= Agg
 
-.PHONY: venv course reference-runs test unit notebooks-smoke lab bench clean
+.PHONY: venv course reference-runs test unit notebooks-smoke lab bench clean book browser site-test student clean-outputs
 
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --progress-bar off -e '.[dev,lab]'
+	$(PY) -m pip install --quiet --progress-bar off -e '.[dev,lab,book]'
 	touch $@
 
 # PROFILE=reference re-executes the committed notebooks from the stored runs in stored_runs/ (minutes);
@@ -28,18 +30,45 @@ course: venv
 reference-runs: venv
 	$(if $(RETRAIN),CALIBMED_RETRAIN=1) $(PY) -m helpers.suites train --profile reference $(if $(WORKERS),--workers $(WORKERS))
 
-test: unit notebooks-smoke
+test: unit notebooks-smoke site-test
 
 unit: venv
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests -m "not browser"
 
 # papermill injects the smoke parameters, nbval (lax) executes the prepared copies and compares the cells
 # marked NBVAL_CHECK_OUTPUT, then every notebook must have written its results JSON.
 notebooks-smoke: venv
 	rm -rf $(SMOKE)
 	$(PY) -m helpers.course prepare --profile smoke --out $(SMOKE)
-	$(PY) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout 900 -p no:cacheprovider $(SMOKE)/notebooks
+	CALIBMED_PROGRESS=final $(PY) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout 900 -p no:cacheprovider $(SMOKE)/notebooks
 	$(PY) -m helpers.course check $(SMOKE)
+
+# The website: the committed, executed notebooks as they are (never re-executed), the notes in docs/, the README as
+# the landing page. -W: any warning (broken reference, missing image, unknown output) fails the build.
+book: venv
+	rm -rf build/site
+	$(PY) -m sphinx -W --keep-going -q -b html -c book . build/site
+	@echo "website: build/site/index.html"
+
+# Debian's Chromium for the browser test, installed once (nothing to do when it is there).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else echo "chromium is missing: run 'sudo apt-get install chromium' (Debian/Ubuntu)" >&2; exit 1; fi; }
+	@chromium --version 2>/dev/null
+
+# Every page of build/site in Chromium (console errors, figures, math, next/prev links, screenshots in
+# build/site-screenshots/), then the widgets of 01, 02 and 08 moved in a live JupyterLab.
+site-test: book browser
+	CALIBMED_REQUIRE_BROWSER=1 $(PY) -m pytest -m browser -p no:cacheprovider tests/test_site.py
+
+# Student versions: solution cells replaced by stubs, check cells kept (helpers/student.py).
+student: venv
+	$(PY) -m helpers.student --out build/student
+
+# Strip progress bars, widget state and absolute path prefixes from the committed notebooks' outputs (in place).
+clean-outputs: venv
+	$(PY) -m helpers.course clean-outputs
 
 lab: venv
 	$(VENV)/bin/jupyter lab notebooks/

@@ -338,8 +338,12 @@ def run_course(out: Path, profile: str | None = None, selection: list[str] | Non
         status = "prepared" if prepare_only else "ok"
         error = None
         try:
+            # the injected results_path is relative to the folder the notebook executes in (notebooks/ here; its
+            # own folder for the prepared copies nbval runs), so no stored output shows this machine's layout
+            workdir = target.parent if prepare_only else NOTEBOOK_DIR
+            injected = {**parameters, "results_path": os.path.relpath(parameters["results_path"], workdir.resolve())}
             papermill.execute_notebook(
-                str(notebook), str(target), parameters=parameters, prepare_only=prepare_only,
+                str(notebook), str(target), parameters=injected, prepare_only=prepare_only,
                 cwd=str(NOTEBOOK_DIR), kernel_name="python3", progress_bar=False,
             )
         except Exception as exc:  # the summary records which notebook failed; the run still fails at the end

@@ -28,7 +28,7 @@ import torch
 from medmnist import INFO
 
 from helpers import synthetic
-from helpers.paths import shorten_paths
+from helpers.paths import display_path, shorten_paths
 
 DATA_DIR_ENV = "CALIBMED_DATA_DIR"
 MULTI_CLASS = "multi-class"
@@ -500,6 +500,17 @@ def inventory(data_dir: str | os.PathLike | None = None,
     isic_root = directory / "ISIC2018"
     rows.append({"dataset": "isic2018", "size": "any", "file": str(isic_root), "present": isic_root.is_dir()})
     return rows
+
+
+def inventory_report(data_dir: str | os.PathLike | None = None) -> str:
+    """``inventory`` as the lines notebook 00 prints: the data directory and one line per file, every path as
+    ``helpers.paths.display_path`` writes it (relative to the repository, or under ``$CALIBMED_DATA_DIR``)."""
+    lines = [f"data directory: {display_path(resolve_data_dir(data_dir))}"]
+    for row in inventory(data_dir):
+        size = f"{row['size']} px" if isinstance(row["size"], int) else "folder"
+        lines.append(f"  {row['dataset']:12s} {size:>7s}  {'present' if row['present'] else 'missing':8s} "
+                     f"{display_path(str(row['file']))}")
+    return "\n".join(lines)
 
 
 def subsample_train(bundle: DatasetBundle, max_train: int, seed: int = 0) -> DatasetBundle:

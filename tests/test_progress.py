@@ -159,3 +159,24 @@ def test_warnings_become_one_short_note_on_stdout(capsys):
     assert captured.err == "" and captured.out.startswith("note (multiclass): LS+: class accuracies")
     assert "multiclass.py:263" not in captured.out and "UserWarning" not in captured.out
     assert max(len(line) for line in captured.out.splitlines()) <= 110
+
+
+def test_inventory_report_prints_data_paths_under_the_environment_variable(monkeypatch, tmp_path):
+    from helpers import data
+
+    monkeypatch.setenv(paths.DATA_DIR_ENV, str(tmp_path))
+    (tmp_path / "dermamnist.npz").write_bytes(b"")
+    report = data.inventory_report()
+    assert report.splitlines()[0] == "data directory: $CALIBMED_DATA_DIR"
+    assert "  dermamnist     28 px  present  $CALIBMED_DATA_DIR/dermamnist.npz" in report.splitlines()
+    assert "missing  $CALIBMED_DATA_DIR/chestmnist_64.npz" in report and str(tmp_path) not in report
+
+
+def test_the_runner_injects_a_results_path_relative_to_where_the_notebook_runs(tmp_path):
+    pytest.importorskip("papermill")
+    course.run_course(tmp_path, profile="smoke", selection=["00"], prepare_only=True)
+    nb = (tmp_path / "notebooks" / "00_start_here.ipynb").read_text()
+    injected = next(line for line in nb.split("\\n") if "results_path = " in line and "None" not in line)
+    relative = injected.split('results_path = \\"', 1)[1].split('\\"', 1)[0]
+    assert not relative.startswith("/")
+    assert (tmp_path / "notebooks" / relative).resolve() == (tmp_path / "results" / "00_start_here.json").resolve()

@@ -1,0 +1,372 @@
+"""The course website and its live widgets, checked in a real browser (Debian's Chromium driven by Playwright).
+
+Part 1, over the site that ``make book`` built in build/site/: every page loads without console errors or failed
+requests, every figure loads (naturalWidth > 0), every formula is typeset by MathJax (no ``$`` or ``\\(`` left in the
+text outside code), the next/previous links walk through the pages in order, and a full-page screenshot of each page is saved
+under build/site-screenshots/.
+
+Part 2: JupyterLab on a free 127.0.0.1 port (token set, always shut down) opens the smoke-profile copy of each
+notebook with a widget (01, 02, 08), cut after its widget cell, runs it, moves every slider and checks that the
+figure changes (the PNG the kernel sent before and after differ); screenshots and hashes are saved under
+build/site-screenshots/widgets/ (evidence.json).
+
+Run by ``make site-test`` (after ``make book`` and ``make browser``), which sets CALIBMED_REQUIRE_BROWSER=1 so a
+missing site or browser fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+SITE = ROOT / "build" / "site"
+SHOTS = ROOT / "build" / "site-screenshots"
+WIDGET_COPIES = ROOT / "build" / "widget-lab"
+REQUIRE = os.environ.get("CALIBMED_REQUIRE_BROWSER") == "1"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+WIDGET_NOTEBOOKS = ("01", "02", "08")
+TIMEOUT_MS = 60_000
+
+
+def unavailable(message: str) -> None:
+    (pytest.fail if REQUIRE else pytest.skip)(message)
+
+
+def chromium_path() -> str | None:
+    return os.environ.get("CALIBMED_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def site_pages() -> list[str]:
+    """Pages in reading order (the order of the site's next links): the landing page, the notebooks, then the notes
+    in the order of book/index.md's "Notes" toctree."""
+    notebooks = [f"notebooks/{p.stem}.html" for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+    notes = re.findall(r"^/(docs/[\w-]+)$", (ROOT / "book" / "index.md").read_text(), re.MULTILINE)
+    return ["book/index.html", *notebooks, *[f"{note}.html" for note in notes]]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# fixtures: the browser, the static site server
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = chromium_path()
+    if executable is None:
+        unavailable("no chromium on PATH: run `make browser` (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("playwright is not installed: `pip install -e '.[dev]'`")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def site_url():
+    if not (SITE / "book" / "index.html").is_file():
+        unavailable(f"no site at {SITE}: run `make book` first")
+    handler = functools.partial(QuietHandler, directory=str(SITE))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # the test reports failed requests itself
+        pass
+
+
+class PageProblems:
+    """Console errors, uncaught exceptions, failed requests and HTTP errors of one page."""
+
+    def __init__(self, page):
+        self.items: list[str] = []
+        page.on("console", lambda m: self.items.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.items.append(f"uncaught: {e}"))
+        page.on("requestfailed", lambda r: self.items.append(f"request failed: {r.url} ({r.failure})"))
+        page.on("response", lambda r: self.items.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# part 1: the static site
+
+UNTYPESET_MATH_JS = """() => {
+    const skip = new Set(["PRE", "CODE", "SCRIPT", "STYLE", "MJX-CONTAINER", "TEXTAREA"]);
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    const raw = [];
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        let parent = node.parentElement, skipped = false;
+        while (parent) { if (skip.has(parent.tagName)) { skipped = true; break; } parent = parent.parentElement; }
+        if (!skipped && /\\$|\\\\\\(|\\\\\\[/.test(node.textContent)) raw.push(node.textContent.slice(0, 80));
+    }
+    const math = Array.from(document.querySelectorAll("span.math, div.math"));
+    return {raw: raw, math: math.length, typeset: math.filter(m => m.querySelector("mjx-container")).length};
+}"""
+
+
+@pytest.mark.parametrize("path", site_pages())
+def test_page_loads_with_figures_and_typeset_math(browser, site_url, path):
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    problems = PageProblems(page)
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(f"{site_url}/{path}", wait_until="load")
+    page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise.then(() => true) : null")
+    images = page.evaluate("() => Array.from(document.images).map(i => [i.getAttribute('src'), i.naturalWidth])")
+    math = page.evaluate(UNTYPESET_MATH_JS)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / (path.replace("/", "__").removesuffix(".html") + ".png")), full_page=True)
+    page.close()
+
+    assert problems.items == [], f"{path}: {problems.items[:5]}"
+    broken = [src for src, width in images if width == 0]
+    assert not broken, f"{path}: figures that did not load: {broken[:5]}"
+    if path.startswith("notebooks/"):
+        assert len(images) >= 1, f"{path}: a notebook page without a single figure"
+    assert math["raw"] == [], f"{path}: math left as raw TeX: {math['raw'][:3]}"
+    assert math["typeset"] == math["math"], f"{path}: {math['math'] - math['typeset']} formulas not typeset"
+
+
+def test_next_and_previous_links_walk_the_course_in_order(browser, site_url):
+    pages = site_pages()
+    page = browser.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(f"{site_url}/{pages[0]}")
+    visited = [pages[0]]
+    for _ in pages[1:]:
+        page.click("a.right-next")
+        page.wait_for_load_state("load")
+        visited.append(page.url.removeprefix(f"{site_url}/").split("#")[0])
+    assert visited == pages
+    assert page.locator("a.right-next").count() == 0  # the last page has no next link
+    back = [visited[-1]]
+    for _ in pages[1:]:
+        page.click("a.left-prev")
+        page.wait_for_load_state("load")
+        back.append(page.url.removeprefix(f"{site_url}/").split("#")[0])
+    page.close()
+    assert back == pages[::-1]
+
+
+def test_site_root_leads_to_the_landing_page(browser, site_url):
+    page = browser.new_page()
+    page.goto(f"{site_url}/")
+    page.wait_for_url(re.compile(r".*/book/index\.html$"), timeout=TIMEOUT_MS)
+    assert "CalibMed" in page.title()
+    links = page.eval_on_selector_all("a[href*='notebooks/']", "els => els.map(e => e.getAttribute('href'))")
+    page.close()
+    # the course map of the README links every notebook
+    for notebook in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        assert any(notebook.stem in link for link in links), f"the landing page does not link {notebook.stem}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# part 2: live widgets in JupyterLab
+
+
+def widget_copies() -> dict[str, Path]:
+    """Smoke-profile copies of 01, 02 and 08 that end with their (first) widget cell, outputs cleared."""
+    import nbformat
+
+    from helpers import course
+
+    shutil.rmtree(WIDGET_COPIES, ignore_errors=True)
+    shutil.rmtree(SHOTS / "widgets", ignore_errors=True)
+    course.run_course(WIDGET_COPIES, profile="smoke", selection=list(WIDGET_NOTEBOOKS), prepare_only=True)
+    copies = {}
+    for path in sorted((WIDGET_COPIES / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        last = next(i for i, cell in enumerate(nb.cells)
+                    if cell.cell_type == "code" and re.search(r"widgets\.interact(_manual)?\(", cell.source))
+        nb.cells = nb.cells[: last + 1]
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [], None
+        nb.metadata.pop("widgets", None)
+        nbformat.write(nb, path)
+        copies[path.stem[:2]] = path
+    return copies
+
+
+@pytest.fixture(scope="module")
+def jupyterlab():
+    """(base URL, token, copies): a JupyterLab server on a free loopback port, shut down after the tests."""
+    copies = widget_copies()
+    port, token = free_port(), secrets.token_hex(16)
+    runtime = WIDGET_COPIES / "jupyter-runtime"
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLBACKEND", "CALIBMED_PROGRESS", "CI")}
+    env.update(JUPYTER_RUNTIME_DIR=str(runtime), JUPYTER_CONFIG_DIR=str(WIDGET_COPIES / "jupyter-config"),
+               JUPYTER_DATA_DIR=str(WIDGET_COPIES / "jupyter-data"),
+               JUPYTERLAB_WORKSPACES_DIR=str(WIDGET_COPIES / "workspaces"))
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", *(["--debug"] if os.environ.get("CALIBMED_LAB_DEBUG") else []), "--ServerApp.ip=127.0.0.1",
+               f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+               f"--ServerApp.root_dir={ROOT}", "--ServerApp.allow_root=True", "--ServerApp.terminals_enabled=False",
+               "--LabApp.news_url=None", "--LabApp.extension_manager=readonly",
+               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    settings = WIDGET_COPIES / "lab-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    env["JUPYTERLAB_SETTINGS_DIR"] = str(WIDGET_COPIES / "lab-settings")
+    # the kernel runs in the copies' folder: make it import this checkout's helpers whatever is installed
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    log = open(WIDGET_COPIES / "jupyterlab.log", "w")
+    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5):
+                    break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"JupyterLab did not start: see {log.name}")
+                time.sleep(0.5)
+        yield base, token, copies
+    finally:
+        try:
+            request = urllib.request.Request(f"{base}/api/shutdown?token={token}", method="POST")
+            urllib.request.urlopen(request, timeout=10)
+            server.wait(timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+        log.close()
+
+
+def figure_png(widget) -> str | None:
+    """The base64 PNG the kernel last drew into the widget's output area, or None."""
+    images = widget.locator(".widget-output img, .jp-OutputArea-output img")
+    return images.last.get_attribute("src") if images.count() else None
+
+
+def wait_for_new_figure(page, widget, previous: str | None) -> str:
+    """The figure once it differs from ``previous`` and has stayed the same for 1.5 s (a slider moved by several
+    steps redraws once per step: the evidence is the figure of the final value)."""
+    deadline = time.monotonic() + 60
+    current, stable_since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        latest = figure_png(widget)
+        if latest != current:
+            current, stable_since = latest, time.monotonic()
+        elif current and current != previous and time.monotonic() - stable_since >= 1.5:
+            return current
+        page.wait_for_timeout(200)
+    raise AssertionError("the figure did not change (or did not settle) within 60 s")
+
+
+def accept_kernel_dialog(page) -> None:
+    """Accept JupyterLab's dialog if one opens: the kernel to start (the notebook's python3), a restart."""
+    dialog = page.locator(".jp-Dialog")
+    try:
+        dialog.wait_for(state="visible", timeout=5_000)
+    except Exception:  # playwright's TimeoutError: no dialog this time
+        return
+    dialog.locator("button.jp-mod-accept").click()
+    dialog.wait_for(state="hidden")
+
+
+def digest(data_url: str) -> str:
+    return hashlib.sha256(data_url.split(",", 1)[-1].encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("prefix", WIDGET_NOTEBOOKS)
+def test_every_slider_redraws_the_figure_in_jupyterlab(browser, jupyterlab, prefix):
+    base, token, copies = jupyterlab
+    path = copies[prefix].relative_to(ROOT).as_posix()
+    out = SHOTS / "widgets"
+    out.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(TIMEOUT_MS)
+    try:
+        evidence = drive_widget(page, base, token, path, prefix, out)
+    except Exception:
+        page.screenshot(path=str(out / f"{prefix}-failure.png"))
+        raise
+    finally:
+        page.close()
+    record = out / "evidence.json"
+    collected = json.loads(record.read_text()) if record.exists() else {}
+    collected[prefix] = evidence
+    record.write_text(json.dumps(collected, indent=2))
+
+
+def drive_widget(page, base: str, token: str, path: str, prefix: str, out: Path) -> dict:
+    """Open the copy, run all its cells, move every slider of its widget; return the before/after evidence."""
+    # a workspace of its own, reset: only this notebook is open, whatever the previous test left
+    page.goto(f"{base}/lab/workspaces/widgets-{prefix}/tree/{path}?reset&token={token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+    accept_kernel_dialog(page)
+    # "Restart Kernel and Run All Cells" waits for a ready kernel (a plain "Run All" sent while the kernel is still
+    # connecting can be lost) and asks for confirmation
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Kernel$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Restart Kernel and Run All Cells")).click()
+    accept_kernel_dialog(page)
+
+    widget = page.locator(".widget-interact").last
+    widget.wait_for(state="visible", timeout=150_000)
+    widget.scroll_into_view_if_needed()
+    manual = widget.locator("button", has_text="Run Interact")
+    if manual.count():  # interact_manual draws only when asked
+        manual.click()
+    figure = wait_for_new_figure(page, widget, None)
+    sliders = widget.locator(".widget-slider")
+    assert sliders.count() >= 1, "no slider in the widget"
+    evidence = {"notebook": Path(path).stem, "initial": digest(figure), "sliders": []}
+    widget.screenshot(path=str(out / f"{prefix}-0-initial.png"))
+    for index in range(sliders.count()):
+        slider = sliders.nth(index)
+        label = slider.locator(".widget-label").inner_text().strip() or f"slider {index}"
+        readout = slider.locator(".widget-readout")
+        before_value = readout.inner_text().strip()
+        slider.locator(".noUi-handle").first.focus()
+        for _ in range(3):
+            page.keyboard.press("ArrowRight")
+        if manual.count():
+            manual.click()
+        new_figure = wait_for_new_figure(page, widget, figure)
+        after_value = readout.inner_text().strip()
+        assert after_value != before_value, f"{label}: the slider did not move ({before_value})"
+        assert digest(new_figure) != digest(figure)
+        shot = out / f"{prefix}-{index + 1}-{re.sub(r'[^A-Za-z0-9]+', '_', label).strip('_')}.png"
+        widget.screenshot(path=str(shot))
+        evidence["sliders"].append({"slider": label, "value_before": before_value, "value_after": after_value,
+                                    "figure_before": digest(figure), "figure_after": digest(new_figure),
+                                    "screenshot": shot.relative_to(ROOT).as_posix()})
+        figure = new_figure
+    return evidence
