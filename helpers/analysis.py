@@ -158,18 +158,23 @@ def stationary_confidence(loss: nn.Module, true_top_probability: Sequence[float]
 
 
 def _first_rest_point(theta: torch.Tensor, slope: torch.Tensor, start: int) -> torch.Tensor:
-    """Where θ, moving against the sign of ``slope`` from ``theta[start]``, first meets a sign change."""
+    """Where θ, moving against the sign of ``slope`` from ``theta[start]``, first meets a sign change (or a zero);
+    the grid's edge when there is none."""
     if slope[start] == 0:
         return theta[start]
-    step = 1 if slope[start] < 0 else -1  # negative slope: the loss falls as θ grows, so θ grows
-    index = start
-    while 0 <= index + step < len(theta):
-        nxt = index + step
-        if (slope[nxt] > 0) if step == 1 else (slope[nxt] < 0):
-            lo, hi = (index, nxt) if step == 1 else (nxt, index)
-            weight = slope[lo] / (slope[lo] - slope[hi])
-            return theta[lo] + weight * (theta[hi] - theta[lo])
-        if slope[nxt] == 0:
-            return theta[nxt]
-        index = nxt
-    return theta[index]  # no rest point inside the grid: θ runs to the grid's edge
+    if slope[start] < 0:  # the loss falls as θ grows: θ grows until the slope turns non-negative
+        ahead = torch.nonzero(slope[start + 1:] >= 0)
+        if ahead.numel() == 0:
+            return theta[-1]
+        hi = start + 1 + int(ahead[0])
+        lo = hi - 1
+    else:  # θ falls until the slope turns non-positive
+        behind = torch.nonzero(slope[:start] <= 0)
+        if behind.numel() == 0:
+            return theta[0]
+        lo = int(behind[-1])
+        hi = lo + 1
+    if slope[lo] == slope[hi]:
+        return theta[lo] if slope[lo] == 0 else theta[hi]
+    weight = slope[lo] / (slope[lo] - slope[hi])
+    return theta[lo] + weight * (theta[hi] - theta[lo])
