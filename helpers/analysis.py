@@ -10,6 +10,11 @@
   (cross-entropy) returns θ = q; label smoothing returns (1 − α)q + α/K; focal loss returns θ < q for confident q
   (Mukhoti et al. 2020 discuss the entropy bonus; Charoenphakdee et al. 2021 show focal loss is not proper).
   Notebook 02 draws this "calibration map" of each loss.
+* :func:`stationary_confidence` — the θ that *gradient training* reaches on the same expected loss: the first zero
+  of the training gradient met when θ moves downhill from a near-uniform start. It differs from
+  :func:`optimal_confidence` when the training gradient is not the gradient of the loss value — FLSD-53 (Mukhoti
+  et al. 2020, sec. 5) picks γ per sample from a *detached* p_t, so training follows ∂ℓ/∂z with γ held fixed and
+  stops where that vanishes (a stationary point of the detached objective), not at the minimiser of the value.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import torch
 from torch import nn
 
 
-__all__ = ["logit_distances", "logit_distance_summary", "optimal_confidence"]
+__all__ = ["logit_distances", "logit_distance_summary", "optimal_confidence", "stationary_confidence"]
 
 
 def _logits(logits: Any) -> torch.Tensor:
@@ -55,6 +60,24 @@ def logit_distance_summary(logits: Any, margins: Sequence[float] = (10.0,)) -> d
     return summary
 
 
+def _check_calibration_map_inputs(true_top_probability: Sequence[float] | torch.Tensor, num_classes: int,
+                                  grid_size: int) -> torch.Tensor:
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
+    if isinstance(grid_size, bool) or not isinstance(grid_size, int) or grid_size < 10:
+        raise ValueError(f"grid_size must be an integer >= 10, got {grid_size!r}")
+    q = torch.as_tensor(true_top_probability, dtype=torch.float64).reshape(-1)
+    if bool(((q <= 0) | (q >= 1)).any()):
+        raise ValueError("true_top_probability values must lie strictly between 0 and 1")
+    return q
+
+
+def _symmetric_logits(theta: torch.Tensor, k: int) -> torch.Tensor:
+    """log(θ, (1 − θ)/(K − 1), …): one row per θ, the top class first."""
+    rest = (1.0 - theta) / (k - 1)
+    return torch.log(torch.cat([theta.unsqueeze(1), rest.unsqueeze(1).expand(-1, k - 1)], dim=1))
+
+
 def optimal_confidence(loss: nn.Module, true_top_probability: Sequence[float] | torch.Tensor,
                        num_classes: int, grid_size: int = 400) -> torch.Tensor:
     """For each q, the θ on a grid minimising E_{y∼q}[loss(z(θ), y)] with z(θ) = log(θ, (1−θ)/(K−1), …).
@@ -64,17 +87,10 @@ def optimal_confidence(loss: nn.Module, true_top_probability: Sequence[float] | 
     so any ``MultiClassLoss`` works unchanged. θ ranges over (1/K, 1) (predictions whose top class is class 0).
     Returns float64 (len(q),).
     """
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-        raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
-    if isinstance(grid_size, bool) or not isinstance(grid_size, int) or grid_size < 10:
-        raise ValueError(f"grid_size must be an integer >= 10, got {grid_size!r}")
-    q = torch.as_tensor(true_top_probability, dtype=torch.float64).reshape(-1)
-    if bool(((q <= 0) | (q >= 1)).any()):
-        raise ValueError("true_top_probability values must lie strictly between 0 and 1")
+    q = _check_calibration_map_inputs(true_top_probability, num_classes, grid_size)
     k = num_classes
     theta = torch.linspace(1.0 / k, 1.0, grid_size + 2, dtype=torch.float64)[1:-1]
-    rest = (1.0 - theta) / (k - 1)
-    logits = torch.log(torch.cat([theta.unsqueeze(1), rest.unsqueeze(1).expand(-1, k - 1)], dim=1))
+    logits = _symmetric_logits(theta, k)
     with torch.no_grad():
         loss_true = torch.stack([loss(row.unsqueeze(0), torch.zeros(1, dtype=torch.long)) for row in logits])
         loss_other = torch.stack([loss(row.unsqueeze(0), torch.ones(1, dtype=torch.long)) for row in logits])
@@ -82,3 +98,83 @@ def optimal_confidence(loss: nn.Module, true_top_probability: Sequence[float] | 
     return theta[expected.argmin(dim=1)]
 
 
+
+
+def _training_slopes(loss: nn.Module, theta: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a, b): the derivative along θ of the loss's *training* gradient for label 0 (the top class) and label 1,
+    a(θ) = ∇_z ℓ(z(θ), 0) · dz/dθ, by autograd through the loss object — so whatever the loss detaches (FLSD-53's
+    γ) is held fixed, exactly as in training.
+
+    All grid points go through the loss as one batch (N · mean = sum of per-sample terms); a loss whose samples
+    interact (e.g. DCA's batch-level term) would give wrong slopes, so three points are checked against
+    one-sample calls and a mismatch raises."""
+    n = len(theta)
+    slopes = []
+    for label in (0, 1):
+        t = theta.clone().requires_grad_(True)
+        value = loss(_symmetric_logits(t, k), torch.full((n,), label, dtype=torch.long)) * n
+        (grad,) = torch.autograd.grad(value, t)
+        for i in (0, n // 2, n - 1):
+            single = theta[i:i + 1].clone().requires_grad_(True)
+            (expected,) = torch.autograd.grad(loss(_symmetric_logits(single, k), torch.full((1,), label)), single)
+            if not torch.allclose(grad[i], expected[0], rtol=1e-6, atol=1e-9):
+                raise ValueError(f"{type(loss).__name__} is not a mean of independent per-sample terms (its batch "
+                                 "gradient differs from one-sample calls); stationary_confidence needs such a loss")
+        slopes.append(grad.double())
+    return slopes[0], slopes[1]
+
+
+def stationary_confidence(loss: nn.Module, true_top_probability: Sequence[float] | torch.Tensor,
+                          num_classes: int, start: float | None = None, grid_size: int = 2000) -> torch.Tensor:
+    """For each q, the θ at which gradient training on E_{y∼q}[loss(z(θ), y)] comes to rest.
+
+    Same symmetric family as :func:`optimal_confidence`: truth (q, (1 − q)/(K − 1), …), prediction
+    z(θ) = log(θ, (1 − θ)/(K − 1), …). By symmetry the expected logit gradient of a symmetric prediction points
+    along this family, so training moves θ only, at the sign of the slope
+
+        D(θ) = q·a(θ) + (1 − q)·b(θ),   a, b: the training gradient along θ for label 0 and label 1,
+
+    computed by autograd through the loss (detached quantities stay fixed: for FLSD-53 this is the first-order
+    condition of Mukhoti et al. 2020 sec. 5 with γ held at its value at the solution). Starting from ``start``
+    (default: just above 1/K, the near-uniform prediction of a freshly initialised network) θ moves downhill
+    (against the sign of D) to the first sign change of D: a stationary point of the detached objective, or, where
+    D jumps across 0 (a γ switch), the switch itself. The root is interpolated linearly inside its grid cell.
+    For a loss whose gradient is the gradient of its value and whose expected loss has one minimum (CE, LS, focal
+    loss with a fixed γ) this equals :func:`optimal_confidence`. Returns float64 (len(q),).
+    """
+    q = _check_calibration_map_inputs(true_top_probability, num_classes, grid_size)
+    k = num_classes
+    theta = torch.linspace(1.0 / k, 1.0, grid_size + 2, dtype=torch.float64)[1:-1]
+    if start is None:
+        start_index = 0
+    else:
+        if not (1.0 / k < float(start) < 1.0):
+            raise ValueError(f"start must lie strictly between 1/K = {1.0 / k:.4f} and 1, got {start!r}")
+        start_index = int(torch.searchsorted(theta, torch.tensor(float(start), dtype=torch.float64)).clamp(
+            max=grid_size - 1))
+    a, b = _training_slopes(loss, theta, k)
+    slope = q.unsqueeze(1) * a + (1.0 - q).unsqueeze(1) * b  # (len(q), grid)
+    return torch.stack([_first_rest_point(theta, row, start_index) for row in slope])
+
+
+def _first_rest_point(theta: torch.Tensor, slope: torch.Tensor, start: int) -> torch.Tensor:
+    """Where θ, moving against the sign of ``slope`` from ``theta[start]``, first meets a sign change (or a zero);
+    the grid's edge when there is none."""
+    if slope[start] == 0:
+        return theta[start]
+    if slope[start] < 0:  # the loss falls as θ grows: θ grows until the slope turns non-negative
+        ahead = torch.nonzero(slope[start + 1:] >= 0)
+        if ahead.numel() == 0:
+            return theta[-1]
+        hi = start + 1 + int(ahead[0])
+        lo = hi - 1
+    else:  # θ falls until the slope turns non-positive
+        behind = torch.nonzero(slope[:start] <= 0)
+        if behind.numel() == 0:
+            return theta[0]
+        lo = int(behind[-1])
+        hi = lo + 1
+    if slope[lo] == slope[hi]:
+        return theta[lo] if slope[lo] == 0 else theta[hi]
+    weight = slope[lo] / (slope[lo] - slope[hi])
+    return theta[lo] + weight * (theta[hi] - theta[lo])

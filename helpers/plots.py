@@ -538,3 +538,73 @@ def smooth_reliability_diagram(diagram: SmoothReliability, ax: Axes | None = Non
     else:
         ax.set_xlabel(x_label)
     return figure
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# notebook 02: confidence a loss asks for; notebooks 02-03: a metric per epoch or per setting over training seeds
+# ----------------------------------------------------------------------------------------------------------------
+__all__ += ["confidence_maps", "seed_band_curves", "seed_spread_plot"]
+
+
+def confidence_maps(true_top_probability: Any, maps: Mapping[str, Any], ax: Axes | None = None,
+                    title: str | None = None, dashed: Sequence[str] = ()) -> Figure:
+    """θ(q) of each loss against the true top-class probability q (``helpers.analysis.optimal_confidence`` or
+    ``stationary_confidence``), with the diagonal θ = q of a proper loss; names in ``dashed`` drawn dashed."""
+    q = _numpy(true_top_probability).ravel()
+    if not maps:
+        raise ValueError("maps is empty; pass {loss name: θ for each q}")
+    figure, ax = _figure_and_axes(ax, (5.2, 4.4))
+    ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle=":", label="θ = q (proper)")
+    for name, theta in maps.items():
+        theta = _numpy(theta).ravel()
+        if theta.shape != q.shape:
+            raise ValueError(f"{name!r}: {theta.size} values of θ for {q.size} values of q")
+        ax.plot(q, theta, label=name, linestyle="--" if name in dashed else "-")
+    ax.set_xlim(float(q.min()), 1)
+    ax.set_ylim(float(q.min()), 1)
+    _label_axes(ax, "true probability q of the top class", "confidence θ", title, grid=True)
+    return figure
+
+
+def seed_band_curves(curves: Mapping[str, Sequence[Sequence[float]]], x: Sequence[float] | None = None,
+                     ax: Axes | None = None, xlabel: str = "epoch", ylabel: str = "", title: str | None = None) -> Figure:
+    """Mean over training seeds (line) and min–max over seeds (band) of each model's per-epoch curve;
+    ``curves[name]`` is one sequence per seed, all of the same length."""
+    if not curves:
+        raise ValueError("curves is empty; pass {model name: [values of seed 0, values of seed 1, ...]}")
+    figure, ax = _figure_and_axes(ax, (5.6, 3.6))
+    for name, per_seed in curves.items():
+        values = np.array([_numpy(v).ravel() for v in per_seed], dtype=float)
+        if values.ndim != 2:
+            raise ValueError(f"{name!r}: the seeds' curves differ in length")
+        steps = np.arange(1, values.shape[1] + 1) if x is None else _numpy(x).ravel()
+        line, = ax.plot(steps, values.mean(0), label=f"{name} (mean of {len(values)})")
+        ax.fill_between(steps, values.min(0), values.max(0), color=line.get_color(), alpha=0.2, linewidth=0)
+    _label_axes(ax, xlabel, ylabel, title, grid=True)
+    return figure
+
+
+def seed_spread_plot(settings: Sequence[str], per_seed: Sequence[Sequence[float]], ax: Axes | None = None,
+                     xlabel: str = "", ylabel: str = "", title: str | None = None,
+                     reference: float | None = None, reference_label: str = "reference") -> Figure:
+    """One column per setting (e.g. an MbLS margin): each training seed as a dot, the mean as a bar-free marker
+    with ± sd whiskers; an optional horizontal reference line (e.g. a baseline's mean)."""
+    if len(settings) != len(per_seed) or not settings:
+        raise ValueError(f"{len(settings)} settings for {len(per_seed)} lists of per-seed values")
+    figure, ax = _figure_and_axes(ax, (5.0, 3.6))
+    positions = np.arange(len(settings))
+    for position, values in zip(positions, per_seed):
+        values = _numpy(values).astype(float).ravel()
+        ax.scatter(np.full(values.size, position), values, color="grey", s=14, zorder=2)
+        sd = values.std(ddof=1) if values.size > 1 else 0.0
+        ax.errorbar(position, values.mean(), yerr=sd, fmt="D", color=ACCURACY_COLOR, capsize=4, zorder=3)
+    if reference is not None:
+        ax.axhline(reference, color=GAP_COLOR, linestyle="--", linewidth=1, label=reference_label)
+        ax.legend(fontsize="small")
+    ax.set_xticks(positions, labels=list(settings))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    return figure

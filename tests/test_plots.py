@@ -142,3 +142,33 @@ def test_heatmap():
     assert plots.heatmap(np.eye(3), list("abc"), list("abc"), ax=ax, fmt=".0f", colorbar=False) is figure
     with pytest.raises(ValueError, match="names"):
         plots.heatmap(np.eye(3), ["a"], ["b"])
+
+
+def test_confidence_maps_draws_each_map_and_the_diagonal():
+    q = torch.linspace(0.2, 0.99, 30)
+    fig = plots.confidence_maps(q, {"CE": q, "LS": 0.9 * q + 0.1 / 7}, dashed=["CE"])
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert set(lines) == {"θ = q (proper)", "CE", "LS"}
+    assert np.allclose(lines["LS"].get_ydata(), (0.9 * q + 0.1 / 7).numpy())
+    assert lines["CE"].get_linestyle() == "--"
+    with pytest.raises(ValueError):
+        plots.confidence_maps(q, {"bad": q[:5]})
+
+
+def test_seed_band_curves_plots_the_mean_and_the_seed_range():
+    fig, ax = plt.subplots()
+    assert plots.seed_band_curves({"CE": [[1.0, 2.0, 3.0], [3.0, 4.0, 5.0]]}, ax=ax) is fig
+    assert np.allclose(ax.get_lines()[0].get_ydata(), [2.0, 3.0, 4.0])
+    band = ax.collections[0].get_paths()[0].vertices
+    assert band[:, 1].min() == pytest.approx(1.0) and band[:, 1].max() == pytest.approx(5.0)
+
+
+def test_seed_spread_plot_marks_mean_and_reference():
+    fig = plots.seed_spread_plot(["1", "2"], [[1.0, 2.0, 3.0], [4.0, 4.0, 4.0]], reference=2.5)
+    ax = fig.axes[0]
+    means = [line.get_ydata()[0] for line in ax.get_lines() if line.get_marker() == "D"]
+    assert means == pytest.approx([2.0, 4.0])
+    assert any(np.allclose(line.get_ydata(), 2.5) for line in ax.get_lines() if line.get_linestyle() == "--")
+    with pytest.raises(ValueError):
+        plots.seed_spread_plot(["1"], [[1.0], [2.0]])
