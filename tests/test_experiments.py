@@ -239,3 +239,14 @@ def test_the_loss_fingerprint_does_not_depend_on_how_pytorch_prints_its_own_laye
     assert experiments._loss_fingerprint(loss) == before
     assert experiments._stable_repr(DCA(beta=2.0)) == repr(DCA(beta=2.0))  # the course's own losses print as usual
     assert experiments._stable_repr(LabelSmoothing(0.1)) != experiments._stable_repr(LabelSmoothing(0.2))
+
+
+def test_code_change_note_is_printed_once_in_short_lines(capsys):
+    from helpers import experiments as ex
+
+    ex._code_change_reported.discard("0123456789abcdef")
+    assert ex._report_code_change({"code_version": "0123456789abcdef"}) == " (*)"
+    assert ex._report_code_change({"code_version": "0123456789abcdef"}) == " (*)"
+    lines = capsys.readouterr().out.splitlines()
+    assert "0123456789abcdef" in lines[0] and sum("note:" in line for line in lines) == 1
+    assert max(len(line) for line in lines) <= 120
