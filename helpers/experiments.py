@@ -388,8 +388,9 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
         try:
             meta, run = load_stored_run(store_path, bundle, loss, key)
             run.name = name
-            print(f"{name}: stored run {bundle.name}/{key} (trained on {meta.get('device') or '?'} in "
-                  f"{meta['seconds']:.0f} s){_report_code_change(meta)}")
+            print(textwrap.fill(f"{name}: stored run {bundle.name}/{key} (trained on {meta.get('device') or '?'} "
+                                f"in {meta['seconds']:.0f} s){_report_code_change(meta)}", width=110,
+                                subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
             return run
         except DamagedRunError as error:
             print(f"{name}: {error}; training it again")
