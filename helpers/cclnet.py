@@ -304,6 +304,14 @@ class CCLNetLoss(MultiClassLoss):
         self.epoch_log = [dict(r) for r in state["epoch_log"]]
         self.epochs_completed = int(state["epochs_completed"])
         self.skipped_steps = int(state["skipped_steps"])
+        self._replay_freeze_rule()
+
+    def _replay_freeze_rule(self) -> None:
+        """Rebuild the freeze rule's state (converged / frozen epoch) from the logged p̄ of every epoch: the rule is
+        a deterministic function of that sequence, so a stored run need not keep it."""
+        self.freeze_rule = DictionaryFreezeRule(self.freeze_rule.patience, self.freeze_rule.min_delta)
+        for record in self.epoch_log:
+            self.freeze_rule.update(record["ccl_mean_correct_prob"], record["epoch"])
 
     # ---------------------------------------------------------------------------------------------- soft labels
 

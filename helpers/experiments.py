@@ -364,10 +364,10 @@ def _report_code_change(meta: dict[str, Any]) -> str:
         return ""
     if stored not in _code_change_reported:
         _code_change_reported.add(stored)
-        print(textwrap.fill(f"note: stored runs marked (*) were produced by training code {stored}; the code is now "
-                            f"{current}. Their numbers are those of the older code. Retrain them with "
-                            "`CALIBMED_RETRAIN=1 python -m helpers.suites train` (or `make reference-runs RETRAIN=1`).",
-                            110, break_on_hyphens=False))
+        print(textwrap.fill(f"note: stored runs marked (*) were produced by training code {stored}; the code is "
+                            f"now {current}. Their numbers are those of the older code. Retrain them with "
+                            "`CALIBMED_RETRAIN=1 python -m helpers.suites train` (or `make reference-runs "
+                            "RETRAIN=1`).", width=110, break_long_words=False, break_on_hyphens=False))
     return " (*)"
 
 
@@ -388,8 +388,9 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
         try:
             meta, run = load_stored_run(store_path, bundle, loss, key)
             run.name = name
-            print(f"{name}: stored run {bundle.name}/{key} (trained on {meta.get('device') or '?'} in "
-                  f"{meta['seconds']:.0f} s){_report_code_change(meta)}")
+            print(textwrap.fill(f"{name}: stored run {bundle.name}/{key} (trained on {meta.get('device') or '?'} "
+                                f"in {meta['seconds']:.0f} s){_report_code_change(meta)}", width=110,
+                                subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
             return run
         except DamagedRunError as error:
             print(f"{name}: {error}; training it again")

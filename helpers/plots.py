@@ -195,8 +195,11 @@ def training_curves(history: Sequence[Mapping[str, Any]], metrics: Sequence[str]
 
 def heatmap(matrix: Any, row_names: Sequence[str], col_names: Sequence[str], ax: Axes | None = None,
             title: str | None = None, fmt: str = ".2f", cmap: str = "viridis", vmin: float | None = None,
-            vmax: float | None = None, annotate: bool = True, colorbar: bool = True) -> Figure:
-    """Annotated heat map of a (rows, cols) matrix (class-correlation matrices, label co-occurrence)."""
+            vmax: float | None = None, annotate: bool = True, colorbar: bool = True,
+            aspect: str = "auto") -> Figure:
+    """Annotated heat map of a (rows, cols) matrix (class-correlation matrices, label co-occurrence).
+
+    ``aspect="equal"`` keeps the cells square however wide the axes are (class-by-class matrices)."""
     values = _numpy(matrix).astype(float)
     if values.ndim != 2:
         raise ValueError(f"matrix must be 2-D, got shape {values.shape}")
@@ -204,7 +207,7 @@ def heatmap(matrix: Any, row_names: Sequence[str], col_names: Sequence[str], ax:
         raise ValueError(f"matrix shape {values.shape} does not match {len(row_names)} row names and "
                          f"{len(col_names)} column names")
     figure, ax = _figure_and_axes(ax, (1.0 + 0.6 * len(col_names), 0.8 + 0.5 * len(row_names)))
-    image = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    image = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, aspect=aspect)
     ax.set_xticks(range(len(col_names)), labels=list(col_names), rotation=45, ha="right")
     ax.set_yticks(range(len(row_names)), labels=list(row_names))
     if annotate:
@@ -607,4 +610,48 @@ def seed_spread_plot(settings: Sequence[str], per_seed: Sequence[Sequence[float]
     if title:
         ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
+    return figure
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# curves over training seeds (notebooks 04, 05)
+# ----------------------------------------------------------------------------------------------------------------
+__all__ += ["curves_over_seeds"]
+
+_SEED_LINESTYLES = ("-", "--", "-.", ":")
+
+
+def curves_over_seeds(curves: Mapping[str, Sequence[tuple[Any, Any]]], ax: Axes | None = None, xlabel: str = "",
+                      ylabel: str = "", title: str | None = None,
+                      reference_lines: Mapping[str, float] | None = None) -> Figure:
+    """One curve per model: the mean over training seeds as a line and the seeds' range (min to max) as a band.
+
+    ``curves``: {name: [(x, y) of each seed]}, every seed of a model on the same x (e.g. retention fractions i/N
+    or epochs). Models get distinct colours *and* line styles, so a curve lying on top of another stays visible;
+    ``reference_lines`` {label: y} are drawn as thin grey horizontal lines beneath the curves.
+    """
+    if not curves:
+        raise ValueError("curves is empty; pass {model name: [(x, y) of each seed]}")
+    figure, ax = _figure_and_axes(ax, (5.6, 4.0))
+    for index, (label, y) in enumerate((reference_lines or {}).items()):
+        ax.axhline(y, color="grey", linewidth=1, linestyle=_SEED_LINESTYLES[1 + index % 3], zorder=1, label=label)
+    for index, (name, seeds) in enumerate(curves.items()):
+        if not seeds:
+            raise ValueError(f"model {name!r} has no seed curve")
+        x = _numpy(seeds[0][0]).astype(float)
+        ys = []
+        for seed, (seed_x, seed_y) in enumerate(seeds):
+            seed_x, seed_y = _numpy(seed_x).astype(float), _numpy(seed_y).astype(float)
+            if seed_x.shape != x.shape or not np.allclose(seed_x, x):
+                raise ValueError(f"model {name!r}: seed {seed} has other x values than seed 0; the seeds of a model "
+                                 "must share x to be averaged")
+            if seed_y.shape != x.shape:
+                raise ValueError(f"model {name!r}: seed {seed} has {seed_y.shape} y values for {x.shape} x values")
+            ys.append(seed_y)
+        ys = np.stack(ys)
+        color = f"C{index % 10}"
+        ax.fill_between(x, ys.min(0), ys.max(0), color=color, alpha=0.2, linewidth=0, zorder=2)
+        ax.plot(x, ys.mean(0), color=color, linestyle=_SEED_LINESTYLES[index % 4], linewidth=1.8, zorder=3,
+                label=f"{name} (mean of {len(ys)} seeds; band: range)" if index == 0 else name)
+    _label_axes(ax, xlabel, ylabel, title, grid=True)
     return figure

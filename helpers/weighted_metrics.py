@@ -430,3 +430,36 @@ def evaluator(metric: Callable[..., float], probs: Any, labels: Any) -> Evaluate
         function, keywords = metric.func, dict(metric.keywords)
     weighted = WEIGHTED_METRICS.get(function)
     return None if weighted is None else weighted(probs, labels, **keywords)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# R-AUC, the area under the accuracy–retention curve (helpers.selective; LS+ paper Fig. 1)
+# ----------------------------------------------------------------------------------------------------------------
+from helpers import selective  # noqa: E402  (kept with the weighted form that needs it)
+
+
+def _r_auc(probs: Any, labels: Any) -> Evaluate:
+    """R-AUC = 1 − (Σ_{i=1}^{N} E(i) − E(N)/2) / N² (trapezoid rule on r = i/N). With tie groups g of n_g rows
+    starting after a_g rows and holding e_g errors, the tie-averaged E of :func:`helpers.selective.retention_curve`
+    gives Σ_i E(i) = Σ_g e_g (N − a_g − (n_g − 1)/2). Under multiplicity weights every copy of a row falls in the
+    row's tie group, so n_g, e_g and a_g are weighted sums over the rows sorted once by confidence."""
+    confidence, errors = selective._confidences_and_errors(probs, labels)
+    order = torch.argsort(confidence, descending=True, stable=True)
+    _, group_sizes = torch.unique_consecutive(confidence[order], return_counts=True)
+    group_of = torch.repeat_interleave(torch.arange(group_sizes.numel(), device=confidence.device), group_sizes)
+    sorted_errors = errors[order]
+
+    def evaluate(weights: torch.Tensor) -> torch.Tensor:
+        w = _columns(weights.to(torch.float64), order)
+        shape = (w.shape[0], group_sizes.numel())
+        n_g = torch.zeros(shape, dtype=torch.float64, device=w.device).index_add_(1, group_of, w)
+        e_g = torch.zeros(shape, dtype=torch.float64, device=w.device).index_add_(1, group_of, w * sorted_errors)
+        a_g = torch.cumsum(n_g, 1) - n_g
+        n = w.sum(1)
+        summed_errors = (e_g * (n[:, None] - a_g - (n_g - 1) / 2)).sum(1)
+        return 1 - (summed_errors - e_g.sum(1) / 2) / n**2
+
+    return evaluate
+
+
+WEIGHTED_METRICS[selective.r_auc] = _r_auc

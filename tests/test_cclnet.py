@@ -385,3 +385,22 @@ def test_bad_inputs_raise():
         assert loss.after_step(torch.randn(1, D), torch.zeros(1, dtype=torch.long)) is None
     with pytest.raises(ValueError, match="finite"):
         DictionaryFreezeRule().update(float("nan"))
+
+
+def test_stored_state_round_trip_keeps_the_freeze_rule():
+    """A stored reference run keeps the dictionary and the epoch log only (``stored_state``); its converged and
+    frozen epochs (Table 2's "epochs to converge") must survive loading, rebuilt from the logged p̄."""
+    torch.manual_seed(0)
+    args = dict(feature_dim=D, num_classes=K, lr_ccl=1e-2, freeze_patience=2, **SMALL)
+    a = CCLNetLoss(**args)
+    for epoch in range(1, 5):  # p̄ constant: drops at epoch 1 (from +inf) only, the rule fires at epoch 3
+        a.on_epoch_end(epoch)
+    assert (a.converged_epoch, a.frozen_epoch) == (1, 3)
+    torch.manual_seed(7)
+    b = CCLNetLoss(**args)
+    b.load_stored_state(a.stored_state())
+    assert (b.converged_epoch, b.frozen_epoch) == (1, 3) and b.dictionary_frozen
+    assert b.freeze_rule.state_dict() == a.freeze_rule.state_dict()
+    c = CCLNetLoss(**args)
+    c.load_stored_state({**a.stored_state(), "epoch_log": a.epoch_log[:2], "dictionary_frozen": False})
+    assert c.converged_epoch is None and not c.freeze_rule.fired and c.freeze_rule.epochs_without_drop == 1

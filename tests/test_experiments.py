@@ -251,3 +251,14 @@ def test_a_cache_dir_that_is_a_file_fails_before_training(tmp_path, monkeypatch)
     with pytest.raises(NotADirectoryError, match="is not a folder"):
         experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), stored=True,
                               stored_dir=blocker)
+
+
+def test_code_change_note_is_printed_once_in_short_lines(capsys):
+    from helpers import experiments as ex
+
+    ex._code_change_reported.discard("0123456789abcdef")
+    assert ex._report_code_change({"code_version": "0123456789abcdef"}) == " (*)"
+    assert ex._report_code_change({"code_version": "0123456789abcdef"}) == " (*)"
+    lines = capsys.readouterr().out.splitlines()
+    assert "0123456789abcdef" in lines[0] and sum("note:" in line for line in lines) == 1
+    assert max(len(line) for line in lines) <= 120

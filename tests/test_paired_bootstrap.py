@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from helpers import metrics as M
-from helpers import weighted_metrics
+from helpers import selective, weighted_metrics
 
 
 def random_multiclass(n, k, seed, scale=2.0):
@@ -56,7 +56,8 @@ def name(metric):
 
 
 def test_every_weighted_metric_is_tested():
-    tested = {getattr(m, "func", m) for m in MULTICLASS_METRICS + MULTILABEL_METRICS} | {M.true_rms}
+    tested = ({getattr(m, "func", m) for m in MULTICLASS_METRICS + MULTILABEL_METRICS}
+              | {M.true_rms, selective.r_auc})
     assert set(weighted_metrics.WEIGHTED_METRICS) == tested
 
 
@@ -216,3 +217,20 @@ def test_the_callers_thread_setting_is_restored():
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["distinct", "tied"])
+def test_weighted_r_auc_equals_r_auc_on_each_resample(tied):
+    """R-AUC (LS+ Fig. 1) from multiplicity weights: the copies of a drawn row, and rows with equal confidence, form
+    one tie group, exactly as selective.retention_curve averages over orders within ties."""
+    generator = torch.Generator().manual_seed(5)
+    if tied:
+        probs = [torch.softmax(torch.randint(-2, 3, (200, 4), generator=generator).double(), 1) for _ in range(3)]
+    else:
+        probs = [random_multiclass(200, 4, seed=20 + s)[0] for s in range(3)]
+    labels = torch.randint(4, (200,), generator=generator)
+    assert weighted_metrics.evaluator(selective.r_auc, probs[0], labels) is not None
+    fast = M.paired_bootstrap(selective.r_auc, probs[:2], probs[2:], labels, n=30)
+    slow = M.paired_bootstrap(selective.r_auc, probs[:2], probs[2:], labels, n=30, vectorised=False)
+    assert not torch.all(fast.samples == 0)
+    torch.testing.assert_close(fast.samples, slow.samples, rtol=1e-12, atol=1e-12)

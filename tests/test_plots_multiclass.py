@@ -51,3 +51,29 @@ def test_distance_histograms_and_interval_plot():
         plots.interval_plot({})
     with pytest.raises(ValueError):
         plots.retention_curves({})
+
+
+def test_curves_over_seeds_draws_the_seed_mean_and_range_in_distinct_styles():
+    x = np.linspace(0, 1, 5)
+    curves = {"a": [(x, x), (x, x + 0.2)], "b": [(x, x + 0.1), (x, x + 0.1)]}  # b's mean lies inside a's band
+    fig, ax = plt.subplots()
+    assert plots.curves_over_seeds(curves, ax=ax, reference_lines={"ref": 0.5}) is fig
+    lines = [line for line in ax.get_lines() if line.get_zorder() == 3]
+    np.testing.assert_allclose(lines[0].get_ydata(), x + 0.1)
+    np.testing.assert_allclose(lines[1].get_ydata(), x + 0.1)
+    assert lines[0].get_linestyle() != lines[1].get_linestyle() and lines[0].get_color() != lines[1].get_color()
+    band = ax.collections[0].get_paths()[0].vertices
+    assert band[:, 1].min() == pytest.approx(0.0) and band[:, 1].max() == pytest.approx(1.2)
+    assert [line.get_ydata()[0] for line in ax.get_lines() if line.get_zorder() == 1] == [0.5]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="share x"):
+        plots.curves_over_seeds({"a": [(x, x), (x + 1, x)]})
+    with pytest.raises(ValueError, match="empty"):
+        plots.curves_over_seeds({})
+
+
+def test_heatmap_keeps_cells_square_when_asked():
+    fig, ax = plt.subplots(figsize=(10, 3))
+    plots.heatmap(np.eye(3), ["a", "b", "c"], ["a", "b", "c"], ax=ax, aspect="equal")
+    assert ax.get_aspect() == 1.0
+    plt.close(fig)
