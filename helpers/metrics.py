@@ -402,13 +402,15 @@ def average_calibration_error(probs: Any, labels: Any, n_bins: int = DEFAULT_N_B
 
 
 def adaptive_ece(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> float:
-    """Top-label ECE with equal-mass bins (sample-weighted |acc - conf|).
+    """Top-label ECE with equal-mass bins (sample-weighted |acc - conf|): the "AdaECE" of Mukhoti et al. 2020
+    ("Calibrating deep neural networks using focal loss", NeurIPS), and the "ACE" of the LS+ paper.
 
-    Nixon et al. 2019 ("adaptivity"); the "ACE" of the LS+ paper. Bins: the samples sorted by confidence and cut
-    into ``n_bins`` contiguous chunks of sizes floor/ceil(N / n_bins) (rank r goes to bin floor(r n_bins / N); ties
-    keep their input order and may be split between neighbouring chunks). Departure: Nixon et al.'s ACE also
-    averages over classes (a class-wise form); we keep the top-label form, which is what the LS+ numbers
-    (ACE close to ECE, far from SCE) indicate and what Mukhoti et al. 2020's "AdaECE" computes.
+    Bins: the samples sorted by confidence and cut into ``n_bins`` contiguous chunks of sizes floor/ceil(N / n_bins)
+    (rank r goes to bin floor(r n_bins / N); ties keep their input order and may be split between neighbouring
+    chunks). Not Nixon et al. 2019's ACE ("Measuring calibration in deep learning"), which borrows only the
+    equal-mass ("adaptive") ranges: their ACE is class-wise (ranges of every class's p_k, outcomes 1[y = k]) and
+    unweighted, (1 / KR) Σ_k Σ_r |acc(r, k) − conf(r, k)|. The LS+ numbers (ACE close to ECE, far from SCE) indicate
+    the top-label, sample-weighted form computed here.
     """
     _check_n_bins(n_bins)
     p, y = _multiclass_inputs(probs, labels)

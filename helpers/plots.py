@@ -654,4 +654,60 @@ def curves_over_seeds(curves: Mapping[str, Sequence[tuple[Any, Any]]], ax: Axes 
         ax.plot(x, ys.mean(0), color=color, linestyle=_SEED_LINESTYLES[index % 4], linewidth=1.8, zorder=3,
                 label=f"{name} (mean of {len(ys)} seeds; band: range)" if index == 0 else name)
     _label_axes(ax, xlabel, ylabel, title, grid=True)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# estimator bias against sample size; binned and smooth reliability diagrams side by side (notebook 01)
+# ----------------------------------------------------------------------------------------------------------------
+__all__ += ["estimator_curves", "binned_and_smooth_reliability"]
+
+
+def estimator_curves(sample_sizes: Sequence[int], curves: Mapping[str, tuple[Any, Any]],
+                     references: Mapping[str, float] | None = None, ax: Axes | None = None,
+                     title: str | None = None, ylabel: str = "estimate (mean ± sd over draws)") -> Figure:
+    """Mean ± sd of calibration-error estimates against the test-set size (log x), one line per estimator.
+
+    ``curves`` is {estimator name: (means, sds)}, one value per entry of ``sample_sizes``; ``references`` is
+    {name: value} of the quantities they estimate (e.g. the exact calibration error of a synthetic model), drawn
+    as dashed horizontal lines, so the bias is the gap between a curve and its line.
+    """
+    sizes = np.asarray(sample_sizes, dtype=float)
+    if sizes.ndim != 1 or sizes.size == 0:
+        raise ValueError("sample_sizes must be a non-empty 1-D sequence of test-set sizes")
+    if not curves:
+        raise ValueError("curves is empty; pass {estimator name: (means, sds)}")
+    figure, ax = _figure_and_axes(ax, (5.6, 4.0))
+    for name, (means, sds) in curves.items():
+        means, sds = _numpy(means).astype(float), _numpy(sds).astype(float)
+        if means.shape != sizes.shape or sds.shape != sizes.shape:
+            raise ValueError(f"curve {name!r}: means {means.shape} and sds {sds.shape} must have one value per "
+                             f"sample size {sizes.shape}")
+        ax.errorbar(sizes, means, yerr=sds, marker="o", markersize=4, capsize=3, label=name)
+    for index, (name, value) in enumerate((references or {}).items()):
+        ax.axhline(float(value), color="black", linestyle=("--", ":", "-.")[index % 3], linewidth=1, label=name)
+    ax.set_xscale("log")
+    _label_axes(ax, "test-set size n", ylabel, title, grid=True)
+    return figure
+
+
+def binned_and_smooth_reliability(binned: Mapping[str, ReliabilityBins], smooth: Mapping[str, SmoothReliability],
+                                  axes: Any = None) -> Figure:
+    """For each model a binned reliability diagram (top row) above its smooth one with the bootstrap band (bottom
+    row): :func:`reliability_diagram` of ``binned[name]`` and :func:`smooth_reliability_diagram` of
+    ``smooth[name]``. ``axes``: a (2, n_models) array of axes to draw on (default: a new figure)."""
+    if not binned or list(binned) != list(smooth):
+        raise ValueError(f"binned and smooth must name the same models in the same order, got {list(binned)} and "
+                         f"{list(smooth)}")
+    n_models = len(binned)
+    if axes is None:
+        figure, axes = plt.subplots(2, n_models, figsize=(4.2 * n_models, 10.0), squeeze=False)
+        figure.subplots_adjust(wspace=0.35, hspace=0.45)
+    else:
+        axes = np.asarray(axes, dtype=object).reshape(2, -1)
+        if axes.shape[1] != n_models:
+            raise ValueError(f"axes has {axes.shape[1]} columns for {n_models} models")
+        figure = axes[0, 0].figure
+    for column, name in enumerate(binned):
+        reliability_diagram(binned[name], ax=axes[0, column], title=name)
+        smooth_reliability_diagram(smooth[name], ax=axes[1, column], title=name)
     return figure

@@ -167,6 +167,7 @@ def test_a_stored_run_from_older_code_is_loaded_with_a_clear_note(tmp_path, caps
                                    stored_dir=tmp_path)
     out = capsys.readouterr().out
     assert loaded.source == "stored" and "(*)" in out and "newer-code" in out and "CALIBMED_RETRAIN=1" in out
+    assert max(len(line) for line in out.splitlines()) <= 120  # a notebook's stored output keeps short lines
 
 
 def test_a_stored_run_for_other_test_images_or_a_damaged_file_is_not_served(tmp_path, capsys, monkeypatch):

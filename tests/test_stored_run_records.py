@@ -1,0 +1,44 @@
+"""suites.stored_run_records reads what each stored run's metadata says (notebook 00's table of the stored runs)."""
+
+import pytest
+import torch
+
+from helpers import experiments, suites
+from helpers.data import DatasetBundle, Split
+from helpers.losses import CrossEntropy
+from helpers.train import TrainConfig
+
+
+def tiny_bundle(n=64):
+    generator = torch.Generator().manual_seed(0)
+    split = Split(torch.randint(0, 255, (n, 1, 8, 8), generator=generator, dtype=torch.uint8),
+                  torch.randint(0, 3, (n,), generator=generator))
+    return DatasetBundle(name="tiny", task="multi-class", class_names=["a", "b", "c"], train=split, val=split,
+                         test=split, source="generated in the test", licence="none", image_size=8)
+
+
+def test_records_come_from_each_stored_runs_metadata(tmp_path):
+    bundle = tiny_bundle()
+    runs = {}
+    for epochs in (1, 2):
+        config = TrainConfig(epochs=epochs, batch_size=32, lr=0.05, device="cpu", progress=False)
+        runs[epochs] = experiments.train_run(f"ce {epochs}", CrossEntropy(), bundle, "small_cnn", config,
+                                             stored=True, stored_dir=tmp_path)
+    records = suites.stored_run_records(tmp_path)
+    assert [r["name"] for r in records] == ["ce 1", "ce 2"]
+    for record, epochs in zip(records, (1, 2)):
+        assert record["dataset"] == bundle.name and record["model"] == "small_cnn" and record["epochs"] == epochs
+        assert record["n_train"] == len(bundle.train.labels) and record["device"] == "cpu"
+        assert record["seconds"] == pytest.approx(runs[epochs].seconds)
+
+
+def test_a_damaged_file_is_named(tmp_path):
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "broken.npz").write_bytes(b"not a zip file")
+    with pytest.raises(experiments.DamagedRunError, match="broken.npz"):
+        suites.stored_run_records(tmp_path)
+
+
+def test_the_committed_stored_runs_are_read():
+    records = suites.stored_run_records()
+    assert records and all(r["seconds"] > 0 and r["epochs"] >= 1 for r in records)
