@@ -654,6 +654,7 @@ def curves_over_seeds(curves: Mapping[str, Sequence[tuple[Any, Any]]], ax: Axes 
         ax.plot(x, ys.mean(0), color=color, linestyle=_SEED_LINESTYLES[index % 4], linewidth=1.8, zorder=3,
                 label=f"{name} (mean of {len(ys)} seeds; band: range)" if index == 0 else name)
     _label_axes(ax, xlabel, ylabel, title, grid=True)
+    return figure
 
 
 # ----------------------------------------------------------------------------------------------------------------
