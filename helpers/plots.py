@@ -712,3 +712,51 @@ def binned_and_smooth_reliability(binned: Mapping[str, ReliabilityBins], smooth:
         reliability_diagram(binned[name], ax=axes[0, column], title=name)
         smooth_reliability_diagram(smooth[name], ax=axes[1, column], title=name)
     return figure
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# notebook 07: how an asymmetric loss re-weights negatives; notebook 08: validation curves on separate axes
+# ----------------------------------------------------------------------------------------------------------------
+__all__ += ["negative_weight_plot", "validation_curves"]
+
+
+def negative_weight_plot(probability: Any, weights: Mapping[str, Any], ax: Axes | None = None,
+                         title: str | None = None) -> Figure:
+    """Gradient weight of one negative label relative to BCE's at the same logit, |ℓ₋'(v)| / σ(v), against the
+    predicted probability σ(v) of "present" (log-log): how strongly each loss pushes down a negative of a given
+    difficulty (easy negatives on the left). ``weights``: name -> (G,) ratios on the grid ``probability``."""
+    if not weights:
+        raise ValueError("weights is empty; pass {loss name: |dℓ₋/dv| / σ(v) on the probability grid}")
+    p = _numpy(probability).astype(float).reshape(-1)
+    figure, ax = _figure_and_axes(ax, (5.2, 3.8))
+    for name, values in weights.items():
+        values = _numpy(values).astype(float).reshape(-1)
+        if values.shape != p.shape:
+            raise ValueError(f"{name}: {values.shape[0]} values for {p.shape[0]} grid points")
+        ax.plot(p, np.where(values > 0, values, np.nan), label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _label_axes(ax, "σ(v): predicted probability of a negative label",
+                "|∂ℓ₋/∂v| relative to BCE", title or "gradient weight of a negative", grid=True)
+    return figure
+
+
+def validation_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], metric: str, ax: Axes | None = None,
+                      title: str | None = None, best_key: str | None = None) -> Figure:
+    """One validation metric per epoch, one line per run (e.g. one per loss and seed), on one axis; with
+    ``best_key`` (e.g. "val_nll") a marker at the epoch where that key is lowest (the kept checkpoint)."""
+    if not histories:
+        raise ValueError("histories is empty; pass {run name: TrainedRun.history}")
+    figure, ax = _figure_and_axes(ax, (5.2, 3.8))
+    for index, (name, history) in enumerate(histories.items()):
+        points = [(entry.get("epoch", i + 1), entry[metric], entry.get(best_key)) for i, entry in enumerate(history)
+                  if entry.get(metric) is not None]
+        if not points:
+            raise ValueError(f"run {name!r} has no {metric!r} in its history")
+        epochs, values, keys = zip(*points)
+        line, = ax.plot(epochs, values, label=name, color=f"C{index % 10}", linewidth=1.2)
+        if best_key is not None and all(k is not None for k in keys):
+            best = int(np.argmin(keys))
+            ax.plot(epochs[best], values[best], marker="o", color=line.get_color())
+    _label_axes(ax, "epoch", metric, title, grid=True)
+    return figure

@@ -222,6 +222,25 @@ def _declare_05(cfg: Any) -> None:
     synthetic_ccl_runs(cfg, load_bundle(cfg, cfg.synthetic_dataset))
 
 
+#: the losses notebook 08 compares (SPA and LPR against BCE, focal and ASL); 09-11 read all of ``cfg.losses``
+SPA_LPR_LOSSES = ("BCE", "focal", "ASL", "SPA", "SPA+LPR", "BCE+LPR")
+
+
+def spa_lpr_runs(cfg: Any, bundles: dict[str, Any]) -> dict[str, dict[tuple[str, int], experiments.TrainedRun]]:
+    """Notebook 08: the runs of :data:`SPA_LPR_LOSSES` among ``cfg.losses`` on ``bundles["coupled"]`` and among
+    ``cfg.independent_losses`` on ``bundles["independent"]`` (when that set is configured)."""
+    lists = {"coupled": cfg.losses, "independent": cfg.extra.get("independent_losses", [])}
+    return {variant: multilabel_runs(cfg, bundle, [name for name in lists[variant] if name in SPA_LPR_LOSSES])
+            for variant, bundle in bundles.items()}
+
+
+def _declare_08(cfg: Any) -> None:
+    bundles = {"coupled": load_bundle(cfg)}
+    if cfg.extra.get("independent_dataset"):
+        bundles["independent"] = load_bundle(cfg, cfg.independent_dataset)
+    spa_lpr_runs(cfg, bundles)
+
+
 def _declare_multilabel(cfg: Any) -> None:
     multilabel_runs(cfg, load_bundle(cfg), cfg.losses)
     if cfg.extra.get("independent_dataset"):
@@ -236,7 +255,7 @@ DECLARED_RUNS: dict[str, Callable[[Any], None]] = {
     "04_informed_label_smoothing_lsplus": _declare_multiclass(("cross-entropy", "LS", "LS+")),
     "05_ccl_net_class_correlations": _declare_05,
     "06_multiclass_comparison": _declare_multiclass(),
-    "08_spa_and_lpr": _declare_multilabel,
+    "08_spa_and_lpr": _declare_08,
     "09_ldace_and_label_dependencies": _declare_multilabel,
     "10_multilabel_retrieval": _declare_multilabel,
     "11_multilabel_comparison": _declare_multilabel,

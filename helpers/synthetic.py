@@ -955,3 +955,38 @@ GENERATORS: dict[str, Callable[..., SyntheticDataset]] = {
 #: the medmnist file format (and label names) each synthetic set is written in
 MEDMNIST_FLAGS: dict[str, str] = {"synthetic_dermamnist": "dermamnist", "synthetic_chestmnist": "chestmnist",
                                   "synthetic_chestmnist_independent": "chestmnist"}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pairwise posteriors of the chest sets (what LPR's population risk needs, notebook 08)
+# ---------------------------------------------------------------------------------------------------------------
+def multilabel_pair_posteriors(marginals: np.ndarray, couplings: np.ndarray, tolerance: float = 1e-12,
+                               max_iter: int = 50) -> np.ndarray:
+    """Exact P(y_s = 1, y_t = 1 | x) (N, T, T) (diagonal: the marginals) of images whose exact marginals
+    P(y_t = 1 | x) (N, T) under eq. (3) with couplings J are known, e.g. ``bundle.true_posteriors["test"]`` and
+    ``bundle.ground_truth["couplings"]`` (J = 0 for the independent set, where the result is η_s η_t off the
+    diagonal).
+
+    For a fixed J the marginals are a bijective function of the fields h (the mean map of an exponential family),
+    so h is recovered by Newton's method on m(h) = η, whose Jacobian is the covariance Cov(y | h) (exact
+    enumeration, ``_Enumerator.pair_statistics``; steps clipped to ±2 for the first iterations), and the pairwise
+    posteriors are then enumerated. Raises if the marginals are not matched to ``tolerance`` after ``max_iter``.
+    """
+    marginals = np.atleast_2d(np.asarray(marginals, dtype=np.float64))
+    if marginals.ndim != 2 or not np.all((marginals > 0) & (marginals < 1)):
+        raise ValueError("marginals must be an (N, T) array of probabilities strictly inside (0, 1)")
+    enumerator = _Enumerator(couplings)
+    fields = np.log(marginals / (1 - marginals))
+    diagonal = np.arange(marginals.shape[1])
+    for _ in range(max_iter):
+        pairs, _, _ = enumerator.pair_statistics(fields)
+        current = pairs[:, diagonal, diagonal]
+        residual = marginals - current
+        if np.abs(residual).max() < tolerance:
+            return pairs
+        covariance = pairs - current[:, :, None] * current[:, None, :]
+        covariance[:, diagonal, diagonal] = current * (1 - current)
+        step = np.linalg.solve(covariance + 1e-12 * np.eye(len(diagonal)), residual[..., None])[..., 0]
+        fields = fields + np.clip(step, -2.0, 2.0)
+    raise RuntimeError(f"multilabel_pair_posteriors: marginals not matched after {max_iter} Newton steps "
+                       f"(largest error {np.abs(residual).max():.2e}); are the couplings those of these posteriors?")

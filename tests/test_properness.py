@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -9,6 +10,7 @@ import torch
 
 from helpers.losses.base import Composite
 from helpers.losses.multilabel import ASL, BCE, LDACE, LPR, SPA, AsymmetricFocal, phi_recovery
+from helpers import properness
 from helpers.properness import (conditional_risk, conditional_risk_minimiser, independent_label_distribution,
                                 joint_risk_minimiser, partial_losses)
 
@@ -185,3 +187,37 @@ def test_joint_minimiser_rejects_bad_distributions():
         joint_risk_minimiser(BCE(), configs, weights * 2)
     with pytest.raises(ValueError, match="0/1"):
         joint_risk_minimiser(BCE(), configs * 0.5, weights)
+
+
+# --- lpr_population_minimiser (notebook 08: LPR's population bias) ---------------------------------------------
+def _coupled_three_label_distribution():
+    configs = torch.tensor(list(itertools.product([0.0, 1.0], repeat=3)), dtype=torch.float64)
+    energy = configs @ torch.tensor([-1.0, -0.3, 0.4], dtype=torch.float64) \
+        + 1.5 * configs[:, 0] * configs[:, 1] - 1.0 * configs[:, 1] * configs[:, 2]
+    weights = torch.softmax(energy, 0)
+    marginals = (weights[:, None] * configs).sum(0)
+    pairs = torch.einsum("k,ks,kt->st", weights, configs, configs)
+    return configs, weights, marginals, pairs
+
+
+@pytest.mark.parametrize("base", [BCE(), SPA()], ids=["BCE", "SPA"])
+def test_lpr_population_minimiser_agrees_with_enumeration_on_coupled_labels(base):
+    configs, weights, marginals, pairs = _coupled_three_label_distribution()
+    found = properness.lpr_population_minimiser(base, 1.0, marginals[None], pairs[None])[0]
+    enumerated = properness.joint_risk_minimiser(Composite(base, [(1.0, LPR())]), configs, weights).proba
+    assert torch.allclose(found, enumerated, atol=1e-6)
+    assert (found - marginals).abs().max() > 1e-3  # coupled labels: LPR moves the marginals
+
+
+@pytest.mark.parametrize("base", [BCE(), SPA()], ids=["BCE", "SPA"])
+def test_lpr_population_minimiser_is_proper_under_independence(base):
+    eta = torch.tensor([[0.1, 0.3, 0.7, 0.02], [0.5, 0.9, 0.05, 0.2]], dtype=torch.float64)
+    pairs = eta[:, :, None] * eta[:, None, :]
+    pairs[:, range(4), range(4)] = eta
+    found = properness.lpr_population_minimiser(base, 2.0, eta, pairs)
+    assert torch.allclose(found, eta, atol=1e-8)
+
+
+def test_lpr_population_minimiser_rejects_mismatched_shapes():
+    with pytest.raises(ValueError, match="pair_posteriors must have shape"):
+        properness.lpr_population_minimiser(BCE(), 1.0, torch.full((2, 3), 0.2), torch.zeros(2, 3, 2))

@@ -489,3 +489,27 @@ def test_load_dataset_serves_the_independent_chest_variant_and_never_a_stale_fil
     synthetic._write_npz(posteriors, {**arrays, "generator_version": np.array(synthetic.GENERATOR_VERSION - 1)})
     with pytest.raises(ValueError, match="generator version"):
         load_dataset(name, data_dir=tmp_path)
+
+
+def test_pair_posteriors_from_marginals_recover_the_enumerated_pairs():
+    rng = np.random.default_rng(3)
+    couplings = np.triu(rng.normal(0, 1.5, size=(6, 6)), 1)
+    couplings = couplings + couplings.T
+    fields = rng.normal(-1.5, 2.0, size=(5, 6))
+    expected = _brute_force(fields, couplings)
+    marginals = np.array([first for first, *_ in expected])
+    pairs = synthetic.multilabel_pair_posteriors(marginals, couplings)
+    np.testing.assert_allclose(pairs, np.array([second for *_, second in expected]), atol=1e-10)
+
+
+def test_pair_posteriors_factorise_without_couplings():
+    marginals = np.array([[0.1, 0.6, 0.3], [0.9, 0.05, 0.5]])
+    pairs = synthetic.multilabel_pair_posteriors(marginals, np.zeros((3, 3)))
+    expected = marginals[:, :, None] * marginals[:, None, :]
+    expected[:, range(3), range(3)] = marginals
+    np.testing.assert_allclose(pairs, expected, atol=1e-12)
+
+
+def test_pair_posteriors_reject_probabilities_outside_the_open_interval():
+    with pytest.raises(ValueError, match="strictly inside"):
+        synthetic.multilabel_pair_posteriors(np.array([[0.0, 0.5]]), np.zeros((2, 2)))
