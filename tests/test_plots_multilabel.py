@@ -85,3 +85,27 @@ def test_correlation_comparison_is_diverging_centred_and_hides_the_diagonal():
     plt.close(figure)
     with pytest.raises(ValueError, match="expected \\(2, 2\\)"):
         plots.correlation_comparison({"real": real}, ["a", "b"])
+
+
+def test_negative_weight_plot_draws_one_line_per_loss_on_log_axes():
+    p = np.logspace(-3, -0.1, 50)
+    fig = plots.negative_weight_plot(p, {"BCE": np.ones(50), "focal": p ** 4})
+    ax = fig.axes[0]
+    assert [line.get_label() for line in ax.lines] == ["BCE", "focal"]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    np.testing.assert_allclose(ax.lines[1].get_ydata(), p ** 4)
+    with pytest.raises(ValueError, match="values for 50 grid points"):
+        plots.negative_weight_plot(p, {"bad": np.ones(3)})
+    plt.close("all")
+
+
+def test_validation_curves_marks_the_kept_epoch():
+    histories = {"a": [{"epoch": 1, "val_nll": 0.3, "val_ece": 0.05}, {"epoch": 2, "val_nll": 0.2, "val_ece": 0.07},
+                       {"epoch": 3, "val_nll": 0.25, "val_ece": 0.02}]}
+    fig = plots.validation_curves(histories, "val_ece", best_key="val_nll")
+    curve, marker = fig.axes[0].lines
+    np.testing.assert_allclose(curve.get_ydata(), [0.05, 0.07, 0.02])
+    assert list(marker.get_xdata()) == [2] and list(marker.get_ydata()) == [0.07]  # best val NLL at epoch 2
+    with pytest.raises(ValueError, match="has no 'val_auroc'"):
+        plots.validation_curves(histories, "val_auroc")
+    plt.close("all")
