@@ -239,3 +239,16 @@ def test_the_loss_fingerprint_does_not_depend_on_how_pytorch_prints_its_own_laye
     assert experiments._loss_fingerprint(loss) == before
     assert experiments._stable_repr(DCA(beta=2.0)) == repr(DCA(beta=2.0))  # the course's own losses print as usual
     assert experiments._stable_repr(LabelSmoothing(0.1)) != experiments._stable_repr(LabelSmoothing(0.2))
+
+
+def test_code_change_note_fits_the_notebook_line_limit(monkeypatch, capsys):
+    """The note printed when stored runs come from older training code is stored in notebook outputs, so each of its
+    lines must respect the output rule (it was one 230-character line)."""
+    from helpers import notebook_outputs
+
+    monkeypatch.setattr(experiments, "code_version", lambda: "a" * 16)
+    monkeypatch.setattr(experiments, "_code_change_reported", set())
+    assert experiments._report_code_change({"code_version": "b" * 16}) == " (*)"
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) > 1 and "b" * 16 in "".join(lines)
+    assert max(len(line) for line in lines) <= notebook_outputs.MAX_LINE
