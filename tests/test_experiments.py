@@ -252,3 +252,17 @@ def test_code_change_note_fits_the_notebook_line_limit(monkeypatch, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) > 1 and "b" * 16 in "".join(lines)
     assert max(len(line) for line in lines) <= notebook_outputs.MAX_LINE
+
+
+def test_stored_run_line_keeps_within_the_notebook_line_limit():
+    """The multi-label runs' names and data set names made this line 121-150 characters (notebook 11's outputs);
+    a long line is split before the parenthesis, a short one stays whole, and "stored run" is never split."""
+    from helpers import notebook_outputs
+
+    meta = {"device": "cuda:0", "seconds": 88.4}
+    where = "synthetic_chestmnist_independent/" + "0123456789abcdef0123"
+    long_line = experiments._stored_run_line("SPA+LPR, synthetic_chestmnist_independent, seed 0", where, meta, " (*)")
+    lines = long_line.splitlines()
+    assert len(lines) == 2 and max(len(line) for line in lines) <= notebook_outputs.MAX_LINE
+    assert "stored run synthetic_chestmnist_independent/" in lines[0] and lines[1] == "  (trained on cuda:0 in 88 s) (*)"
+    assert experiments._stored_run_line("BCE", "tiny/abc", meta, "") == "BCE: stored run tiny/abc (trained on cuda:0 in 88 s)"
