@@ -53,11 +53,11 @@ def test_cells_are_per_seed_values_with_their_mean_and_sd(results, model):
 
 
 def test_known_reductions_of_the_reference_rows(results):
-    """The Bayes model has no error against its own posteriors; a constant forecast ranks nothing (AUROC 1/2) and
+    """The Bayes model has no error against its own posteriors (up to float32 rounding); a constant forecast ranks nothing (AUROC 1/2) and
     its training prevalences fall into the lowest three pooled bins, where they are calibrated up to sampling,
     so its pooled ECE is small."""
     models = results["models"]
-    assert models["Bayes"]["true_rms"]["mean"] == 0.0
+    assert models["Bayes"]["true_rms"]["mean"] < 1e-6  # the notebook compares float32 copies of the posteriors
     assert models["constant prevalence"]["macro_auroc"]["mean"] == pytest.approx(0.5)
     assert models["constant prevalence"]["multilabel_ece"]["mean"] < 0.01
 
