@@ -355,6 +355,15 @@ def _flag(name: str) -> bool:
 
 
 _code_change_reported: set[str] = set()
+_LINE_WIDTH = 110  # notebook outputs keep printed lines under 120 characters (helpers.notebook_outputs.MAX_LINE)
+
+
+def _stored_run_line(name: str, where: str, meta: dict[str, Any], tag: str) -> str:
+    """"<name>: stored run <data set>/<key> (trained on <device> in <s> s)<tag>", the parenthesis on a second,
+    indented line when one line would be longer than the notebooks' line limit."""
+    head = f"{name}: stored run {where}"
+    detail = f"(trained on {meta.get('device') or '?'} in {meta['seconds']:.0f} s){tag}"
+    return f"{head} {detail}" if len(head) + 1 + len(detail) <= _LINE_WIDTH else f"{head}\n  {detail}"
 
 
 def _report_code_change(meta: dict[str, Any]) -> str:
@@ -364,10 +373,10 @@ def _report_code_change(meta: dict[str, Any]) -> str:
         return ""
     if stored not in _code_change_reported:
         _code_change_reported.add(stored)
-        print(textwrap.fill(f"note: stored runs marked (*) were produced by training code {stored}; the code is "
-                            f"now {current}. Their numbers are those of the older code. Retrain them with "
-                            "`CALIBMED_RETRAIN=1 python -m helpers.suites train` (or `make reference-runs "
-                            "RETRAIN=1`).", width=110, break_long_words=False, break_on_hyphens=False))
+        print(textwrap.fill(f"note: stored runs marked (*) were produced by training code {stored}; the code is now "
+                            f"{current}. Their numbers are those of the older code. Retrain them with "
+                            "`CALIBMED_RETRAIN=1 python -m helpers.suites train` (or `make reference-runs RETRAIN=1`).",
+                            width=_LINE_WIDTH, break_long_words=False, break_on_hyphens=False))
     return " (*)"
 
 
@@ -388,9 +397,7 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
         try:
             meta, run = load_stored_run(store_path, bundle, loss, key)
             run.name = name
-            print(textwrap.fill(f"{name}: stored run {bundle.name}/{key} (trained on {meta.get('device') or '?'} "
-                                f"in {meta['seconds']:.0f} s){_report_code_change(meta)}", width=110,
-                                subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
+            print(_stored_run_line(name, f"{bundle.name}/{key}", meta, _report_code_change(meta)))
             return run
         except DamagedRunError as error:
             print(f"{name}: {error}; training it again")

@@ -27,6 +27,7 @@ __all__ = [
     "label_correlation",
     "bootstrap_table",
     "format_interval_table",
+    "binned_calibration_with_counts",
 ]
 
 #: the trained multi-label losses of notebooks 08–11, in the order the tables list them
@@ -164,3 +165,23 @@ def format_interval_table(table: Mapping[str, Mapping[str, metrics.BootstrapResu
                  for r in row.values()]
         lines.append(f"{model:{name_width}s}" + "".join(f"{c:>{width}s}" for c in cells))
     return "\n".join(lines)
+
+
+def binned_calibration_with_counts(probs: torch.Tensor, labels: torch.Tensor,
+                                   n_bins: int = metrics.DEFAULT_N_BINS) -> dict[str, float]:
+    """The SPA / LDACE papers' binned calibration errors of one model, with the bin counts that say how noisy
+    they are (equal-width bins, :mod:`helpers.metrics`).
+
+    ``ace`` / ``mce``: pooled over every (image, label) forecast (the ACE weighs every non-empty bin equally, so a
+    bin holding a handful of forecasts counts as much as one holding thousands); ``ace_per_label``: the ACE of each
+    label's N forecasts, averaged over labels. Counts: ``pooled_nonempty_bins``, ``pooled_smallest_bin`` (forecasts
+    in the least-filled non-empty pooled bin) and ``nonempty_bins_per_label`` (mean over labels).
+    """
+    pooled = metrics.reliability_bins(probs, labels, n_bins=n_bins, multilabel=True)
+    per_label = [metrics.reliability_bins(probs[:, t:t + 1], labels[:, t:t + 1], n_bins=n_bins, multilabel=True)
+                 for t in range(probs.shape[1])]
+    return {"ace": pooled.average_calibration_error, "mce": pooled.mce,
+            "ace_per_label": metrics.multilabel_average_calibration_error(probs, labels, n_bins, per_label=True),
+            "pooled_nonempty_bins": int(pooled.nonempty.sum()),
+            "pooled_smallest_bin": int(pooled.counts[pooled.nonempty].min()),
+            "nonempty_bins_per_label": float(sum(int(b.nonempty.sum()) for b in per_label) / len(per_label))}

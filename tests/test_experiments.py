@@ -263,3 +263,30 @@ def test_code_change_note_is_printed_once_in_short_lines(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert "0123456789abcdef" in lines[0] and sum("note:" in line for line in lines) == 1
     assert max(len(line) for line in lines) <= 120
+
+
+def test_code_change_note_fits_the_notebook_line_limit(monkeypatch, capsys):
+    """The note printed when stored runs come from older training code is stored in notebook outputs, so each of its
+    lines must respect the output rule (it was one 230-character line)."""
+    from helpers import notebook_outputs
+
+    monkeypatch.setattr(experiments, "code_version", lambda: "a" * 16)
+    monkeypatch.setattr(experiments, "_code_change_reported", set())
+    assert experiments._report_code_change({"code_version": "b" * 16}) == " (*)"
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) > 1 and "b" * 16 in "".join(lines)
+    assert max(len(line) for line in lines) <= notebook_outputs.MAX_LINE
+
+
+def test_stored_run_line_keeps_within_the_notebook_line_limit():
+    """The multi-label runs' names and data set names made this line 121-150 characters (notebook 11's outputs);
+    a long line is split before the parenthesis, a short one stays whole, and "stored run" is never split."""
+    from helpers import notebook_outputs
+
+    meta = {"device": "cuda:0", "seconds": 88.4}
+    where = "synthetic_chestmnist_independent/" + "0123456789abcdef0123"
+    long_line = experiments._stored_run_line("SPA+LPR, synthetic_chestmnist_independent, seed 0", where, meta, " (*)")
+    lines = long_line.splitlines()
+    assert len(lines) == 2 and max(len(line) for line in lines) <= notebook_outputs.MAX_LINE
+    assert "stored run synthetic_chestmnist_independent/" in lines[0] and lines[1] == "  (trained on cuda:0 in 88 s) (*)"
+    assert experiments._stored_run_line("BCE", "tiny/abc", meta, "") == "BCE: stored run tiny/abc (trained on cuda:0 in 88 s)"

@@ -86,3 +86,27 @@ def test_bootstrap_table_restores_the_thread_setting():
     labels = (torch.arange(150).reshape(50, 3) % 3 == 0).float()
     mla.bootstrap_table({"m": eta}, labels, {"hamming": metrics.hamming_loss}, n=5)
     assert torch.get_num_threads() == before
+
+
+def test_binned_calibration_with_counts_agrees_with_the_metrics_and_counts_bins():
+    """ACE / MCE / per-label ACE equal helpers.metrics' values; the counts are those of an independent numpy
+    binning (equal-width bins, (lo, hi], 0 in the first bin)."""
+    import numpy as np
+
+    from helpers import metrics
+    from helpers.multilabel_analysis import binned_calibration_with_counts
+
+    generator = torch.Generator().manual_seed(3)
+    probs = torch.rand(400, 5, generator=generator) ** 3
+    labels = (torch.rand(400, 5, generator=generator) < probs).float()
+    result = binned_calibration_with_counts(probs, labels, n_bins=10)
+    assert result["ace"] == pytest.approx(metrics.multilabel_average_calibration_error(probs, labels, 10))
+    assert result["mce"] == pytest.approx(metrics.multilabel_mce(probs, labels, 10))
+    assert result["ace_per_label"] == pytest.approx(
+        metrics.multilabel_average_calibration_error(probs, labels, 10, per_label=True))
+    index = np.clip(np.ceil(probs.numpy().astype(np.float64) * 10).astype(int) - 1, 0, 9)
+    pooled = np.bincount(index.ravel(), minlength=10)
+    assert result["pooled_nonempty_bins"] == int((pooled > 0).sum())
+    assert result["pooled_smallest_bin"] == int(pooled[pooled > 0].min())
+    per_label = [(np.bincount(index[:, t], minlength=10) > 0).sum() for t in range(5)]
+    assert result["nonempty_bins_per_label"] == pytest.approx(np.mean(per_label))
