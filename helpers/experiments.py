@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -129,10 +130,21 @@ def _without_docstrings(tree: ast.AST) -> ast.AST:
 
 
 def code_version() -> str:
-    """A hash of the training modules' syntax trees: comments, docstrings and layout do not change it."""
+    """A hash of the training modules' syntax trees: comments, docstrings and layout do not change it.
+
+    Parsing eight modules takes seconds and every stored-run load asks for it, so the hash is kept per state of
+    the files (name, modification time, size) and recomputed only when one of them changes."""
+    package = Path(__file__).resolve().parent
+    stamps = tuple((name, (package / name).stat().st_mtime_ns, (package / name).stat().st_size)
+                   for name in _SOURCE_FILES)
+    return _code_version_of(stamps)
+
+
+@functools.lru_cache(maxsize=4)
+def _code_version_of(stamps: tuple[tuple[str, int, int], ...]) -> str:
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parent
-    for name in _SOURCE_FILES:
+    for name, _, _ in stamps:
         tree = _without_docstrings(ast.parse((package / name).read_text(encoding="utf-8")))
         digest.update(name.encode())
         digest.update(ast.dump(tree, annotate_fields=False).encode())
