@@ -39,6 +39,7 @@ import math
 import os
 import pickle
 import tempfile
+import textwrap
 import time
 import zipfile
 from dataclasses import asdict, dataclass, replace
@@ -363,9 +364,10 @@ def _report_code_change(meta: dict[str, Any]) -> str:
         return ""
     if stored not in _code_change_reported:
         _code_change_reported.add(stored)
-        print(f"note: stored runs marked (*) were produced by training code {stored}; the code is now {current}. "
-              "Their numbers are those of the older code. Retrain them with `CALIBMED_RETRAIN=1 python -m "
-              "helpers.suites train` (or `make reference-runs RETRAIN=1`).")
+        print(textwrap.fill(f"note: stored runs marked (*) were produced by training code {stored}; the code is now "
+                            f"{current}. Their numbers are those of the older code. Retrain them with "
+                            "`CALIBMED_RETRAIN=1 python -m helpers.suites train` (or `make reference-runs RETRAIN=1`).",
+                            110, break_long_words=False, break_on_hyphens=False))
     return " (*)"
 
 
