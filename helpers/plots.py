@@ -612,3 +612,23 @@ def before_after_plot(before: Mapping[str, Any], after: Mapping[str, Any], ax: A
     ax.grid(axis="x", alpha=0.3)
     _label_axes(ax, xlabel, title=title)
     return figure
+
+
+__all__ += ["binned_and_smooth_reliability"]
+
+
+def binned_and_smooth_reliability(bins: ReliabilityBins, diagram: SmoothReliability, ax: Axes | None = None,
+                                  title: str | None = None, smooth_color: str = "black") -> Figure:
+    """The binned reliability diagram (:func:`reliability_diagram`, with its histogram below) and the smooth one
+    (:func:`smooth_reliability_diagram`: kernel-smoothed accuracy and bootstrap band) of the same forecasts on one
+    axis, titled with both errors: the bars show what 15 bins make of the data, the line what a kernel makes of it."""
+    figure = reliability_diagram(bins, ax=ax, show_histogram=True)
+    ax = ax or figure.axes[0]
+    smooth_reliability_diagram(diagram, ax=ax, color=smooth_color, show_density=False, label="smoothed accuracy")
+    ax.set_xlabel("")
+    ax.set_title(f"{title + chr(10) if title else ''}ECE {100 * bins.ece:.2f} %, smooth ECE "
+                 f"{100 * diagram.smooth_ece:.2f} %")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), loc="upper left", fontsize="x-small")
+    return figure

@@ -46,3 +46,22 @@ def test_before_after_plot_uses_two_colours_and_a_legend():
 def test_before_after_plot_refuses_different_models():
     with pytest.raises(ValueError, match="same models"):
         plots.before_after_plot({"a": (1, 0, 2)}, {"b": (1, 0, 2)})
+
+
+def test_binned_and_smooth_reliability_draws_both_on_one_axis():
+    import torch
+
+    from helpers import metrics
+
+    generator = torch.Generator().manual_seed(0)
+    probs = torch.softmax(2.0 * torch.randn(600, 4, generator=generator, dtype=torch.float64), 1)
+    labels = torch.randint(4, (600,), generator=generator)
+    bins = metrics.reliability_bins(probs, labels, n_bins=15)
+    diagram = metrics.smooth_reliability(probs, labels, n_bootstrap=5)
+    figure = plots.binned_and_smooth_reliability(bins, diagram, title="CE")
+    ax = figure.axes[0]
+    line = next(line for line in ax.get_lines() if line.get_label() == "smoothed accuracy")
+    np.testing.assert_array_equal(line.get_ydata(), diagram.mu)
+    assert f"ECE {100 * bins.ece:.2f} %" in ax.get_title() and f"{100 * diagram.smooth_ece:.2f}" in ax.get_title()
+    labels_shown = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(labels_shown) == len(set(labels_shown)) and "accuracy" in labels_shown
