@@ -178,3 +178,37 @@ def _first_rest_point(theta: torch.Tensor, slope: torch.Tensor, start: int) -> t
         return theta[lo] if slope[lo] == 0 else theta[hi]
     weight = slope[lo] / (slope[lo] - slope[hi])
     return theta[lo] + weight * (theta[hi] - theta[lo])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the batch penalties DCA / MDCA of a calibrated model
+# ----------------------------------------------------------------------------------------------------------------
+__all__ += ["calibrated_batch_penalties"]
+
+
+def calibrated_batch_penalties(prior: Sequence[float] | torch.Tensor, batch_size: int) -> dict[str, Any]:
+    """Expected DCA and MDCA penalties (without their weight β) of the constant class-prior predictor — a perfectly
+    calibrated model — on batches of ``batch_size`` labels drawn i.i.d. from ``prior``.
+
+    DCA (Liang et al., BMVC 2020) is |mean confidence − batch accuracy| and MDCA (Hebbalaguppe et al., CVPR 2022)
+    (1/K) Σ_k |mean p_k − batch frequency of k|. For the prior predictor p ≡ π, the batch count C_k of class k is
+    Binomial(B, π_k), so each class term is |π_k − C_k / B|, whose expectation is computed exactly from the binomial
+    probabilities; DCA is the term of the arg-max class of π (confidence π_max, accuracy C_max / B). Calibration
+    makes the *signed* batch differences zero in expectation, not their absolute values: the penalty of a calibrated
+    model is E|·| ≈ sqrt(2/π) · sd, with sd = sqrt(π_k (1 − π_k) / B).
+
+    Returns float64 tensors ``class_terms`` (K,) = E|π_k − C_k/B| and ``class_sd`` (K,) = sd of C_k/B, and the
+    floats ``mdca`` = mean of ``class_terms`` (linearity of expectation) and ``dca``.
+    """
+    from scipy.stats import binom
+
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    pi = torch.as_tensor(prior, dtype=torch.float64).reshape(-1)
+    if pi.numel() < 2 or bool((pi < 0).any()) or abs(float(pi.sum()) - 1.0) > 1e-6:
+        raise ValueError(f"prior must hold K >= 2 non-negative class probabilities summing to 1, got {pi.tolist()}")
+    counts = torch.arange(batch_size + 1, dtype=torch.float64)
+    pmf = torch.as_tensor(binom.pmf(counts.numpy()[None, :], batch_size, pi.numpy()[:, None]), dtype=torch.float64)
+    class_terms = (pmf * (pi[:, None] - counts[None, :] / batch_size).abs()).sum(1)
+    return {"class_terms": class_terms, "class_sd": (pi * (1 - pi) / batch_size).sqrt(),
+            "mdca": float(class_terms.mean()), "dca": float(class_terms[int(pi.argmax())])}

@@ -222,8 +222,14 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def save_results(cfg: RunConfig, results: Mapping[str, Any], data_source: str | None = None) -> Path:
-    """Write ``results`` with the run's configuration and environment to ``cfg.results_path``; return the path."""
+def save_results(cfg: RunConfig, results: Mapping[str, Any], data_source: str | None = None,
+                 top_level: Mapping[str, Any] | None = None) -> Path:
+    """Write ``results`` with the run's configuration and environment to ``cfg.results_path``; return the path.
+
+    ``top_level`` adds keys to the payload's top level beside ``results`` (e.g. the ``dataset``, ``seeds`` and
+    ``models`` a results schema asks for at the top). A key the payload already has is accepted only with the
+    same value (``profile``), so it can neither overwrite the run's record nor contradict it.
+    """
     payload = {
         "notebook": cfg.notebook,
         "profile": cfg.profile,
@@ -233,6 +239,11 @@ def save_results(cfg: RunConfig, results: Mapping[str, Any], data_source: str | 
         "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "results": _jsonable(results),
     }
+    for key, value in _jsonable(dict(top_level or {})).items():
+        if key in payload and payload[key] != value:
+            raise ValueError(f"save_results: top_level[{key!r}] = {value!r} contradicts the payload's {key!r} = "
+                             f"{payload[key]!r}; choose another key or drop it")
+        payload[key] = value
     path = Path(cfg.results_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_atomically(path, json.dumps(payload, indent=2, allow_nan=False))

@@ -760,3 +760,97 @@ def validation_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], metr
             ax.plot(epochs[best], values[best], marker="o", color=line.get_color())
     _label_axes(ax, "epoch", metric, title, grid=True)
     return figure
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# paired differences and before/after comparisons (notebook 06)
+# ----------------------------------------------------------------------------------------------------------------
+__all__ += ["difference_plot", "before_after_plot"]
+
+BETTER_COLOR = "#55A868"
+NEUTRAL_COLOR = "#8C8C8C"
+AFTER_COLOR = "#DD8452"
+
+
+def _interval_rows(rows: Mapping[str, Any], scale: float) -> tuple[list[str], np.ndarray]:
+    if not rows:
+        raise ValueError("rows is empty; pass {name: (estimate, low, high)}")
+    names = list(rows)
+    values = scale * np.array([[float(x) for x in rows[name]] for name in names], dtype=float)
+    if values.ndim != 2 or values.shape[1] != 3:
+        raise ValueError("every row must be (estimate, low, high)")
+    return names, values
+
+
+def difference_plot(rows: Mapping[str, Any], higher_is_better: bool, ax: Axes | None = None, xlabel: str = "",
+                    title: str | None = None, scale: float = 100.0) -> Figure:
+    """Paired differences (model − reference) with their intervals, one row per model, and a line at 0.
+
+    ``rows`` maps a name to (estimate, low, high), e.g. a :class:`helpers.metrics.PairedBootstrapResult`; values are
+    multiplied by ``scale``. A row whose interval excludes 0 is drawn green when the model is better in the
+    metric's direction (``higher_is_better``), red when worse, grey when the interval contains 0.
+    """
+    names, values = _interval_rows(rows, scale)
+    figure, ax = _figure_and_axes(ax, (5.0, 0.8 + 0.32 * len(names)))
+    positions = np.arange(len(names))[::-1]
+    ax.axvline(0.0, color="black", linewidth=1)
+    for y, (estimate, low, high) in zip(positions, values):
+        if low > 0 or high < 0:
+            color = BETTER_COLOR if (low > 0) == higher_is_better else GAP_COLOR
+        else:
+            color = NEUTRAL_COLOR
+        ax.errorbar([estimate], [y], xerr=[[estimate - low], [high - estimate]], fmt="o", capsize=3, color=color)
+    ax.set_yticks(positions, labels=names)
+    ax.set_ylim(-0.6, len(names) - 0.4)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_xlabel(xlabel)
+    if title:
+        ax.set_title(title)
+    return figure
+
+
+def before_after_plot(before: Mapping[str, Any], after: Mapping[str, Any], ax: Axes | None = None,
+                      xlabel: str = "", title: str | None = None, labels: tuple[str, str] = ("before", "after"),
+                      scale: float = 100.0) -> Figure:
+    """Each model's value before and after a change (e.g. temperature scaling) in two colours, one row per model.
+
+    ``before`` and ``after`` map the same names to (centre, low, high) — e.g. mean and mean ∓ sd over seeds —
+    multiplied by ``scale``; the "before" point sits just above the row, the "after" point just below.
+    """
+    if list(before) != list(after):
+        raise ValueError(f"before and after must name the same models in the same order: {list(before)} vs "
+                         f"{list(after)}")
+    names, values_before = _interval_rows(before, scale)
+    _, values_after = _interval_rows(after, scale)
+    figure, ax = _figure_and_axes(ax, (5.0, 0.8 + 0.4 * len(names)))
+    positions = np.arange(len(names))[::-1]
+    for offset, values, color, label in ((0.15, values_before, ACCURACY_COLOR, labels[0]),
+                                         (-0.15, values_after, AFTER_COLOR, labels[1])):
+        ax.errorbar(values[:, 0], positions + offset,
+                    xerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]], fmt="o", capsize=3,
+                    color=color, label=label)
+    ax.set_yticks(positions, labels=names)
+    ax.set_ylim(-0.6, len(names) - 0.4)
+    ax.grid(axis="x", alpha=0.3)
+    _label_axes(ax, xlabel, title=title)
+    return figure
+
+
+__all__ += ["overlaid_reliability"]
+
+
+def overlaid_reliability(bins: ReliabilityBins, diagram: SmoothReliability, ax: Axes | None = None,
+                                  title: str | None = None, smooth_color: str = "black") -> Figure:
+    """The binned reliability diagram (:func:`reliability_diagram`, with its histogram below) and the smooth one
+    (:func:`smooth_reliability_diagram`: kernel-smoothed accuracy and bootstrap band) of the same forecasts on one
+    axis, titled with both errors: the bars show what 15 bins make of the data, the line what a kernel makes of it."""
+    figure = reliability_diagram(bins, ax=ax, show_histogram=True)
+    ax = ax or figure.axes[0]
+    smooth_reliability_diagram(diagram, ax=ax, color=smooth_color, show_density=False, label="smoothed accuracy")
+    ax.set_xlabel("")
+    ax.set_title(f"{title + chr(10) if title else ''}ECE {100 * bins.ece:.2f} %, smooth ECE "
+                 f"{100 * diagram.smooth_ece:.2f} %")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), loc="upper left", fontsize="x-small")
+    return figure

@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
+import torch
 
 from helpers import metrics
 from helpers.metrics import PairedBootstrapResult
@@ -208,3 +209,91 @@ def difference_table(differences: Mapping[str, Mapping[str, PairedBootstrapResul
         note += " Resamples left out (metric undefined): " + ", ".join(f"{k} {v}" for k, v in degenerate.items()) + "."
     frame = pd.DataFrame(table, index=pd.Index(list(differences), name=f"vs {reference}"))
     return DifferenceTable(frame, note, n_comparisons)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# many paired comparisons on shared resamples, each model evaluated once
+# ----------------------------------------------------------------------------------------------------------------
+__all__ += ["resampled_metric", "paired_comparisons"]
+
+
+def _resample_indices(n_rows: int, n: int, seed: int, device: torch.device) -> torch.Tensor:
+    """The (n, N) index sets :func:`helpers.metrics.paired_bootstrap` draws for ``seed`` (same generator calls)."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(n_rows, (n, n_rows), generator=generator).to(device)
+
+
+def resampled_metric(metric: Callable[..., float], probs: Sequence[Any], labels: Any, n: int = 1000,
+                     seed: int = 0) -> tuple[float, torch.Tensor]:
+    """(mean over seeds of metric on the full test set, (n,) mean over seeds of metric on each resample).
+
+    The resamples are exactly those of :func:`helpers.metrics.paired_bootstrap` with the same ``n`` and ``seed``,
+    so the difference of two models' resampled values is that function's ``samples`` (NaN where the metric is
+    undefined for some seed). Metrics with a weighted form (:mod:`helpers.weighted_metrics`) evaluate all resamples
+    at once; others are called once per resample and seed.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f"n (number of bootstrap resamples) must be an integer >= 2, got {n!r}")
+    y = metrics._to_tensor(labels, "labels")
+    if y.ndim < 1 or y.shape[0] == 0:
+        raise ValueError(f"labels is empty (shape {tuple(y.shape)}); metrics need at least one sample")
+    per_seed = metrics._per_seed(probs, "probs", y.shape[0])
+    y = y.to(per_seed[0].device)
+    full = [float(metric(p, y)) for p in per_seed]
+    if any(math.isnan(v) for v in full):
+        raise ValueError(f"{getattr(metric, '__name__', metric)} is undefined (NaN) on the full test set for some "
+                         f"seed: {full}")
+    indices = _resample_indices(y.shape[0], n, seed, y.device)
+    with metrics._one_cpu_thread():
+        from helpers import weighted_metrics
+
+        evaluators = [weighted_metrics.evaluator(metric, p, y) for p in per_seed]
+        if evaluators[0] is not None:
+            chunk = max(1, min(n, metrics._CHUNK_ENTRIES // y.shape[0]))
+            values = []
+            for start in range(0, n, chunk):
+                rows = indices[start:start + chunk]
+                weights = torch.zeros(rows.shape, dtype=torch.float64, device=rows.device)
+                weights.scatter_add_(1, rows, torch.ones(1, dtype=torch.float64, device=rows.device).expand_as(rows))
+                values.append(torch.stack([evaluate(weights) for evaluate in evaluators]).mean(0))
+            resampled = torch.cat(values).cpu()
+        else:
+            resampled = torch.tensor([np.mean([metrics._metric_or_nan(metric, p[index], y[index]) for p in per_seed])
+                                      for index in indices], dtype=torch.float64)
+    return float(np.mean(full)), resampled
+
+
+def paired_comparisons(probs_by_model: Mapping[str, Sequence[Any]], labels: Any,
+                       metric_fns: Mapping[str, Callable[..., float]], pairs: Sequence[tuple[str, str]],
+                       n: int = 1000, seed: int = 0,
+                       level: float = 0.95) -> dict[tuple[str, str], dict[str, PairedBootstrapResult]]:
+    """{(model, reference): {metric: paired bootstrap of model − reference}} for every pair in ``pairs``.
+
+    Equal, result by result, to :func:`helpers.metrics.paired_bootstrap` (and so to :func:`paired_differences`)
+    with the same ``n``, ``seed`` and ``level``, but each model's metric is evaluated on the shared resamples once
+    (:func:`resampled_metric`) rather than once per comparison it takes part in: with many comparisons against a
+    few references (every loss against CE and against CE + TS) this divides the cost by about twice the number of
+    comparisons per model.
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    unknown = sorted({name for pair in pairs for name in pair} - set(probs_by_model))
+    if unknown:
+        raise ValueError(f"pairs name model(s) {unknown} that are not in probs_by_model {list(probs_by_model)}")
+    needed = list(dict.fromkeys(name for pair in pairs for name in pair))
+    tails = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
+    results: dict[tuple[str, str], dict[str, PairedBootstrapResult]] = {tuple(pair): {} for pair in pairs}
+    for metric_name, fn in metric_fns.items():
+        values = {model: resampled_metric(fn, _as_list(probs_by_model[model], model), labels, n=n, seed=seed)
+                  for model in needed}
+        for model, reference in pairs:
+            (full_a, samples_a), (full_b, samples_b) = values[model], values[reference]
+            samples = samples_a - samples_b
+            valid = samples[~torch.isnan(samples)]
+            if valid.numel() == 0:
+                raise ValueError(f"{metric_name} is undefined on every resample for {model} vs {reference}")
+            low, high = torch.quantile(valid, tails).tolist()
+            results[(model, reference)][metric_name] = PairedBootstrapResult(
+                full_a - full_b, low, high, level, samples, len(_as_list(probs_by_model[model], model)),
+                len(_as_list(probs_by_model[reference], reference)))
+    return results

@@ -52,6 +52,23 @@ def test_save_results_round_trips_tensors_and_config(tmp_path):
     assert payload["environment"]["torch"] == torch.__version__
 
 
+def test_save_results_top_level_keys_sit_beside_results(tmp_path):
+    torch = pytest.importorskip("torch")
+    cfg = course.configure("99_test", PROFILES, profile="smoke", results_path=str(tmp_path / "r.json"))
+    path = course.save_results(cfg, {"a": 1}, top_level={"profile": "smoke", "seeds": torch.tensor([0, 1]),
+                                                         "models": {"x": {"ece": 0.1}}})
+    payload = json.loads(path.read_text())
+    assert payload["seeds"] == [0, 1] and payload["models"] == {"x": {"ece": 0.1}}
+    assert payload["results"] == {"a": 1} and payload["profile"] == "smoke"
+
+
+def test_save_results_top_level_cannot_contradict_the_payload(tmp_path):
+    cfg = course.configure("99_test", PROFILES, profile="smoke", results_path=str(tmp_path / "r.json"))
+    with pytest.raises(ValueError, match="contradicts the payload's 'profile'"):
+        course.save_results(cfg, {}, top_level={"profile": "reference"})
+    assert not (tmp_path / "r.json").exists()
+
+
 def test_check_results_fails_on_a_missing_json(tmp_path):
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "results").mkdir()

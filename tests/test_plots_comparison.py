@@ -1,0 +1,67 @@
+"""difference_plot colours each paired difference by its verdict; before_after_plot draws two colours."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.colors import to_hex  # noqa: E402
+
+from helpers import plots  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def _point_colors(ax):
+    return [to_hex(line.get_color()) for line in ax.get_lines() if line.get_marker() == "o"]
+
+
+def test_difference_plot_colours_by_verdict_and_direction():
+    rows = {"better": (-0.02, -0.03, -0.01), "worse": (0.02, 0.01, 0.03), "unclear": (0.0, -0.01, 0.01)}
+    figure = plots.difference_plot(rows, higher_is_better=False, xlabel="Δ ECE (%)")
+    ax = figure.axes[0]
+    assert _point_colors(ax) == [plots.BETTER_COLOR.lower(), plots.GAP_COLOR.lower(), plots.NEUTRAL_COLOR.lower()]
+    xs = [line.get_xdata()[0] for line in ax.get_lines() if line.get_marker() == "o"]
+    np.testing.assert_allclose(xs, [-2.0, 2.0, 0.0])  # scaled to percent
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(rows)
+    flipped = plots.difference_plot(rows, higher_is_better=True).axes[0]
+    assert _point_colors(flipped)[:2] == [plots.GAP_COLOR.lower(), plots.BETTER_COLOR.lower()]
+
+
+def test_before_after_plot_uses_two_colours_and_a_legend():
+    before = {"CE": (0.15, 0.14, 0.16), "LS": (0.05, 0.04, 0.06)}
+    after = {"CE": (0.03, 0.02, 0.04), "LS": (0.04, 0.03, 0.05)}
+    ax = plots.before_after_plot(before, after, labels=("before TS", "after TS")).axes[0]
+    colors = _point_colors(ax)
+    assert len(set(colors)) == 2
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["before TS", "after TS"]
+
+
+def test_before_after_plot_refuses_different_models():
+    with pytest.raises(ValueError, match="same models"):
+        plots.before_after_plot({"a": (1, 0, 2)}, {"b": (1, 0, 2)})
+
+
+def test_overlaid_reliability_draws_both_on_one_axis():
+    import torch
+
+    from helpers import metrics
+
+    generator = torch.Generator().manual_seed(0)
+    probs = torch.softmax(2.0 * torch.randn(600, 4, generator=generator, dtype=torch.float64), 1)
+    labels = torch.randint(4, (600,), generator=generator)
+    bins = metrics.reliability_bins(probs, labels, n_bins=15)
+    diagram = metrics.smooth_reliability(probs, labels, n_bootstrap=5)
+    figure = plots.overlaid_reliability(bins, diagram, title="CE")
+    ax = figure.axes[0]
+    line = next(line for line in ax.get_lines() if line.get_label() == "smoothed accuracy")
+    np.testing.assert_array_equal(line.get_ydata(), diagram.mu)
+    assert f"ECE {100 * bins.ece:.2f} %" in ax.get_title() and f"{100 * diagram.smooth_ece:.2f}" in ax.get_title()
+    labels_shown = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(labels_shown) == len(set(labels_shown)) and "accuracy" in labels_shown
