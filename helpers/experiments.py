@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -128,10 +129,22 @@ def _without_docstrings(tree: ast.AST) -> ast.AST:
 
 
 def code_version() -> str:
-    """A hash of the training modules' syntax trees: comments, docstrings and layout do not change it."""
+    """A hash of the training modules' syntax trees: comments, docstrings and layout do not change it.
+
+    Parsing and dumping the trees took about 3 s per call on the shared 2-core machine, and every loaded stored
+    run asks for it; the hash is therefore remembered per (file, modification time, size) of the source files, so
+    an edit made while a kernel is running is still seen."""
+    package = Path(__file__).resolve().parent
+    stamps = tuple((name, (package / name).stat().st_mtime_ns, (package / name).stat().st_size)
+                   for name in _SOURCE_FILES)
+    return _code_version_of(stamps)
+
+
+@functools.lru_cache(maxsize=8)
+def _code_version_of(stamps: tuple[tuple[str, int, int], ...]) -> str:
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parent
-    for name in _SOURCE_FILES:
+    for name, _, _ in stamps:
         tree = _without_docstrings(ast.parse((package / name).read_text(encoding="utf-8")))
         digest.update(name.encode())
         digest.update(ast.dump(tree, annotate_fields=False).encode())
