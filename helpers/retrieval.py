@@ -166,27 +166,35 @@ def query_log_scores(probs: torch.Tensor, queries: torch.Tensor) -> torch.Tensor
     return _log_scores(_probability_terms(probs), _check_queries(queries, probs.shape[1]).to(probs.device))
 
 
-def _probability_terms(probs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """Checked probs -> (N, T) float64 log η̂, log(1 − η̂), 1[η̂ = 0], 1[η̂ = 1]: what every query block uses.
-
-    −inf terms (p = 0 wanted, p = 1 unwanted) are counted separately: 0·(−inf) would be NaN in a matmul."""
+def _probability_terms(probs: torch.Tensor) -> torch.Tensor:
+    """Checked probs -> the (2T + 1, N) float64 table every query block reads: rows t = log η̂_t, rows T + t =
+    log(1 − η̂_t), and a last row of zeros (padding). −inf where η̂ = 0 (wanted) or 1 (unwanted): sums keep it."""
     if probs.ndim != 2:
         raise ValueError(f"probs must be (N, T), got shape {tuple(probs.shape)}")
     if probs.numel() and not bool(((probs >= 0) & (probs <= 1)).all()):
         raise ValueError("probs must be probabilities in [0, 1] (use loss.predict_proba(logits))")
-    p = probs.to(torch.float64)
-    log_p = torch.where(p > 0, torch.log(p), torch.zeros_like(p))
-    log_1mp = torch.where(p < 1, torch.log1p(-p), torch.zeros_like(p))
-    return log_p, log_1mp, (p == 0).to(torch.float64), (p == 1).to(torch.float64)
+    p = probs.to(torch.float64).T
+    return torch.cat([torch.log(p), torch.log1p(-p), torch.zeros_like(p[:1])])
 
 
-def _log_scores(terms: tuple[torch.Tensor, ...], queries: torch.Tensor) -> torch.Tensor:
-    log_p, log_1mp, is_zero, is_one = terms
-    positive = (queries == 1).to(torch.float64)
-    negative = (queries == -1).to(torch.float64)
-    finite = positive @ log_p.T + negative @ log_1mp.T
-    n_impossible = positive @ is_zero.T + negative @ is_one.T
-    return torch.where(n_impossible > 0, torch.full_like(finite, -math.inf), finite)
+def _term_index(queries: torch.Tensor) -> torch.Tensor:
+    """(Q, L) rows of the stacked tables: t for a wanted label t, T + t for an unwanted one, 2T as padding."""
+    n_labels = queries.shape[1]
+    row = torch.where(queries == 1, torch.arange(n_labels, device=queries.device),
+                      torch.where(queries == -1, n_labels + torch.arange(n_labels, device=queries.device),
+                                  torch.full_like(queries, 2 * n_labels, dtype=torch.long)))
+    width = max(1, int((queries != 0).sum(dim=1).max())) if queries.numel() else 1
+    return torch.sort(row, dim=1).values[:, :width]  # the padding rows (2T) sort last
+
+
+def _log_scores(terms: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+    """Σ_P log η̂ + Σ_N log(1 − η̂) for every (query, image): a sum of at most L gathered rows (queries are short),
+    cheaper than a (Q × T) @ (T × N) product."""
+    index = _term_index(queries)
+    scores = terms[index[:, 0]].clone()
+    for k in range(1, index.shape[1]):
+        scores += terms[index[:, k]]
+    return scores
 
 
 def query_relevance(labels: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
@@ -196,20 +204,22 @@ def query_relevance(labels: torch.Tensor, queries: torch.Tensor) -> torch.Tensor
 
 
 def _label_matrix(labels: torch.Tensor) -> torch.Tensor:
-    """Checked 0/1 labels as an (N, T) float64 matrix."""
+    """Checked 0/1 labels -> the (2T + 1, N) bool table of query conditions: rows t = "label t present", rows
+    T + t = "label t absent", a last row of True (padding)."""
     if labels.ndim != 2:
         raise ValueError(f"labels must be (N, T), got shape {tuple(labels.shape)}")
     if labels.numel() and not bool(((labels == 0) | (labels == 1)).all()):
         raise ValueError("labels must be 0 or 1")
-    return labels.to(torch.float64)
+    present = (labels == 1).T
+    return torch.cat([present, ~present, torch.ones_like(present[:1])])
 
 
-def _relevance(y: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
-    positive = (queries == 1).to(torch.float64)
-    negative = (queries == -1).to(torch.float64)
-    has_all = (positive @ y.T) == positive.sum(dim=1, keepdim=True)
-    has_none = (negative @ y.T) == 0
-    return has_all & has_none
+def _relevance(conditions: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+    index = _term_index(queries)
+    relevant = conditions[index[:, 0]].clone()
+    for k in range(1, index.shape[1]):
+        relevant &= conditions[index[:, k]]
+    return relevant
 
 
 def average_precision(scores: torch.Tensor, relevant: torch.Tensor) -> torch.Tensor:
