@@ -562,3 +562,32 @@ def retrieval_curve_spread(map_by_length: Mapping[str, Mapping[int, tuple[float,
     _label_axes(ax, "query length |P| + |N|", "retrieval mAP (%)", title or "multi-label retrieval", grid=True)
     ax.legend(fontsize="small", ncols=2)
     return figure
+
+
+def binned_output_plot(centres: Any, means: Mapping[str, Any], ax: Axes | None = None, title: str | None = None,
+                       log: bool = True) -> Figure:
+    """Mean predicted probability per bin of the exact posterior η against the bin's mean η, one line per model,
+    with the diagonal of perfect calibration (a reliability diagram against the truth, possible on synthetic data).
+    ``centres`` (B,) and each ``means[name]`` (B,) come from the caller's binning; ``log`` draws both axes on a log
+    scale, where the many small posteriors of a multi-label set are visible."""
+    if not means:
+        raise ValueError("means is empty; pass {model: mean prediction per η bin}")
+    centres = _numpy(centres).astype(float)
+    figure, ax = _figure_and_axes(ax, (5.2, 4.6))
+    values = [_numpy(v).astype(float) for v in means.values()]
+    if any(v.shape != centres.shape for v in values):
+        raise ValueError(f"every entry of means must have the shape of centres {centres.shape}")
+    low = min(float(centres.min()), *(float(v.min()) for v in values))
+    high = max(float(centres.max()), *(float(v.max()) for v in values))
+    if log and low <= 0:
+        raise ValueError("a log scale needs positive bin centres and means; pass log=False")
+    ax.plot([low, high], [low, high], linestyle="--", color="grey", linewidth=1, label="η̂ = η")
+    for name, v in zip(means, values):
+        ax.plot(centres, v, marker=".", label=name)
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    scale = " (log scale)" if log else ""
+    _label_axes(ax, f"exact posterior η, bin mean{scale}", f"mean predicted probability{scale}",
+                title or "predictions against the exact posterior", grid=True)
+    return figure

@@ -32,6 +32,7 @@ __all__ = [
     "retrieval_map",
     "inclusion_exclusion",
     "joint_retrieval_map",
+    "compare_per_query",
     "top_k",
     "format_query",
 ]
@@ -401,3 +402,42 @@ def format_query(query: torch.Tensor, class_names: Sequence[str]) -> str:
     wanted = [f"+{name}" for name, s in zip(class_names, query.tolist()) if s == 1]
     unwanted = [f"\u2212{name}" for name, s in zip(class_names, query.tolist()) if s == -1]
     return " ".join(wanted + unwanted)
+
+
+def compare_per_query(ap_a, ap_b, lengths, n: int = 1000, seed: int = 0, level: float = 0.95,
+                      tie_tolerance: float = 1e-12) -> dict:
+    """Paired comparison of two models' retrieval over the same queries, by query length and over all.
+
+    ``ap_a`` (S_a, Q) and ``ap_b`` (S_b, Q): per-query AP of each training seed (``RetrievalResult
+    .average_precision``), averaged over seeds first; ``lengths`` (Q,) the query lengths. Per length (and "all"):
+    the mean AP difference a − b, its percentile interval from ``n`` bootstrap resamples of the queries (drawn
+    within each length, so "all" keeps the length mix), and the shares of queries where a is higher, tied
+    (|Δ| ≤ ``tie_tolerance``) or lower. Captures query sampling only, not test-image sampling. Queries with no
+    relevant image (NaN AP) are left out.
+    """
+    a = torch.as_tensor(ap_a, dtype=torch.float64).reshape(-1, torch.as_tensor(ap_a).shape[-1]).mean(0)
+    b = torch.as_tensor(ap_b, dtype=torch.float64).reshape(-1, torch.as_tensor(ap_b).shape[-1]).mean(0)
+    lengths = torch.as_tensor(lengths)
+    if a.shape != b.shape or a.shape != lengths.shape:
+        raise ValueError(f"ap_a, ap_b and lengths must describe the same queries, got {tuple(a.shape)}, "
+                         f"{tuple(b.shape)} and {tuple(lengths.shape)}")
+    if n < 2 or not 0 < level < 1:
+        raise ValueError(f"need n >= 2 resamples and 0 < level < 1, got n={n}, level={level}")
+    valid = ~(torch.isnan(a) | torch.isnan(b))
+    difference, lengths = (a - b)[valid], lengths[valid]
+    generator = torch.Generator().manual_seed(seed)
+    groups = {int(length): torch.nonzero(lengths == length).squeeze(1) for length in torch.unique(lengths)}
+    resampled = {length: difference[index][torch.randint(len(index), (n, len(index)), generator=generator)]
+                 for length, index in groups.items()}
+    tails = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
+
+    def row(values: torch.Tensor, replicates: torch.Tensor) -> dict:
+        low, high = torch.quantile(replicates, tails).tolist()
+        return {"n_queries": int(values.numel()), "estimate": float(values.mean()), "low": low, "high": high,
+                "higher": float((values > tie_tolerance).double().mean()),
+                "tied": float((values.abs() <= tie_tolerance).double().mean()),
+                "lower": float((values < -tie_tolerance).double().mean())}
+
+    out = {length: row(difference[groups[length]], resampled[length].mean(1)) for length in sorted(groups)}
+    out["all"] = row(difference, torch.cat([resampled[length] for length in sorted(groups)], dim=1).mean(1))
+    return out

@@ -109,3 +109,15 @@ def test_retrieval_curve_spread_draws_one_errorbar_line_per_model():
     with pytest.raises(ValueError, match="empty"):
         plots.retrieval_curve_spread({})
     plt.close(figure)
+
+
+def test_binned_output_plot_draws_the_diagonal_and_one_line_per_model_on_log_axes():
+    import matplotlib.pyplot as plt
+    from helpers import plots
+    figure = plots.binned_output_plot(np.array([0.01, 0.1, 0.5]), {"model": np.array([0.02, 0.08, 0.4])})
+    ax = figure.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), [0.02, 0.08, 0.4])
+    with pytest.raises(ValueError, match="log scale"):
+        plots.binned_output_plot(np.array([0.0, 0.5]), {"m": np.array([0.1, 0.2])})
+    plt.close(figure)

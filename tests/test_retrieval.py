@@ -234,3 +234,23 @@ def test_joint_retrieval_map_ranks_by_the_exact_joint_and_equals_eq22_without_co
     marginals = torch.sigmoid(torch.from_numpy(fields))
     torch.testing.assert_close(independent.average_precision, retrieval_map(marginals, labels, queries=queries)
                                .average_precision, equal_nan=True, rtol=0, atol=1e-9)
+
+
+def test_compare_per_query_averages_seeds_counts_ties_and_brackets_the_difference():
+    from helpers.retrieval import compare_per_query
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([1] * 50 + [2] * 150)
+    base = torch.rand(200, generator=g, dtype=torch.float64)
+    a = torch.stack([base + 0.1, base + 0.3])        # seed mean: base + 0.2
+    b = base.clone()[None]
+    b[0, :20] = base[:20] + 0.2                      # 20 queries of length 1 tie
+    b[0, 199] = math.nan                             # no relevant image: left out
+    result = compare_per_query(a, b, lengths, n=200)
+    assert result[1]["tied"] == pytest.approx(20 / 50) and result[1]["higher"] == pytest.approx(30 / 50)
+    assert result[2]["n_queries"] == 149 and result[2]["estimate"] == pytest.approx(0.2)
+    expected_all = (30 * 0.2 + 149 * 0.2) / 199
+    assert result["all"]["estimate"] == pytest.approx(expected_all)
+    assert result["all"]["low"] <= expected_all <= result["all"]["high"]
+    assert result[1]["higher"] + result[1]["tied"] + result[1]["lower"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="same queries"):
+        compare_per_query(a, b[:, :10], lengths)
