@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -28,6 +29,7 @@ __all__ = [
     "bootstrap_table",
     "format_interval_table",
     "binned_calibration_with_counts",
+    "ideal_output",
 ]
 
 #: the trained multi-label losses of notebooks 08–11, in the order the tables list them
@@ -185,3 +187,27 @@ def binned_calibration_with_counts(probs: torch.Tensor, labels: torch.Tensor,
             "pooled_nonempty_bins": int(pooled.nonempty.sum()),
             "pooled_smallest_bin": int(pooled.counts[pooled.nonempty].min()),
             "nonempty_bins_per_label": float(sum(int(b.nonempty.sum()) for b in per_label) / len(per_label))}
+
+
+def ideal_output(loss: nn.Module, eta, n_grid: int = 801) -> torch.Tensor:
+    """η̂*(η): what a per-label loss outputs at its population optimum, ``loss.predict_proba(v*(η))`` with v* the
+    minimiser of the conditional risk (eq. 11), for every entry of ``eta`` (any shape, values in (0, 1)).
+
+    Applied to a synthetic set's exact posteriors it gives the loss's ideal model (07's maps): the same per-label
+    ranking as η wherever v* is strictly increasing, and the distortion the loss itself causes, free of training
+    error. v* is computed by :func:`helpers.properness.conditional_risk_minimiser` on ``n_grid`` logits
+    logit(η) spanning the entries' range and interpolated linearly in logit(η) (v* is monotone and smooth in it).
+    Where v* runs to the end of the searched logit range (ASL with γ⁺ = 0 for η ≥ 0.9637: the infimum is at +∞)
+    the output is σ(40), which rounds to 1.
+    """
+    eta = torch.as_tensor(eta, dtype=torch.float64)
+    if eta.numel() == 0 or not bool(((eta > 0) & (eta < 1)).all()):
+        raise ValueError("eta must be probabilities strictly inside (0, 1) (exact posteriors of a synthetic set)")
+    if n_grid < 2:
+        raise ValueError(f"n_grid must be at least 2, got {n_grid}")
+    scores = torch.special.logit(eta).reshape(-1)
+    grid = torch.linspace(float(scores.min()), float(scores.max()), n_grid, dtype=torch.float64)
+    minimum = properness.conditional_risk_minimiser(loss, torch.sigmoid(grid))
+    logits = np.interp(scores.numpy(), grid.numpy(), minimum.logits.numpy())
+    with torch.no_grad():
+        return loss.predict_proba(torch.from_numpy(logits).reshape(eta.shape)).double()

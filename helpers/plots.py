@@ -62,6 +62,13 @@ def _draw_intervals(ax: Axes, names: Sequence[str], values: np.ndarray) -> np.nd
     return positions
 
 
+def _text_colour(rgba: Sequence[float]) -> str:
+    """Black on light cells, white on dark ones (relative luminance of the cell's colour): readable on either
+    half of a diverging map, whose light middle made white text vanish."""
+    red, green, blue = rgba[:3]
+    return "black" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.5 else "white"
+
+
 def _numpy(values: Any) -> np.ndarray:
     if isinstance(values, torch.Tensor):
         return values.detach().cpu().numpy()
@@ -211,11 +218,9 @@ def heatmap(matrix: Any, row_names: Sequence[str], col_names: Sequence[str], ax:
     ax.set_xticks(range(len(col_names)), labels=list(col_names), rotation=45, ha="right")
     ax.set_yticks(range(len(row_names)), labels=list(row_names))
     if annotate:
-        low, high = image.get_clim()
-        middle = (low + high) / 2
         for (row, col), value in np.ndenumerate(values):
             ax.text(col, row, format(value, fmt), ha="center", va="center", fontsize="small",
-                    color="black" if value > middle else "white")
+                    color=_text_colour(image.cmap(image.norm(value))))
     if colorbar:
         figure.colorbar(image, ax=ax)
     if title:
@@ -853,4 +858,58 @@ def overlaid_reliability(bins: ReliabilityBins, diagram: SmoothReliability, ax: 
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles))
     ax.legend(unique.values(), unique.keys(), loc="upper left", fontsize="x-small")
+    return figure
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# notebook 10: retrieval mAP over seeds; notebooks 09-10: predictions against the exact posterior
+# ----------------------------------------------------------------------------------------------------------------
+__all__ += ["retrieval_curve_spread", "binned_output_plot"]
+
+
+def retrieval_curve_spread(map_by_length: Mapping[str, Mapping[int, tuple[float, float]]], ax: Axes | None = None,
+                           title: str | None = None) -> Figure:
+    """Retrieval mAP against the query length |P| + |N| (SPA paper, Fig. 3) with the spread over training seeds:
+    ``{model: {length: (mean, sd)}}`` (sd None or 0 for a model without seeds, e.g. the exact posteriors), drawn
+    as a line with ± sd error bars, in percent."""
+    if not map_by_length:
+        raise ValueError("map_by_length is empty; pass {model: {length: (mean, sd)}}")
+    figure, ax = _figure_and_axes(ax, (6.0, 4.2))
+    for name, curve in map_by_length.items():
+        lengths = sorted(curve)
+        means = np.array([100 * curve[length][0] for length in lengths])
+        spread = np.array([100 * (curve[length][1] or 0.0) for length in lengths])
+        ax.errorbar(lengths, means, yerr=spread if spread.any() else None, marker="o", capsize=3, label=name)
+    ax.set_xticks(sorted({length for curve in map_by_length.values() for length in curve}))
+    _label_axes(ax, "query length |P| + |N|", "retrieval mAP (%)", title or "multi-label retrieval", grid=True)
+    ax.legend(fontsize="small", ncols=2)
+    return figure
+
+
+def binned_output_plot(centres: Any, means: Mapping[str, Any], ax: Axes | None = None, title: str | None = None,
+                       log: bool = True) -> Figure:
+    """Mean predicted probability per bin of the exact posterior η against the bin's mean η, one line per model,
+    with the diagonal of perfect calibration (a reliability diagram against the truth, possible on synthetic data).
+    ``centres`` (B,) and each ``means[name]`` (B,) come from the caller's binning; ``log`` draws both axes on a log
+    scale, where the many small posteriors of a multi-label set are visible."""
+    if not means:
+        raise ValueError("means is empty; pass {model: mean prediction per η bin}")
+    centres = _numpy(centres).astype(float)
+    figure, ax = _figure_and_axes(ax, (5.2, 4.6))
+    values = [_numpy(v).astype(float) for v in means.values()]
+    if any(v.shape != centres.shape for v in values):
+        raise ValueError(f"every entry of means must have the shape of centres {centres.shape}")
+    low = min(float(centres.min()), *(float(v.min()) for v in values))
+    high = max(float(centres.max()), *(float(v.max()) for v in values))
+    if log and low <= 0:
+        raise ValueError("a log scale needs positive bin centres and means; pass log=False")
+    ax.plot([low, high], [low, high], linestyle="--", color="grey", linewidth=1, label="η̂ = η")
+    for name, v in zip(means, values):
+        ax.plot(centres, v, marker=".", label=name)
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    scale = " (log scale)" if log else ""
+    _label_axes(ax, f"exact posterior η, bin mean{scale}", f"mean predicted probability{scale}",
+                title or "predictions against the exact posterior", grid=True)
     return figure

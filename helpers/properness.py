@@ -259,3 +259,103 @@ def lpr_population_minimiser(base: nn.Module, lpr_weight: float, marginals: torc
             break
     with torch.no_grad():
         return base.predict_proba(v).double()
+
+
+def _log1mexp(log_q: torch.Tensor) -> torch.Tensor:
+    """log(1 − e^x) for x ≤ 0, accurate at both ends (Mächler 2012)."""
+    return torch.where(log_q > -math.log(2.0), torch.log(-torch.expm1(log_q)), torch.log1p(-torch.exp(log_q)))
+
+
+def pairwise_expected_ldace(logits: torch.Tensor, marginals: torch.Tensor, pair_marginals: torch.Tensor,
+                            diagonal: str = "p_squared") -> torch.Tensor:
+    """E_y[LDACE(v, y) | x] per row (N,), from the first and second moments of y given x alone.
+
+    LDACE (Pal et al., ICASSP 2025; ``helpers.losses.LDACE``) is the mean over the upper triangle i ≤ j of
+    BCE(q_ij, y_i y_j), q_ij = p_i p_j, p = σ(v); BCE is linear in its target, so its expectation is
+    BCE(q_ij, π_ij) with π_ij = P(y_i = y_j = 1 | x) (``pair_marginals``) and π_ii = η_i (``marginals``).
+    ``diagonal``: "p_squared" (reference, q_ii = p_i²) or "p" (q_ii = p_i)."""
+    if diagonal not in ("p_squared", "p"):
+        raise ValueError(f"diagonal must be 'p_squared' or 'p', got {diagonal!r}")
+    n_labels = logits.shape[1]
+    log_p = torch.nn.functional.logsigmoid(logits)
+    log_q = log_p[:, :, None] + log_p[:, None, :]
+    if diagonal == "p":
+        log_q = log_q - torch.diag_embed(log_p)  # q_ii = p_i
+    targets = pair_marginals.clone()
+    targets.diagonal(dim1=1, dim2=2).copy_(marginals)
+    terms = -(targets * log_q + (1.0 - targets) * _log1mexp(log_q))
+    upper = torch.triu(torch.ones(n_labels, n_labels, dtype=torch.bool, device=logits.device))
+    return terms[:, upper].mean(dim=1)
+
+
+def pairwise_risk_minimiser(marginals, pair_marginals, diagonal: str = "p_squared",
+                            max_iter: int = 100) -> JointRiskMinimum:
+    """LDACE's population optimum for each image: argmin_v E_y[LDACE(v, y) | x] (:func:`pairwise_expected_ldace`),
+    given η(x) (N, T) and π(x) (N, T, T), e.g. a synthetic set's exact moments. Damped Newton steps with the exact
+    (T × T) Hessian of every image (closed form, float64), on the images whose gradient has not vanished yet
+    (largest component < 1e-12); raises if some image does not converge in ``max_iter`` steps.
+    Returns logits (N, T), ``LDACE(diagonal).predict_proba`` at them (p² or p) and the mean risk.
+
+    Unlike :func:`joint_risk_minimiser` this needs no enumeration of label vectors, so T = 14 is cheap; for small T
+    both agree (tested)."""
+    eta = torch.as_tensor(marginals, dtype=torch.float64)
+    pairs = torch.as_tensor(pair_marginals, dtype=torch.float64)
+    if eta.ndim != 2 or pairs.shape != (*eta.shape, eta.shape[1]):
+        raise ValueError(f"marginals must be (N, T) and pair_marginals (N, T, T), got {tuple(eta.shape)} and "
+                         f"{tuple(pairs.shape)}")
+    if not bool(((eta > 0) & (eta < 1)).all()) or not bool(((pairs >= 0) & (pairs <= 1)).all()):
+        raise ValueError("marginals must lie in (0, 1) and pair_marginals in [0, 1]")
+
+    v = torch.special.logit(eta.clamp(1e-12, 1 - 1e-12)) / (2.0 if diagonal == "p_squared" else 1.0)
+    active = torch.arange(v.shape[0])  # images whose gradient has not vanished yet
+    eye = torch.eye(v.shape[1], dtype=v.dtype)
+    for _ in range(max_iter):
+        e, p2, x = eta[active], pairs[active], v[active]
+        grad, hess = _ldace_gradient_and_hessian(x, e, p2, diagonal)
+        done = grad.abs().amax(dim=1) < 1e-12
+        active, e, p2, x, grad, hess = active[~done], e[~done], p2[~done], x[~done], grad[~done], hess[~done]
+        if active.numel() == 0:
+            break
+        step = torch.linalg.solve(hess + 1e-12 * eye, grad.unsqueeze(-1)).squeeze(-1)
+        current, scale = pairwise_expected_ldace(x, e, p2, diagonal), torch.ones(len(x), 1, dtype=v.dtype)
+        for _ in range(30):  # backtracking per image: accept where the risk does not increase
+            worse = pairwise_expected_ldace(x - scale * step, e, p2, diagonal) > current + 1e-15
+            if not bool(worse.any()):
+                break
+            scale = torch.where(worse[:, None], scale / 2, scale)
+        v[active] = x - scale * step
+    else:
+        raise RuntimeError(f"pairwise_risk_minimiser: no convergence in {max_iter} Newton steps for "
+                           f"{active.numel()} image(s) (largest gradient {float(grad.abs().max()):.2e})")
+    from helpers.losses import LDACE
+
+    with torch.no_grad():
+        proba = LDACE(diagonal=diagonal).predict_proba(v).double()
+    risk = float(pairwise_expected_ldace(v, eta, pairs, diagonal).mean())
+    return JointRiskMinimum(logits=v, proba=proba, risk=risk)
+
+
+def _ldace_gradient_and_hessian(v: torch.Tensor, eta: torch.Tensor, pairs: torch.Tensor,
+                                diagonal: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Closed-form gradient (N, T) and Hessian (N, T, T) of :func:`pairwise_expected_ldace` in v.
+
+    Each term is f(ℓ) = −π ℓ − (1 − π) log(1 − e^ℓ) of ℓ = log q, with f' = (q − π)/(1 − q) and
+    f'' = q (1 − π)/(1 − q)²; ℓ_ij = a_i + a_j off the diagonal and d·a_i on it (d = 2 for p², 1 for p), with
+    a = log σ(v), a' = 1 − p, a'' = −p (1 − p). (Tested against autograd.)"""
+    n_labels = v.shape[1]
+    d = 2.0 if diagonal == "p_squared" else 1.0
+    a = torch.nn.functional.logsigmoid(v)
+    eye = torch.eye(n_labels, dtype=torch.bool, device=v.device)
+    log_q = torch.where(eye, d * a[:, :, None], a[:, :, None] + a[:, None, :])
+    target = torch.where(eye, torch.diag_embed(eta), pairs)
+    q, one_minus_q = torch.exp(log_q), -torch.expm1(log_q)
+    first = (q - target) / one_minus_q
+    second = q * (1.0 - target) / one_minus_q ** 2
+    weight = torch.where(eye, torch.full_like(first[0], d), torch.ones_like(first[0]))
+    grad_a = (first * weight).sum(dim=2)
+    hess_a = torch.where(eye, torch.diag_embed((second * weight ** 2).sum(dim=2)), second)
+    slope, p = torch.sigmoid(-v), torch.sigmoid(v)
+    n_terms = n_labels * (n_labels + 1) / 2
+    grad = grad_a * slope / n_terms
+    hess = (slope[:, :, None] * hess_a * slope[:, None, :] + torch.diag_embed(grad_a * (-p * slope))) / n_terms
+    return grad, hess

@@ -30,6 +30,9 @@ __all__ = [
     "average_precision",
     "RetrievalResult",
     "retrieval_map",
+    "inclusion_exclusion",
+    "joint_retrieval_map",
+    "compare_per_query",
     "top_k",
     "format_query",
 ]
@@ -164,27 +167,35 @@ def query_log_scores(probs: torch.Tensor, queries: torch.Tensor) -> torch.Tensor
     return _log_scores(_probability_terms(probs), _check_queries(queries, probs.shape[1]).to(probs.device))
 
 
-def _probability_terms(probs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """Checked probs -> (N, T) float64 log η̂, log(1 − η̂), 1[η̂ = 0], 1[η̂ = 1]: what every query block uses.
-
-    −inf terms (p = 0 wanted, p = 1 unwanted) are counted separately: 0·(−inf) would be NaN in a matmul."""
+def _probability_terms(probs: torch.Tensor) -> torch.Tensor:
+    """Checked probs -> the (2T + 1, N) float64 table every query block reads: rows t = log η̂_t, rows T + t =
+    log(1 − η̂_t), and a last row of zeros (padding). −inf where η̂ = 0 (wanted) or 1 (unwanted): sums keep it."""
     if probs.ndim != 2:
         raise ValueError(f"probs must be (N, T), got shape {tuple(probs.shape)}")
     if probs.numel() and not bool(((probs >= 0) & (probs <= 1)).all()):
         raise ValueError("probs must be probabilities in [0, 1] (use loss.predict_proba(logits))")
-    p = probs.to(torch.float64)
-    log_p = torch.where(p > 0, torch.log(p), torch.zeros_like(p))
-    log_1mp = torch.where(p < 1, torch.log1p(-p), torch.zeros_like(p))
-    return log_p, log_1mp, (p == 0).to(torch.float64), (p == 1).to(torch.float64)
+    p = probs.to(torch.float64).T
+    return torch.cat([torch.log(p), torch.log1p(-p), torch.zeros_like(p[:1])])
 
 
-def _log_scores(terms: tuple[torch.Tensor, ...], queries: torch.Tensor) -> torch.Tensor:
-    log_p, log_1mp, is_zero, is_one = terms
-    positive = (queries == 1).to(torch.float64)
-    negative = (queries == -1).to(torch.float64)
-    finite = positive @ log_p.T + negative @ log_1mp.T
-    n_impossible = positive @ is_zero.T + negative @ is_one.T
-    return torch.where(n_impossible > 0, torch.full_like(finite, -math.inf), finite)
+def _term_index(queries: torch.Tensor) -> torch.Tensor:
+    """(Q, L) rows of the stacked tables: t for a wanted label t, T + t for an unwanted one, 2T as padding."""
+    n_labels = queries.shape[1]
+    row = torch.where(queries == 1, torch.arange(n_labels, device=queries.device),
+                      torch.where(queries == -1, n_labels + torch.arange(n_labels, device=queries.device),
+                                  torch.full_like(queries, 2 * n_labels, dtype=torch.long)))
+    width = max(1, int((queries != 0).sum(dim=1).max())) if queries.numel() else 1
+    return torch.sort(row, dim=1).values[:, :width]  # the padding rows (2T) sort last
+
+
+def _log_scores(terms: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+    """Σ_P log η̂ + Σ_N log(1 − η̂) for every (query, image): a sum of at most L gathered rows (queries are short),
+    cheaper than a (Q × T) @ (T × N) product."""
+    index = _term_index(queries)
+    scores = terms[index[:, 0]].clone()
+    for k in range(1, index.shape[1]):
+        scores += terms[index[:, k]]
+    return scores
 
 
 def query_relevance(labels: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
@@ -194,48 +205,61 @@ def query_relevance(labels: torch.Tensor, queries: torch.Tensor) -> torch.Tensor
 
 
 def _label_matrix(labels: torch.Tensor) -> torch.Tensor:
-    """Checked 0/1 labels as an (N, T) float64 matrix."""
+    """Checked 0/1 labels -> the (2T + 1, N) bool table of query conditions: rows t = "label t present", rows
+    T + t = "label t absent", a last row of True (padding)."""
     if labels.ndim != 2:
         raise ValueError(f"labels must be (N, T), got shape {tuple(labels.shape)}")
     if labels.numel() and not bool(((labels == 0) | (labels == 1)).all()):
         raise ValueError("labels must be 0 or 1")
-    return labels.to(torch.float64)
+    present = (labels == 1).T
+    return torch.cat([present, ~present, torch.ones_like(present[:1])])
 
 
-def _relevance(y: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
-    positive = (queries == 1).to(torch.float64)
-    negative = (queries == -1).to(torch.float64)
-    has_all = (positive @ y.T) == positive.sum(dim=1, keepdim=True)
-    has_none = (negative @ y.T) == 0
-    return has_all & has_none
+def _relevance(conditions: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+    index = _term_index(queries)
+    relevant = conditions[index[:, 0]].clone()
+    for k in range(1, index.shape[1]):
+        relevant &= conditions[index[:, k]]
+    return relevant
 
 
 def average_precision(scores: torch.Tensor, relevant: torch.Tensor) -> torch.Tensor:
     """AP of each row of ``scores`` (Q, N) against ``relevant`` (Q, N) bool; NaN where a row has no relevant item.
 
     Same definition as scikit-learn's ``average_precision_score``: AP = Σ_k (R_k − R_{k−1}) P_k over the
-    distinct score thresholds, so tied scores enter together (no optimistic ordering inside a tie).
+    distinct score thresholds, so tied scores enter together (no optimistic ordering inside a tie). Equivalently
+    AP = (1/R) Σ_{relevant k} #{relevant with score ≥ s_k} / #{items with score ≥ s_k}, which is how it is computed:
+    one value sort per row and binary searches for the relevant items only (no argsort, no gathers over all N).
     """
     if scores.shape != relevant.shape or scores.ndim != 2:
         raise ValueError(f"scores and relevant must be matching (Q, N) tensors, got {tuple(scores.shape)} and "
                          f"{tuple(relevant.shape)}")
     if bool(torch.isnan(scores).any()):
         raise ValueError("scores contain NaN")
-    order = torch.argsort(scores, dim=1, descending=True, stable=True)
-    sorted_scores = torch.gather(scores, 1, order)
-    hits = torch.gather(relevant.to(torch.float64), 1, order)
-    true_positives = hits.cumsum(dim=1)
-    n_items = scores.shape[1]
-    rank = torch.arange(1, n_items + 1, dtype=torch.float64, device=scores.device)
-    # the last item of each group of tied scores is a threshold
-    threshold = torch.ones_like(hits, dtype=torch.bool)
-    threshold[:, :-1] = sorted_scores[:, 1:] != sorted_scores[:, :-1]
-    tp_at_threshold = torch.where(threshold, true_positives, torch.zeros_like(true_positives))
-    previous = torch.cummax(torch.nn.functional.pad(tp_at_threshold[:, :-1], (1, 0)), dim=1).values
-    precision = true_positives / rank
-    n_relevant = hits.sum(dim=1)
-    ap = (threshold * precision * (true_positives - previous)).sum(dim=1) / n_relevant
-    return torch.where(n_relevant > 0, ap, torch.full_like(ap, math.nan))
+    values = scores.detach().cpu().to(torch.float64).numpy()
+    hits = relevant.detach().cpu().numpy().astype(bool)
+    n_rows, n_items = values.shape
+    n_relevant = hits.sum(axis=1)
+    width = max(1, int(n_relevant.max(initial=0)))
+    rows, cols = np.nonzero(hits)
+    position = np.arange(len(rows)) - np.repeat(np.cumsum(n_relevant) - n_relevant, n_relevant)
+    relevant_scores = np.full((n_rows, width), -np.inf)   # padding: -inf, masked out below
+    relevant_scores[rows, position] = values[rows, cols]
+    is_entry = np.zeros((n_rows, width), dtype=bool)
+    is_entry[rows, position] = True
+    sorted_all = torch.from_numpy(np.sort(values, axis=1))
+    sorted_relevant = torch.from_numpy(np.sort(relevant_scores, axis=1))
+    queried = torch.from_numpy(relevant_scores)
+    below_all = torch.searchsorted(sorted_all, queried, side="left").numpy()
+    # the (width − R) padding values are −inf and sort first: they are below every finite score, and no score is
+    # below −inf, hence the clamp (a relevant item scored −inf has nothing below it)
+    padding = (width - n_relevant)[:, None]
+    below_relevant = np.maximum(torch.searchsorted(sorted_relevant, queried, side="left").numpy() - padding, 0)
+    precision = (n_relevant[:, None] - below_relevant) / (n_items - below_all)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ap = np.where(is_entry, precision, 0.0).sum(axis=1) / n_relevant
+    ap[n_relevant == 0] = math.nan
+    return torch.from_numpy(ap).to(scores.device)
 
 
 @dataclass
@@ -292,15 +316,76 @@ def retrieval_map(probs: torch.Tensor, labels: torch.Tensor, max_length: int = 5
     if queries is None:
         queries = sample_queries(probs.shape[1], max_length=max_length, max_queries=max_queries, seed=seed)
     queries = _check_queries(queries, probs.shape[1])
-    terms, y = _probability_terms(probs), _label_matrix(labels)  # checked and converted once for every chunk
-    per_chunk = max(1, chunk_elements // max(1, probs.shape[0]))
+    terms = _probability_terms(probs)  # checked and converted once for every chunk
+    return _evaluate(lambda _, block: _log_scores(terms, block.to(probs.device)), labels, queries, chunk_elements)
+
+
+def _evaluate(score_block, labels: torch.Tensor, queries: torch.Tensor, chunk_elements: int) -> RetrievalResult:
+    """AP of every query in chunks of queries; ``score_block(start, block) -> (q, N)`` scores the queries
+    ``start .. start + q`` (``block`` = those rows of ``queries``)."""
+    y = _label_matrix(labels)
+    per_chunk = max(1, chunk_elements // max(1, labels.shape[0]))
     aps, counts = [], []
     for start in range(0, queries.shape[0], per_chunk):
         block = queries[start:start + per_chunk]
         relevant = _relevance(y, block.to(labels.device))
-        aps.append(average_precision(_log_scores(terms, block.to(probs.device)), relevant).cpu())
+        aps.append(average_precision(score_block(start, block), relevant).cpu())
         counts.append(relevant.sum(dim=1).cpu())
     return RetrievalResult(queries=queries.cpu(), average_precision=torch.cat(aps), n_relevant=torch.cat(counts))
+
+
+def inclusion_exclusion(queries: torch.Tensor) -> tuple[np.ndarray, "scipy.sparse.csr_matrix"]:
+    """The exact score of a query, P(y_P = 1, y_N = 0 | x), as a signed sum of "all present" probabilities:
+
+        P(y_P = 1, y_N = 0 | x) = Σ_{M ⊆ N} (−1)^{|M|} μ_{P ∪ M}(x),   μ_S(x) = P(y_t = 1 ∀ t ∈ S | x).
+
+    Returns the label subsets needed (bitmasks, bit t = label t, shape (U,)) and the sparse (Q, U) matrix of signs,
+    so that the scores of all queries are ``coefficients @ μ.T``. A query with |N| unwanted labels needs 2^|N| terms
+    (at most 16 for the queries of sec. 5.3)."""
+    from scipy import sparse
+
+    queries = torch.as_tensor(queries)
+    if queries.ndim != 2 or queries.shape[1] > 62:
+        raise ValueError(f"queries must be (Q, T ≤ 62) signed label rows, got shape {tuple(queries.shape)}")
+    queries = _check_queries(queries, queries.shape[1]).numpy()
+    bits = np.int64(1) << np.arange(queries.shape[1], dtype=np.int64)
+    rows, masks, signs = [], [], []
+    for row, query in enumerate(queries):
+        positive = int(bits[query == 1].sum())
+        negative = bits[query == -1]
+        for size in range(len(negative) + 1):
+            for chosen in itertools.combinations(negative.tolist(), size):
+                rows.append(row)
+                masks.append(positive | sum(chosen))
+                signs.append(-1.0 if size % 2 else 1.0)
+    unique, column = np.unique(np.array(masks, dtype=np.int64), return_inverse=True)
+    coefficients = sparse.csr_matrix((signs, (rows, column)), shape=(len(queries), len(unique)))
+    return unique, coefficients
+
+
+def joint_retrieval_map(subset_probabilities, labels: torch.Tensor, queries: torch.Tensor,
+                        chunk_elements: int = 2 ** 22) -> RetrievalResult:
+    """Retrieval ranked by the exact joint query probability P(y_P = 1, y_N = 0 | x) — the ceiling of sec. 5.3 when
+    labels are dependent given x — instead of the product of marginals of eq. (22).
+
+    ``subset_probabilities(masks) -> (N, U)``: P(y_t = 1 ∀ t ∈ S | x) for each label-subset bitmask (e.g.
+    ``functools.partial(helpers.synthetic.multilabel_subset_moments, fields, couplings)``); it is called once, with
+    the subsets :func:`inclusion_exclusion` needs. The signed sums are exact up to float64 rounding (about 1e-16
+    times the largest term), far below the query probabilities that decide a ranking.
+    """
+    labels = _as_matrix(labels, "labels")
+    queries = _check_queries(queries, labels.shape[1])
+    masks, coefficients = inclusion_exclusion(queries)
+    moments = np.asarray(subset_probabilities(masks), dtype=np.float64)
+    if moments.shape != (labels.shape[0], len(masks)):
+        raise ValueError(f"subset_probabilities returned shape {moments.shape}, expected ({labels.shape[0]}, "
+                         f"{len(masks)}): one row per database image, one column per subset")
+    moments_t = np.ascontiguousarray(moments.T)
+
+    def score_block(start: int, block: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(coefficients[start:start + len(block)] @ moments_t))
+
+    return _evaluate(score_block, labels, queries, chunk_elements)
 
 
 def top_k(probs: torch.Tensor, query: torch.Tensor, k: int = 5) -> torch.Tensor:
@@ -317,3 +402,42 @@ def format_query(query: torch.Tensor, class_names: Sequence[str]) -> str:
     wanted = [f"+{name}" for name, s in zip(class_names, query.tolist()) if s == 1]
     unwanted = [f"\u2212{name}" for name, s in zip(class_names, query.tolist()) if s == -1]
     return " ".join(wanted + unwanted)
+
+
+def compare_per_query(ap_a, ap_b, lengths, n: int = 1000, seed: int = 0, level: float = 0.95,
+                      tie_tolerance: float = 1e-12) -> dict:
+    """Paired comparison of two models' retrieval over the same queries, by query length and over all.
+
+    ``ap_a`` (S_a, Q) and ``ap_b`` (S_b, Q): per-query AP of each training seed (``RetrievalResult
+    .average_precision``), averaged over seeds first; ``lengths`` (Q,) the query lengths. Per length (and "all"):
+    the mean AP difference a − b, its percentile interval from ``n`` bootstrap resamples of the queries (drawn
+    within each length, so "all" keeps the length mix), and the shares of queries where a is higher, tied
+    (|Δ| ≤ ``tie_tolerance``) or lower. Captures query sampling only, not test-image sampling. Queries with no
+    relevant image (NaN AP) are left out.
+    """
+    a = torch.as_tensor(ap_a, dtype=torch.float64).reshape(-1, torch.as_tensor(ap_a).shape[-1]).mean(0)
+    b = torch.as_tensor(ap_b, dtype=torch.float64).reshape(-1, torch.as_tensor(ap_b).shape[-1]).mean(0)
+    lengths = torch.as_tensor(lengths)
+    if a.shape != b.shape or a.shape != lengths.shape:
+        raise ValueError(f"ap_a, ap_b and lengths must describe the same queries, got {tuple(a.shape)}, "
+                         f"{tuple(b.shape)} and {tuple(lengths.shape)}")
+    if n < 2 or not 0 < level < 1:
+        raise ValueError(f"need n >= 2 resamples and 0 < level < 1, got n={n}, level={level}")
+    valid = ~(torch.isnan(a) | torch.isnan(b))
+    difference, lengths = (a - b)[valid], lengths[valid]
+    generator = torch.Generator().manual_seed(seed)
+    groups = {int(length): torch.nonzero(lengths == length).squeeze(1) for length in torch.unique(lengths)}
+    resampled = {length: difference[index][torch.randint(len(index), (n, len(index)), generator=generator)]
+                 for length, index in groups.items()}
+    tails = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
+
+    def row(values: torch.Tensor, replicates: torch.Tensor) -> dict:
+        low, high = torch.quantile(replicates, tails).tolist()
+        return {"n_queries": int(values.numel()), "estimate": float(values.mean()), "low": low, "high": high,
+                "higher": float((values > tie_tolerance).double().mean()),
+                "tied": float((values.abs() <= tie_tolerance).double().mean()),
+                "lower": float((values < -tie_tolerance).double().mean())}
+
+    out = {length: row(difference[groups[length]], resampled[length].mean(1)) for length in sorted(groups)}
+    out["all"] = row(difference, torch.cat([resampled[length] for length in sorted(groups)], dim=1).mean(1))
+    return out

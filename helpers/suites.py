@@ -241,6 +241,29 @@ def _declare_08(cfg: Any) -> None:
     spa_lpr_runs(cfg, bundles)
 
 
+#: the losses notebook 09 compares (LDACE against BCE) and those notebook 10 ranks with (the SPA paper's per-label
+#: losses); each notebook reads only these of its configuration's ``losses`` / ``independent_losses``
+LDACE_LOSSES = ("BCE", "LDACE", "LDACE+CCL")
+RETRIEVAL_LOSSES = SPA_LPR_LOSSES
+
+
+def selected_losses(cfg: Any, wanted: Iterable[str], key: str = "losses") -> list[str]:
+    """The losses of ``wanted`` that the configuration's ``key`` list holds, in ``wanted``'s order."""
+    available = cfg.extra.get(key) or []
+    return [name for name in wanted if name in available]
+
+
+def _declare_09(cfg: Any) -> None:
+    multilabel_runs(cfg, load_bundle(cfg), selected_losses(cfg, LDACE_LOSSES))
+    if cfg.extra.get("independent_dataset"):
+        multilabel_runs(cfg, load_bundle(cfg, cfg.independent_dataset),
+                        selected_losses(cfg, LDACE_LOSSES, "independent_losses"))
+
+
+def _declare_10(cfg: Any) -> None:
+    multilabel_runs(cfg, load_bundle(cfg), selected_losses(cfg, RETRIEVAL_LOSSES))
+
+
 def _declare_multilabel(cfg: Any) -> None:
     multilabel_runs(cfg, load_bundle(cfg), cfg.losses)
     if cfg.extra.get("independent_dataset"):
@@ -256,8 +279,8 @@ DECLARED_RUNS: dict[str, Callable[[Any], None]] = {
     "05_ccl_net_class_correlations": _declare_05,
     "06_multiclass_comparison": _declare_multiclass(),
     "08_spa_and_lpr": _declare_08,
-    "09_ldace_and_label_dependencies": _declare_multilabel,
-    "10_multilabel_retrieval": _declare_multilabel,
+    "09_ldace_and_label_dependencies": _declare_09,
+    "10_multilabel_retrieval": _declare_10,
     "11_multilabel_comparison": _declare_multilabel,
 }
 

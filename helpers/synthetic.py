@@ -334,6 +334,34 @@ class _Enumerator:
         mean_joint = (mean_joint * self.cross / len(fields)).T.ravel()  # index a + 2^n_a * b
         return pairs, log_z, mean_joint
 
+    def subset_moments(self, fields: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """mu_S(h_n) = P(y_t = 1 for every t in S | h_n) (N, len(masks)) for label subsets S given as bitmasks.
+
+        With P(a, b | h) = M_A[a] K[a, b] M_B[b] / Z over the halves, mu_S = sum_{a ⊇ S_A} sum_{b ⊇ S_B} P(a, b | h)
+        = (Z_A^T P Z_B)[S_A, S_B] with the superset indicators Z[c, s] = 1[c ⊇ s]: two (2^7 x 2^7) products per
+        image, every term non-negative (no cancellation)."""
+        fields = self._check(fields)
+        masks = np.asarray(masks, dtype=np.int64).reshape(-1)
+        if masks.size and (masks.min() < 0 or masks.max() >= 2 ** self.n_labels):
+            raise ValueError(f"masks must be label bitmasks in [0, 2^{self.n_labels}), got {masks.min()}..{masks.max()}")
+        low = masks & (2 ** self.n_a - 1)
+        high = masks >> self.n_a
+        rows_a, where_a = np.unique(low, return_inverse=True)
+        cols_b, where_b = np.unique(high, return_inverse=True)
+        codes_a, codes_b = np.arange(len(self.y_a)), np.arange(len(self.y_b))
+        superset_a = ((codes_a[:, None] & rows_a[None, :]) == rows_a[None, :]).astype(np.float64)  # (2^n_a, S_A)
+        superset_b = ((codes_b[:, None] & cols_b[None, :]) == cols_b[None, :]).astype(np.float64)  # (2^n_b, S_B)
+        out = np.empty((len(fields), len(masks)))
+        chunk = 256
+        with _one_blas_thread():
+            for lo in range(0, len(fields), chunk):
+                rows = slice(lo, lo + chunk)
+                m_a, m_b, _, _, z, _ = self._halves(fields[rows])
+                through_b = self.cross @ (m_b[:, :, None] * superset_b[None])          # (n, 2^n_a, S_B)
+                table = superset_a.T @ ((m_a / z[:, None])[:, :, None] * through_b)   # (n, S_A, S_B)
+                out[rows] = table[:, where_a, where_b]
+        return out
+
     def sample(self, fields: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One exact draw of y (N, T) uint8 per row: y_A from its marginal, then y_B given y_A."""
         fields = self._check(fields)
@@ -366,6 +394,18 @@ def multilabel_marginals(fields: np.ndarray, couplings: np.ndarray) -> np.ndarra
 def multilabel_log_partition(fields: np.ndarray, couplings: np.ndarray) -> np.ndarray:
     """log Z(h) = log sum_y exp(h·y + sum_{s<t} J_st y_s y_t) per row of fields (exact enumeration)."""
     return _Enumerator(couplings).statistics(fields)[1]
+
+
+def multilabel_pair_marginals(fields: np.ndarray, couplings: np.ndarray) -> np.ndarray:
+    """P(y_s = 1, y_t = 1 | h_n) (N, T, T) per image, exact (diagonal: the marginals P(y_t = 1 | h_n))."""
+    return _Enumerator(couplings).pair_statistics(fields)[0]
+
+
+def multilabel_subset_moments(fields: np.ndarray, couplings: np.ndarray, masks) -> np.ndarray:
+    """P(y_t = 1 for every t in S | h_n) (N, len(masks)), exact, for label subsets S given as integer bitmasks
+    (bit t = label t; the empty set 0 has probability 1). Any event "these labels present, those absent" follows by
+    inclusion-exclusion (``helpers.retrieval.joint_retrieval_map``)."""
+    return _Enumerator(couplings).subset_moments(fields, masks)
 
 
 def multilabel_expected_cooccurrence(fields: np.ndarray, couplings: np.ndarray) -> np.ndarray:
@@ -808,13 +848,37 @@ def chest_real_statistics() -> dict[str, np.ndarray]:
     return {key: stats[key].copy() for key in ("prevalence", "cooccurrence", "correlation")}
 
 
+@functools.lru_cache(maxsize=1)
+def _chest_bank() -> tuple[PlacedTemplates, np.ndarray]:
+    """The chest findings' template bank (eq. 1) and placed patterns: fixed, no fitting involved."""
+    findings = _chest_findings()
+    return _build_bank([p[..., None] for p, *_ in findings], [s for _, s, _, _ in findings],
+                       np.array([beta for *_, beta in findings]))
+
+
+def chest_fields(images, offsets, mixing) -> np.ndarray:
+    """Fields h(x) = c + M phi(x) (N, 14) of stored uint8 chest images, eqs. (1), (3)-(4), from a set's ground truth
+    (``offsets`` c, ``mixing`` M; e.g. ``bundle.ground_truth``) without refitting the generator. With the set's
+    ``couplings`` J they give the exact joint P(y | x): ``multilabel_marginals(h, J)`` reproduces the stored
+    posteriors. ``images``: (N, 28, 28) or (N, 1, 28, 28) uint8, numpy or torch."""
+    images = np.asarray(images.numpy() if hasattr(images, "numpy") else images)
+    if images.ndim == 4 and images.shape[1] == 1:
+        images = images[:, 0]
+    if images.ndim != 3 or images.shape[1:] != (IMAGE_SIZE, IMAGE_SIZE):
+        raise ValueError(f"chest images must be (N, 28, 28) or (N, 1, 28, 28), got shape {images.shape}")
+    offsets = np.asarray(offsets, dtype=np.float64).reshape(-1)
+    mixing = np.asarray(mixing, dtype=np.float64)
+    if offsets.shape != (14,) or mixing.shape != (14, 14):
+        raise ValueError(f"offsets must be (14,) and mixing (14, 14), got {offsets.shape} and {mixing.shape}")
+    return _chest_bank()[0].features(images) @ mixing.T + offsets
+
+
 @functools.lru_cache(maxsize=len(CHEST_VARIANTS))
 def _chest_model_and_reference(variant: str = "coupled") -> tuple[SyntheticChestModel, dict[str, np.ndarray]]:
     if variant not in CHEST_VARIANTS:
         raise ValueError(f"unknown chest variant {variant!r}; valid: {', '.join(CHEST_VARIANTS)}")
     findings = _chest_findings()
-    bank, placed = _build_bank([p[..., None] for p, *_ in findings], [s for _, s, _, _ in findings],
-                               np.array([beta for *_, beta in findings]))
+    bank, placed = _chest_bank()
     real = chest_real_statistics()
     latent_fields, latent_couplings = fit_pairwise_moments(np.zeros((1, 14)), real["cooccurrence"])
     identity, zeros = np.eye(14), np.zeros((14, 14))
@@ -971,6 +1035,7 @@ def multilabel_pair_posteriors(marginals: np.ndarray, couplings: np.ndarray, tol
     so h is recovered by Newton's method on m(h) = η, whose Jacobian is the covariance Cov(y | h) (exact
     enumeration, ``_Enumerator.pair_statistics``; steps clipped to ±2 for the first iterations), and the pairwise
     posteriors are then enumerated. Raises if the marginals are not matched to ``tolerance`` after ``max_iter``.
+    With the images at hand, :func:`chest_fields` and :func:`multilabel_pair_marginals` give the same directly.
     """
     marginals = np.atleast_2d(np.asarray(marginals, dtype=np.float64))
     if marginals.ndim != 2 or not np.all((marginals > 0) & (marginals < 1)):

@@ -1,5 +1,7 @@
 """Recipes and the run cache: a cached run must reproduce the trained one, and any change must miss the cache."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -290,3 +292,24 @@ def test_stored_run_line_keeps_within_the_notebook_line_limit():
     assert len(lines) == 2 and max(len(line) for line in lines) <= notebook_outputs.MAX_LINE
     assert "stored run synthetic_chestmnist_independent/" in lines[0] and lines[1] == "  (trained on cuda:0 in 88 s) (*)"
     assert experiments._stored_run_line("BCE", "tiny/abc", meta, "") == "BCE: stored run tiny/abc (trained on cuda:0 in 88 s)"
+
+
+def test_code_version_is_parsed_once_until_a_source_file_changes(monkeypatch):
+    """Loading a stored run asks for the code version; parsing 8 modules each time took ~3 s per run."""
+    import ast
+    import os
+    calls = []
+    real_parse = ast.parse
+    monkeypatch.setattr(experiments.ast, "parse", lambda *a, **k: calls.append(1) or real_parse(*a, **k))
+    experiments._code_version_of.cache_clear()
+    first = experiments.code_version()
+    assert experiments.code_version() == first
+    assert len(calls) == len(experiments._SOURCE_FILES)
+    source = Path(experiments.__file__).resolve().parent / experiments._SOURCE_FILES[0]
+    before = source.stat()
+    try:  # a new modification time (same content) must be noticed: the file is parsed again, the hash is the same
+        os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        assert experiments.code_version() == first
+        assert len(calls) == 2 * len(experiments._SOURCE_FILES)
+    finally:
+        os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))

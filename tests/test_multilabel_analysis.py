@@ -110,3 +110,20 @@ def test_binned_calibration_with_counts_agrees_with_the_metrics_and_counts_bins(
     assert result["pooled_smallest_bin"] == int(pooled[pooled > 0].min())
     per_label = [(np.bincount(index[:, t], minlength=10) > 0).sum() for t in range(5)]
     assert result["nonempty_bins_per_label"] == pytest.approx(np.mean(per_label))
+
+
+def test_ideal_output_is_the_conditional_risk_minimiser_read_out_and_keeps_the_ranking():
+    from helpers.properness import conditional_risk_minimiser
+    g = torch.Generator().manual_seed(3)
+    eta = torch.sigmoid(torch.randn(40, 3, dtype=torch.float64, generator=g) * 3)
+    torch.testing.assert_close(mla.ideal_output(BCE(), eta), eta, rtol=0, atol=1e-7)
+    for loss in (AsymmetricFocal(gamma_pos=0.0, gamma_neg=4.0), ASL(0.0, 4.0, 0.05)):
+        ideal = mla.ideal_output(loss, eta)
+        direct = conditional_risk_minimiser(loss, eta.reshape(-1)).proba.reshape(eta.shape)
+        interior = eta < 0.96  # ASL's minimiser runs to +inf above 0.9637
+        torch.testing.assert_close(ideal[interior], direct[interior], rtol=1e-5, atol=1e-7)
+        assert (ideal - eta).abs().max() > 0.05  # not proper: the distortion is visible
+        order = torch.argsort(eta[interior])
+        assert bool((ideal[interior][order].diff() > 0).all())  # same ranking as η
+    with pytest.raises(ValueError, match="strictly inside"):
+        mla.ideal_output(BCE(), torch.tensor([0.0, 0.5]))

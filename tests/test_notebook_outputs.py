@@ -11,15 +11,6 @@ from helpers import notebook_outputs as rules
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
-# Rules that committed notebooks still break until the lead re-executes them with the fixed helpers (long lines:
-# the old configure/describe lines and hand-printed tables; raw warnings: 04 and 06 print LS+'s UserWarning;
-# profile_and_data_named: 01-06 have no markdown line naming the profile). strict: a notebook that starts keeping
-# the rule fails here until its entry is removed, so the list cannot go stale.
-PENDING_RE_EXECUTION = {
-    "no_long_lines": {"09", "10"},
-}
-
-
 def markdown(text, **metadata):
     return {"cell_type": "markdown", "metadata": metadata, "source": text}
 
@@ -152,10 +143,7 @@ def test_clean_files_writes_atomically_and_keeps_the_layout(tmp_path):
 def committed_cases():
     for path in COMMITTED:
         for rule in rules.RULES:
-            marks = []
-            if path.stem[:2] in PENDING_RE_EXECUTION.get(rule, ()):
-                marks = [pytest.mark.xfail(strict=True, reason="pending re-execution with the fixed helpers")]
-            yield pytest.param(path, rule, marks=marks, id=f"{path.stem[:2]}-{rule}")
+            yield pytest.param(path, rule, id=f"{path.stem[:2]}-{rule}")
 
 
 @pytest.mark.parametrize("path, rule", list(committed_cases()))

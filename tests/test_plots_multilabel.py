@@ -109,3 +109,39 @@ def test_validation_curves_marks_the_kept_epoch():
     with pytest.raises(ValueError, match="has no 'val_auroc'"):
         plots.validation_curves(histories, "val_auroc")
     plt.close("all")
+
+
+def test_heatmap_annotations_are_black_on_light_cells_of_a_diverging_map():
+    """Issue 9: small negative correlations were written white on the white middle of RdBu_r."""
+    import matplotlib.pyplot as plt
+    from helpers import plots
+    values = np.array([[-0.02, 0.02], [-1.0, 1.0]])
+    figure = plots.heatmap(values, ["a", "b"], ["c", "d"], cmap="RdBu_r", vmin=-1, vmax=1)
+    colours = {text.get_text(): text.get_color() for text in figure.axes[0].texts}
+    assert colours == {"-0.02": "black", "0.02": "black", "-1.00": "white", "1.00": "white"}
+    plt.close(figure)
+
+
+def test_retrieval_curve_spread_draws_one_errorbar_line_per_model():
+    import matplotlib.pyplot as plt
+    from helpers import plots
+    figure = plots.retrieval_curve_spread({"exact": {1: (0.4, None), 2: (0.3, None)},
+                                           "BCE": {1: (0.35, 0.01), 2: (0.25, 0.02)}})
+    ax = figure.axes[0]
+    assert [text.get_text() for text in ax.get_legend().get_texts()] == ["exact", "BCE"]
+    np.testing.assert_allclose(ax.containers[1].lines[0].get_ydata(), [35.0, 25.0])
+    with pytest.raises(ValueError, match="empty"):
+        plots.retrieval_curve_spread({})
+    plt.close(figure)
+
+
+def test_binned_output_plot_draws_the_diagonal_and_one_line_per_model_on_log_axes():
+    import matplotlib.pyplot as plt
+    from helpers import plots
+    figure = plots.binned_output_plot(np.array([0.01, 0.1, 0.5]), {"model": np.array([0.02, 0.08, 0.4])})
+    ax = figure.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), [0.02, 0.08, 0.4])
+    with pytest.raises(ValueError, match="log scale"):
+        plots.binned_output_plot(np.array([0.0, 0.5]), {"m": np.array([0.1, 0.2])})
+    plt.close(figure)

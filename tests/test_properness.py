@@ -221,3 +221,47 @@ def test_lpr_population_minimiser_is_proper_under_independence(base):
 def test_lpr_population_minimiser_rejects_mismatched_shapes():
     with pytest.raises(ValueError, match="pair_posteriors must have shape"):
         properness.lpr_population_minimiser(BCE(), 1.0, torch.full((2, 3), 0.2), torch.zeros(2, 3, 2))
+
+
+def _moments(configs, weights):
+    return (configs * weights[:, None]).sum(0), torch.einsum("k,ki,kj->ij", weights, configs, configs)
+
+
+@pytest.mark.parametrize("diagonal", ["p_squared", "p"])
+def test_pairwise_risk_minimiser_agrees_with_the_enumerated_ldace_risk(diagonal):
+    """LDACE's risk depends on y only through η and π = E[y yᵀ]: the moment-based minimiser must find what
+    joint_risk_minimiser finds by evaluating the real loss on every label vector."""
+    from helpers.properness import pairwise_risk_minimiser
+    dependent = (torch.tensor([[0.0, 0, 0], [1, 0, 0], [0, 1, 1], [1, 1, 0], [1, 1, 1]], dtype=torch.float64),
+                 torch.tensor([0.3, 0.2, 0.15, 0.05, 0.3], dtype=torch.float64))
+    for configs, weights in (independent_label_distribution([0.1, 0.3, 0.7]), dependent):
+        eta, pairs = _moments(configs, weights)
+        expected = joint_risk_minimiser(LDACE(diagonal), configs, weights)
+        found = pairwise_risk_minimiser(eta[None], pairs[None], diagonal)
+        torch.testing.assert_close(found.proba[0], expected.proba, rtol=0, atol=1e-6)
+        assert found.risk == pytest.approx(expected.risk, abs=1e-10)
+
+
+def test_pairwise_risk_minimiser_reproduces_five_twelfths_and_the_p_reading_is_proper_under_independence():
+    from helpers.properness import pairwise_risk_minimiser
+    found = pairwise_risk_minimiser(torch.tensor([[0.5, 0.5]]), torch.tensor([[[0.5, 0.25], [0.25, 0.5]]]))
+    torch.testing.assert_close(found.proba, torch.full((1, 2), 5 / 12, dtype=torch.float64), rtol=0, atol=1e-10)
+    eta = torch.rand(50, 14, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 0.98 + 0.01
+    pairs = eta[:, :, None] * eta[:, None, :]
+    proper = pairwise_risk_minimiser(eta, pairs, "p")
+    torch.testing.assert_close(proper.proba, eta, rtol=0, atol=1e-9)
+    assert (pairwise_risk_minimiser(eta, pairs, "p_squared").proba - eta).abs().max() > 0.05
+
+
+def test_closed_form_ldace_gradient_and_hessian_match_autograd():
+    from helpers.properness import _ldace_gradient_and_hessian, pairwise_expected_ldace
+    g = torch.Generator().manual_seed(1)
+    eta = torch.rand(4, 5, dtype=torch.float64, generator=g) * 0.8 + 0.1
+    pairs = eta[:, :, None] * eta[:, None, :] * (0.8 + 0.4 * torch.rand(4, 5, 5, dtype=torch.float64, generator=g))
+    pairs = (pairs + pairs.transpose(1, 2)) / 2
+    v = torch.randn(4, 5, dtype=torch.float64, generator=g)
+    for diagonal in ("p_squared", "p"):
+        grad, hess = _ldace_gradient_and_hessian(v, eta, pairs, diagonal)
+        row_risk = lambda row, e, p: pairwise_expected_ldace(row[None], e[None], p[None], diagonal)[0]
+        torch.testing.assert_close(grad, torch.func.vmap(torch.func.grad(row_risk))(v, eta, pairs))
+        torch.testing.assert_close(hess, torch.func.vmap(torch.func.hessian(row_risk))(v, eta, pairs))

@@ -11,7 +11,8 @@ import torch
 from sklearn.metrics import average_precision_score
 
 from helpers.retrieval import (average_precision, count_queries, enumerate_queries, format_query,
-                               query_log_scores, query_relevance, retrieval_map, sample_queries, top_k)
+                               inclusion_exclusion, joint_retrieval_map, query_log_scores, query_relevance,
+                               retrieval_map, sample_queries, top_k)
 
 
 def brute_force_queries(n_labels, max_length):
@@ -165,3 +166,91 @@ def test_retrieval_map_accepts_numpy_and_rejects_1d_input_clearly():
         retrieval_map(probs[:, 0], labels[:, 0])
     with pytest.raises(ValueError, match=r"\(N, T\)"):
         query_relevance(labels[:, 0], expected.queries)
+
+
+def test_average_precision_with_minus_infinity_scores_matches_sklearn():
+    """A probability of 0 gives log ŝ = −∞: such items tie at the bottom, relevant or not."""
+    rng = np.random.default_rng(3)
+    scores = rng.normal(size=(20, 30))
+    scores[rng.random((20, 30)) < 0.3] = -np.inf
+    relevant = rng.random((20, 30)) < 0.3
+    relevant[:, 0] = True
+    ours = average_precision(torch.from_numpy(scores), torch.from_numpy(relevant))
+    finite = np.where(np.isinf(scores), -1e300, scores)  # the same order, which sklearn accepts
+    for q in range(20):
+        assert ours[q].item() == pytest.approx(average_precision_score(relevant[q], finite[q]), abs=1e-12)
+
+
+def _random_pairwise_model(n_labels, n_images, seed):
+    rng = np.random.default_rng(seed)
+    couplings = np.triu(rng.normal(0, 1.5, size=(n_labels, n_labels)), 1)
+    return rng.normal(-1.0, 1.5, size=(n_images, n_labels)), couplings + couplings.T
+
+
+def _brute_force_joint(fields, couplings):
+    """P(y | h) over every configuration by an explicit loop (independent of helpers.synthetic's factorisation)."""
+    configs = np.array(list(itertools.product((0.0, 1.0), repeat=fields.shape[1])))
+    energy = fields @ configs.T + 0.5 * np.einsum("ci,ij,cj->c", configs, couplings, configs)[None, :]
+    joint = np.exp(energy - energy.max(axis=1, keepdims=True))
+    return configs, joint / joint.sum(axis=1, keepdims=True)
+
+
+def test_inclusion_exclusion_gives_the_exact_query_probability_of_a_dependent_joint():
+    from helpers import synthetic
+    fields, couplings = _random_pairwise_model(6, 25, seed=4)
+    configs, joint = _brute_force_joint(fields, couplings)
+    queries = enumerate_queries(6, 4)
+    masks, coefficients = inclusion_exclusion(queries)
+    scores = coefficients @ synthetic.multilabel_subset_moments(fields, couplings, masks).T
+    matches = np.all((configs[None, :, :] == 1) == (queries.numpy()[:, None, :] == 1), axis=2,
+                     where=queries.numpy()[:, None, :] != 0)
+    expected = matches.astype(float) @ joint.T
+    np.testing.assert_allclose(scores, expected, atol=1e-13)
+    # ... and it is not the product of the marginals (eq. 22), which assumes independence given x
+    product = torch.exp(query_log_scores(torch.from_numpy(joint @ configs), queries)).numpy()
+    assert np.abs(product - expected).max() > 0.05
+
+
+def test_joint_retrieval_map_ranks_by_the_exact_joint_and_equals_eq22_without_couplings():
+    from functools import partial
+
+    from helpers import synthetic
+    fields, couplings = _random_pairwise_model(5, 80, seed=6)
+    configs, joint = _brute_force_joint(fields, couplings)
+    labels = torch.from_numpy(configs[[np.random.default_rng(7).choice(32, p=p) for p in joint]])
+    queries = enumerate_queries(5, 3)
+    result = joint_retrieval_map(partial(synthetic.multilabel_subset_moments, fields, couplings), labels, queries,
+                                 chunk_elements=500)
+    relevant = query_relevance(labels, queries).numpy()
+    matches = np.all((configs[None] == 1) == (queries.numpy()[:, None, :] == 1), axis=2,
+                     where=queries.numpy()[:, None, :] != 0)
+    exact_scores = matches.astype(float) @ joint.T
+    for q in range(len(queries)):
+        if relevant[q].any():
+            expected = average_precision_score(relevant[q], exact_scores[q])
+            assert result.average_precision[q].item() == pytest.approx(expected, abs=1e-9)
+    independent = joint_retrieval_map(partial(synthetic.multilabel_subset_moments, fields, np.zeros((5, 5))),
+                                      labels, queries)
+    marginals = torch.sigmoid(torch.from_numpy(fields))
+    torch.testing.assert_close(independent.average_precision, retrieval_map(marginals, labels, queries=queries)
+                               .average_precision, equal_nan=True, rtol=0, atol=1e-9)
+
+
+def test_compare_per_query_averages_seeds_counts_ties_and_brackets_the_difference():
+    from helpers.retrieval import compare_per_query
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([1] * 50 + [2] * 150)
+    base = torch.rand(200, generator=g, dtype=torch.float64)
+    a = torch.stack([base + 0.1, base + 0.3])        # seed mean: base + 0.2
+    b = base.clone()[None]
+    b[0, :20] = base[:20] + 0.2                      # 20 queries of length 1 tie
+    b[0, 199] = math.nan                             # no relevant image: left out
+    result = compare_per_query(a, b, lengths, n=200)
+    assert result[1]["tied"] == pytest.approx(20 / 50) and result[1]["higher"] == pytest.approx(30 / 50)
+    assert result[2]["n_queries"] == 149 and result[2]["estimate"] == pytest.approx(0.2)
+    expected_all = (30 * 0.2 + 149 * 0.2) / 199
+    assert result["all"]["estimate"] == pytest.approx(expected_all)
+    assert result["all"]["low"] <= expected_all <= result["all"]["high"]
+    assert result[1]["higher"] + result[1]["tied"] + result[1]["lower"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="same queries"):
+        compare_per_query(a, b[:, :10], lengths)

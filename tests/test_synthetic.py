@@ -513,3 +513,33 @@ def test_pair_posteriors_factorise_without_couplings():
 def test_pair_posteriors_reject_probabilities_outside_the_open_interval():
     with pytest.raises(ValueError, match="strictly inside"):
         synthetic.multilabel_pair_posteriors(np.array([[0.0, 0.5]]), np.zeros((2, 2)))
+
+
+def test_subset_moments_and_pair_marginals_of_all_2_14_configurations_match_a_brute_force_loop():
+    rng = np.random.default_rng(11)
+    couplings = synthetic.chest_model("coupled").couplings
+    fields = rng.normal(-2.0, 2.0, size=(2, 14))
+    configs = np.array(list(itertools.product((0.0, 1.0), repeat=14)))[:, ::-1]  # column t = label t
+    upper = np.triu(couplings, 1)
+    energy = fields @ configs.T + np.einsum("ci,ij,cj->c", configs, upper, configs)[None, :]
+    joint = np.exp(energy - energy.max(axis=1, keepdims=True))
+    joint /= joint.sum(axis=1, keepdims=True)
+    masks = np.r_[0, rng.integers(1, 2 ** 14, size=40), 2 ** 14 - 1, 1 << 13]
+    present = (configs[None, :, :] == 1) | ~((masks[:, None] >> np.arange(14)) & 1).astype(bool)[:, None, :]
+    expected = joint @ np.all(present, axis=2).T.astype(float)
+    np.testing.assert_allclose(synthetic.multilabel_subset_moments(fields, couplings, masks), expected, atol=1e-13)
+    pairs = np.einsum("nc,ci,cj->nij", joint, configs, configs)
+    np.testing.assert_allclose(synthetic.multilabel_pair_marginals(fields, couplings), pairs, atol=1e-13)
+    with pytest.raises(ValueError, match="bitmasks"):
+        synthetic.multilabel_subset_moments(fields, couplings, [2 ** 14])
+
+
+@pytest.mark.parametrize("variant", synthetic.CHEST_VARIANTS)
+def test_chest_fields_from_the_ground_truth_reproduce_the_stored_posteriors(variant, chest, chest_independent):
+    dataset = chest if variant == "coupled" else chest_independent
+    truth = dataset.ground_truth
+    fields = synthetic.chest_fields(torch.from_numpy(dataset.test.images[:, None]), truth["offsets"], truth["mixing"])
+    np.testing.assert_allclose(synthetic.multilabel_marginals(fields, truth["couplings"]), dataset.test.posteriors,
+                               rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="offsets must be"):
+        synthetic.chest_fields(dataset.test.images, truth["offsets"][:13], truth["mixing"])
