@@ -11,6 +11,7 @@ from helpers import notebook_outputs as rules
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
+
 def markdown(text, **metadata):
     return {"cell_type": "markdown", "metadata": metadata, "source": text}
 
