@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import math
 import os
@@ -157,7 +158,6 @@ def _assigned_names(source: str) -> list[str]:
 def notebook_profiles(notebook: str) -> dict[str, dict[str, Any]]:
     """The ``PROFILES`` table of a course notebook, read from its code cell (a literal dict: it is evaluated with
     no builtins), so that commands such as ``python -m helpers.suites`` use exactly the notebook's settings."""
-    import ast
 
     [path] = list_notebooks([notebook])
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
@@ -228,13 +228,17 @@ def save_results(cfg: RunConfig, results: Mapping[str, Any], data_source: str | 
 
     ``top_level`` adds keys to the payload's top level beside ``results`` (e.g. the ``dataset``, ``seeds`` and
     ``models`` a results schema asks for at the top). A key the payload already has is accepted only with the
-    same value (``profile``), so it can neither overwrite the run's record nor contradict it.
+    same value (``profile``), so it can neither overwrite the run's record nor contradict it. Paths (the data
+    source, the configured results path and data folder) are stored as :func:`helpers.paths.display_path` writes
+    them, so a committed results file names no folder of the machine that wrote it.
     """
+    config = {k: display_path(v) if k in ("results_path", "data_dir") and isinstance(v, str) else v
+              for k, v in _jsonable(asdict(cfg)).items()}
     payload = {
         "notebook": cfg.notebook,
         "profile": cfg.profile,
-        "config": _jsonable(asdict(cfg)),
-        "data_source": data_source,
+        "config": config,
+        "data_source": None if data_source is None else shorten_paths(data_source),
         "environment": environment_report(),
         "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "results": _jsonable(results),
@@ -330,8 +334,6 @@ def _parameters_for(notebook: Path, out: Path, profile: str | None, extra: Mappi
 def run_course(out: Path, profile: str | None = None, selection: list[str] | None = None,
                prepare_only: bool = False, extra: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Execute (or only prepare) every selected notebook with papermill into ``out``; write a summary."""
-    import papermill
-
     notebooks = list_notebooks(selection)  # bad selections and parameter names fail before any folder is made
     _check_parameter_names(notebooks, list(extra or {}))
     out = Path(out)
@@ -340,34 +342,64 @@ def run_course(out: Path, profile: str | None = None, selection: list[str] | Non
     (out / "results").mkdir(parents=True, exist_ok=True)
     started_at = time.time()
     rows = []
-    # the kernels inherit this environment: one final line per training instead of stored progress bars
-    os.environ.setdefault("CALIBMED_PROGRESS", "final")
-    for notebook in notebooks:
-        parameters = _parameters_for(notebook, out, profile, extra or {})
-        target = out / "notebooks" / notebook.name
-        started = time.perf_counter()
-        status = "prepared" if prepare_only else "ok"
-        error = None
-        try:
-            # the injected results_path is relative to the folder the notebook executes in (notebooks/ here; its
-            # own folder for the prepared copies nbval runs), so no stored output shows this machine's layout
-            workdir = target.parent if prepare_only else NOTEBOOK_DIR
-            injected = {**parameters, "results_path": os.path.relpath(parameters["results_path"], workdir.resolve())}
-            papermill.execute_notebook(
-                str(notebook), str(target), parameters=injected, prepare_only=prepare_only,
-                cwd=str(NOTEBOOK_DIR), kernel_name="python3", progress_bar=False,
-            )
-        except Exception as exc:  # the summary records which notebook failed; the run still fails at the end
-            status, error = "failed", f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
-        seconds = time.perf_counter() - started
-        rows.append({"notebook": notebook.stem, "status": status, "seconds": round(seconds, 1), "error": error,
-                     "results": parameters["results_path"]})
-        print(f"{notebook.stem:45s} {status:9s} {seconds:7.1f} s" + (f"  {error}" if error else ""), flush=True)
+    with kernel_environment():
+        for notebook in notebooks:
+            rows.append(_execute_one(notebook, out, profile, extra or {}, prepare_only))
     _write_summary(out, rows, profile, started_at)
     failed = [r["notebook"] for r in rows if r["status"] == "failed"]
     if failed:
         raise SystemExit(f"notebooks failed: {failed}; executed copies with the traceback are in {out / 'notebooks'}")
     return rows
+
+
+#: the matplotlib backend of a Jupyter kernel that stores figures as PNG outputs
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+
+
+@contextlib.contextmanager
+def kernel_environment():
+    """The environment the executed notebooks' kernels inherit, restored afterwards: one final line per training
+    instead of stored progress bars (``CALIBMED_PROGRESS=final`` unless set), and the inline matplotlib backend.
+    A kernel obeys an inherited ``MPLBACKEND``; with ``Agg`` (which the Makefile exports for the tests) every
+    figure is drawn and dropped, and the executed notebook holds no PNG."""
+    saved = {name: os.environ.get(name) for name in ("CALIBMED_PROGRESS", "MPLBACKEND")}
+    os.environ.setdefault("CALIBMED_PROGRESS", "final")
+    os.environ["MPLBACKEND"] = INLINE_BACKEND
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _execute_one(notebook: Path, out: Path, profile: str | None, extra: Mapping[str, Any],
+                 prepare_only: bool) -> dict[str, Any]:
+    """Execute (or prepare) one notebook into ``out``; its summary row (a failure is recorded, not raised)."""
+    import papermill
+
+    parameters = _parameters_for(notebook, out, profile, extra)
+    target = out / "notebooks" / notebook.name
+    started = time.perf_counter()
+    status = "prepared" if prepare_only else "ok"
+    error = None
+    try:
+        # the injected results_path is relative to the folder the notebook executes in (notebooks/ here; its
+        # own folder for the prepared copies nbval runs), so no stored output shows this machine's layout
+        workdir = target.parent if prepare_only else NOTEBOOK_DIR
+        injected = {**parameters, "results_path": os.path.relpath(parameters["results_path"], workdir.resolve())}
+        papermill.execute_notebook(
+            str(notebook), str(target), parameters=injected, prepare_only=prepare_only,
+            cwd=str(NOTEBOOK_DIR), kernel_name="python3", progress_bar=False,
+        )
+    except Exception as exc:  # the summary records which notebook failed; the run still fails at the end
+        status, error = "failed", f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+    seconds = time.perf_counter() - started
+    print(f"{notebook.stem:45s} {status:9s} {seconds:7.1f} s" + (f"  {error}" if error else ""), flush=True)
+    return {"notebook": notebook.stem, "status": status, "seconds": round(seconds, 1), "error": error,
+            "results": parameters["results_path"]}
 
 
 def _write_summary(out: Path, rows: list[dict[str, Any]], profile: str | None, started_at: float) -> None:
