@@ -845,19 +845,34 @@ __all__ += ["overlaid_reliability"]
 
 
 def overlaid_reliability(bins: ReliabilityBins, diagram: SmoothReliability, ax: Axes | None = None,
-                                  title: str | None = None, smooth_color: str = "black") -> Figure:
+                         title: str | None = None, smooth_color: str = "black", legend: bool = True,
+                         min_confidence: float = 0.0) -> Figure:
     """The binned reliability diagram (:func:`reliability_diagram`, with its histogram below) and the smooth one
     (:func:`smooth_reliability_diagram`: kernel-smoothed accuracy and bootstrap band) of the same forecasts on one
-    axis, titled with both errors: the bars show what 15 bins make of the data, the line what a kernel makes of it."""
+    axis, titled with both errors: the bars show what 15 bins make of the data, the line what a kernel makes of it.
+
+    The line is drawn in ``smooth_color`` and its band in the same colour at 25 % opacity (grey for black).
+    ``min_confidence`` drops the smooth curve below that confidence (e.g. 1/K: a top-label confidence of K classes
+    is never below 1/K, so the kernel curve there rests on no forecast). ``legend=False`` draws no legend on ``ax``
+    (for one shared figure legend: collect ``ax.get_legend_handles_labels()``)."""
+    if min_confidence > 0:
+        from dataclasses import replace
+
+        keep = diagram.mesh >= min_confidence
+        diagram = replace(diagram, mesh=diagram.mesh[keep], mu=diagram.mu[keep], lower=diagram.lower[keep],
+                          upper=diagram.upper[keep], density=diagram.density[keep])
     figure = reliability_diagram(bins, ax=ax, show_histogram=True)
     ax = ax or figure.axes[0]
     smooth_reliability_diagram(diagram, ax=ax, color=smooth_color, show_density=False, label="smoothed accuracy")
     ax.set_xlabel("")
     ax.set_title(f"{title + chr(10) if title else ''}ECE {100 * bins.ece:.2f} %, smooth ECE "
                  f"{100 * diagram.smooth_ece:.2f} %")
-    handles, labels = ax.get_legend_handles_labels()
-    unique = dict(zip(labels, handles))
-    ax.legend(unique.values(), unique.keys(), loc="upper left", fontsize="x-small")
+    if legend:
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles))
+        ax.legend(unique.values(), unique.keys(), loc="upper left", fontsize="x-small")
+    elif ax.get_legend() is not None:
+        ax.get_legend().remove()
     return figure
 
 

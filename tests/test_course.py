@@ -137,6 +137,26 @@ def test_compare_tables_tells_identical_from_changed_tables(tmp_path, capsys):
     assert "DIFFERENT (0 of 1 equal)" in capsys.readouterr().out
 
 
+def test_compare_tables_skips_cells_tagged_machine_dependent(tmp_path, capsys):
+    """Notebook 00's tables of measured throughput differ on every machine; cells tagged ``machine-dependent`` are
+    left out of the comparison (and counted), every other table still has to match."""
+    def notebook(timing_html, result_html):
+        def cell(html, tags):
+            return {"cell_type": "code", "source": "df", "metadata": {"tags": tags}, "outputs": [
+                {"output_type": "execute_result", "data": {"text/html": html, "text/plain": "df"}}]}
+        return json.dumps({"cells": [cell(timing_html, ["machine-dependent"]), cell(result_html, [])]})
+
+    committed, run = tmp_path / "committed", tmp_path / "run"
+    (run / "notebooks").mkdir(parents=True)
+    committed.mkdir()
+    (committed / "00_x.ipynb").write_text(notebook("<td>1750 img/s</td>", "<td>0.5</td>"))
+    (run / "notebooks" / "00_x.ipynb").write_text(notebook("<td>2470 img/s</td>", "<td>0.5</td>"))
+    assert course.compare_tables(run, committed)
+    assert "1 tables: identical (1 machine-dependent left out)" in capsys.readouterr().out
+    (run / "notebooks" / "00_x.ipynb").write_text(notebook("<td>2470 img/s</td>", "<td>0.6</td>"))
+    assert not course.compare_tables(run, committed)
+
+
 def test_run_course_stores_png_figures_even_when_the_shell_exports_agg(tmp_path, monkeypatch):
     """The Makefile exports MPLBACKEND=Agg for the tests; the kernels of `make course` inherited it and drew every
     figure into nothing, so the executed notebooks held no PNG. A one-figure notebook must come back with its PNG."""
