@@ -12,20 +12,7 @@ import torch
 
 from helpers import metrics as M
 from helpers import selective, weighted_metrics
-
-
-def random_multiclass(n, k, seed, scale=2.0):
-    generator = torch.Generator().manual_seed(seed)
-    probs = torch.softmax(scale * torch.randn(n, k, generator=generator, dtype=torch.float64), dim=1)
-    labels = torch.randint(k, (n,), generator=generator)
-    return probs, labels
-
-
-def random_multilabel(n, t, seed):
-    generator = torch.Generator().manual_seed(seed)
-    probs = torch.rand(n, t, generator=generator, dtype=torch.float64) ** 2
-    labels = (torch.rand(n, t, generator=generator, dtype=torch.float64) < probs.sqrt() * 0.8).double()
-    return probs, labels
+from random_forecasts import random_multiclass, random_multilabel
 
 
 def resample_indices(n_rows, n, seed):
