@@ -187,15 +187,22 @@ __all__ += ["calibrated_batch_penalties"]
 
 
 def calibrated_batch_penalties(prior: Sequence[float] | torch.Tensor, batch_size: int) -> dict[str, Any]:
-    """Expected DCA and MDCA penalties (without their weight β) of the constant class-prior predictor — a perfectly
-    calibrated model — on batches of ``batch_size`` labels drawn i.i.d. from ``prior``.
+    """Expected DCA and MDCA penalties (without their weight β) of the constant class-prior predictor — the least
+    sharp calibrated model — on batches of ``batch_size`` labels drawn i.i.d. from ``prior``.
 
     DCA (Liang et al., BMVC 2020) is |mean confidence − batch accuracy| and MDCA (Hebbalaguppe et al., CVPR 2022)
     (1/K) Σ_k |mean p_k − batch frequency of k|. For the prior predictor p ≡ π, the batch count C_k of class k is
     Binomial(B, π_k), so each class term is |π_k − C_k / B|, whose expectation is computed exactly from the binomial
     probabilities; DCA is the term of the arg-max class of π (confidence π_max, accuracy C_max / B). Calibration
-    makes the *signed* batch differences zero in expectation, not their absolute values: the penalty of a calibrated
-    model is E|·| ≈ sqrt(2/π) · sd, with sd = sqrt(π_k (1 − π_k) / B).
+    makes the *signed* batch differences zero in expectation, not their absolute values: a calibrated model pays
+    E|·| ≈ sqrt(2/π) · sd of the batch mean. That sd depends on the model's sharpness: for a calibrated model
+    Var(p_k − 1[y = k]) = E[p_k (1 − p_k)] ≤ π_k (1 − π_k) (and the DCA term's variance is E[c (1 − c)] ≤
+    acc (1 − acc) for the confidence c, ≤ π_max (1 − π_max) when π_max ≥ 1/2, since a calibrated model's accuracy
+    is at least π_max), with equality for the prior predictor, whose sd is sqrt(π_k (1 − π_k) / B). Its penalties
+    are therefore an upper value among calibrated models — a sharper calibrated model pays less — not the penalty
+    every calibrated model pays. Note also that E|c − C_k / B| over constants c is smallest at the median of
+    C_k / B, not at its mean π_k; the two differ for a rare class at a small batch (e.g. π_k = 0.0114, B = 128:
+    median count 1, mean 1.46).
 
     Returns float64 tensors ``class_terms`` (K,) = E|π_k − C_k/B| and ``class_sd`` (K,) = sd of C_k/B, and the
     floats ``mdca`` = mean of ``class_terms`` (linearity of expectation) and ``dca``.

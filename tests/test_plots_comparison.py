@@ -34,6 +34,17 @@ def test_difference_plot_colours_by_verdict_and_direction():
     assert _point_colors(flipped)[:2] == [plots.GAP_COLOR.lower(), plots.BETTER_COLOR.lower()]
 
 
+def test_difference_plot_shows_an_estimate_outside_its_own_interval():
+    """A percentile interval of a clipped statistic (debiased ECE) can exclude its point estimate; drawing the
+    interval as error bars around the point then failed (negative error-bar lengths)."""
+    figure = plots.difference_plot({"clipped": (0.118, 0.078, 0.116)}, higher_is_better=False)
+    ax = figure.axes[0]
+    points = [line for line in ax.get_lines() if line.get_marker() == "o"]
+    np.testing.assert_allclose(points[0].get_xdata(), [11.8])
+    (segments,) = [c for c in ax.collections if len(c.get_segments())]
+    np.testing.assert_allclose(sorted(segments.get_segments()[0][:, 0]), [7.8, 11.6])
+
+
 def test_before_after_plot_uses_two_colours_and_a_legend():
     before = {"CE": (0.15, 0.14, 0.16), "LS": (0.05, 0.04, 0.06)}
     after = {"CE": (0.03, 0.02, 0.04), "LS": (0.04, 0.03, 0.05)}
