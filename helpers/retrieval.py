@@ -412,8 +412,14 @@ def compare_per_query(ap_a, ap_b, lengths, n: int = 1000, seed: int = 0, level: 
     .average_precision``), averaged over seeds first; ``lengths`` (Q,) the query lengths. Per length (and "all"):
     the mean AP difference a − b, its percentile interval from ``n`` bootstrap resamples of the queries (drawn
     within each length, so "all" keeps the length mix), and the shares of queries where a is higher, tied
-    (|Δ| ≤ ``tie_tolerance``) or lower. Captures query sampling only, not test-image sampling. Queries with no
-    relevant image (NaN AP) are left out.
+    (|Δ| ≤ ``tie_tolerance``) or lower. Queries with no relevant image (NaN AP) are left out.
+
+    What the interval covers: the spread of the per-query differences, read as if the queries of a length were an
+    independent sample of all queries of that length. It leaves out the variation between training seeds (they
+    are averaged first) and between test sets (the database images are fixed), and it ignores that queries sharing
+    labels are correlated (which makes it too narrow). Where every query of a length is evaluated (lengths 1 and 2
+    for 14 labels) nothing was sampled: the interval then only describes how much the differences vary across
+    queries.
     """
     a = torch.as_tensor(ap_a, dtype=torch.float64).reshape(-1, torch.as_tensor(ap_a).shape[-1]).mean(0)
     b = torch.as_tensor(ap_b, dtype=torch.float64).reshape(-1, torch.as_tensor(ap_b).shape[-1]).mean(0)

@@ -204,7 +204,7 @@ def difference_table(differences: Mapping[str, Mapping[str, PairedBootstrapResul
             f"set (n = {most} resamples{f'; {exceptions}' if exceptions else ''}; each resample is shared by both "
             f"models and every seed). \"beats\"/\"worse\": the interval excludes 0 — {n_flagged} of {n_comparisons} "
             f"comparisons, no correction for multiple comparisons (with no real difference about "
-            f"{(1 - min(levels)) * n_comparisons:.1f} would by chance).")
+            f"{(1 - min(levels)) * n_comparisons:.1f} would exclude 0 by chance).")
     if degenerate:
         note += " Resamples left out (metric undefined): " + ", ".join(f"{k} {v}" for k, v in degenerate.items()) + "."
     frame = pd.DataFrame(table, index=pd.Index(list(differences), name=f"vs {reference}"))

@@ -93,7 +93,7 @@ def test_difference_table_flags_in_each_metrics_direction_and_counts_comparisons
     assert result.n_comparisons == 6
     n_flagged = sum(cell.endswith(("beats", "worse")) for cell in table.to_numpy().ravel())
     assert f"{n_flagged} of 6 comparisons" in result.note and "n = 200 resamples" in result.note
-    assert "about 0.3 would by chance" in result.note
+    assert "about 0.3 would exclude 0 by chance" in result.note
 
 
 def test_difference_table_reports_degenerate_resamples_and_needs_a_direction():
