@@ -456,21 +456,35 @@ REFERENCE_RESULTS_DIR = REPO_ROOT / "results" / "reference"
 
 def publish(out: Path) -> list[Path]:
     """Make a checked reference run the committed course: each executed notebook replaces ``notebooks/<name>``
-    and its results JSON goes to ``results/reference/<name>.json`` (with a repository-relative results path)."""
+    and its results JSON goes to ``results/reference/<name>.json`` (with a repository-relative results path).
+
+    Each notebook is first cleaned as ``clean-outputs`` does (the executing kernel saves widget state, for one) and
+    must then keep every output rule of :mod:`helpers.notebook_outputs`; otherwise nothing is published."""
+    from helpers import notebook_outputs
+
     out = Path(out)
     check_results(out)
     summary = json.loads((out / "summary.json").read_text())
     if summary.get("profile") != "reference":
         raise SystemExit(f"{out} was run in profile {summary.get('profile')!r}: only a reference run is published")
+    cleaned, problems = {}, []
+    for row in summary["notebooks"]:
+        stem = row["notebook"]
+        cleaned[stem], _ = notebook_outputs.clean_notebook(
+            json.loads((out / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8")))
+        problems += [f"{stem}: {rule}: {found[0]}" for rule, found in
+                     notebook_outputs.check_notebook(cleaned[stem]).items() if found]
+    if problems:
+        raise SystemExit("nothing was published; the executed notebooks break output rules:\n  "
+                         + "\n  ".join(problems))
     written = []
     REFERENCE_RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     for row in summary["notebooks"]:
         stem = row["notebook"]
-        notebook_text = (out / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8")
         payload = json.loads((out / "results" / f"{stem}.json").read_text())
         relative = f"results/reference/{stem}.json"
         payload["config"]["results_path"] = relative
-        _write_atomically(NOTEBOOK_DIR / f"{stem}.ipynb", notebook_text)
+        notebook_outputs.write_notebook_atomically(cleaned[stem], NOTEBOOK_DIR / f"{stem}.ipynb")
         _write_atomically(REFERENCE_RESULTS_DIR / f"{stem}.json", json.dumps(payload, indent=2, allow_nan=False))
         written += [NOTEBOOK_DIR / f"{stem}.ipynb", REFERENCE_RESULTS_DIR / f"{stem}.json"]
         print(f"published {stem}: notebooks/{stem}.ipynb, {relative}")

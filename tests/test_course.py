@@ -177,3 +177,50 @@ def test_run_course_stores_png_figures_even_when_the_shell_exports_agg(tmp_path,
     executed = nbformat.read(tmp_path / "run" / "notebooks" / "99_figure.ipynb", as_version=4)
     assert any("image/png" in output.get("data", {}) for output in executed.cells[-1].outputs)
     assert course.os.environ["MPLBACKEND"] == "Agg"  # the caller's environment is restored
+
+
+def _reference_run(tmp_path, monkeypatch, edit):
+    """A checked reference run folder holding a copy of committed notebook 03 changed by ``edit``; the course's
+    notebook and results folders pointed at empty temporary ones."""
+    import time
+
+    stem = "03_margin_based_label_smoothing"
+    nb = json.loads((course.NOTEBOOK_DIR / f"{stem}.ipynb").read_text(encoding="utf-8"))
+    edit(nb)
+    run = tmp_path / "run"
+    (run / "notebooks").mkdir(parents=True)
+    (run / "results").mkdir()
+    (run / "summary.json").write_text(json.dumps({"profile": "reference", "started_at": time.time() - 5,
+                                                  "notebooks": [{"notebook": stem, "status": "ok"}]}))
+    (run / "notebooks" / f"{stem}.ipynb").write_text(json.dumps(nb))
+    (run / "results" / f"{stem}.json").write_text(json.dumps({"notebook": stem, "results": {"a": 1},
+                                                              "config": {"results_path": "x.json"}}))
+    monkeypatch.setattr(course, "NOTEBOOK_DIR", tmp_path / "notebooks")
+    monkeypatch.setattr(course, "REFERENCE_RESULTS_DIR", tmp_path / "results")
+    (tmp_path / "notebooks").mkdir()
+    return run, tmp_path / "notebooks" / f"{stem}.ipynb"
+
+
+def test_publish_strips_widget_state_the_executing_kernel_saved(tmp_path, monkeypatch):
+    """Executed with the inline backend, notebooks with widgets came back with saved widget state, which the output
+    rules forbid; publishing must leave it out (and keep the figures)."""
+    def add_widget_state(nb):
+        nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {"x": {}}}}
+
+    run, published = _reference_run(tmp_path, monkeypatch, add_widget_state)
+    course.publish(run)
+    nb = json.loads(published.read_text(encoding="utf-8"))
+    assert "widgets" not in nb["metadata"]
+    assert any("image/png" in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", []))
+    assert (tmp_path / "results" / "03_margin_based_label_smoothing.json").is_file()
+
+
+def test_publish_refuses_a_notebook_that_breaks_an_output_rule(tmp_path, monkeypatch):
+    def add_long_line(nb):
+        code = next(c for c in nb["cells"] if c["cell_type"] == "code" and c.get("outputs"))
+        code["outputs"].append({"output_type": "stream", "name": "stdout", "text": "x" * 300 + "\n"})
+
+    run, published = _reference_run(tmp_path, monkeypatch, add_long_line)
+    with pytest.raises(SystemExit, match="no_long_lines"):
+        course.publish(run)
+    assert not published.exists() and not (tmp_path / "results").exists()
