@@ -40,7 +40,7 @@ unit: venv
 notebooks-smoke: venv
 	rm -rf $(SMOKE)
 	$(PY) -m helpers.course prepare --profile smoke --out $(SMOKE)
-	CALIBMED_PROGRESS=final $(PY) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout 900 -p no:cacheprovider $(SMOKE)/notebooks
+	CALIBMED_PROGRESS=final CALIBMED_HEADLESS=1 $(PY) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout 900 -p no:cacheprovider $(SMOKE)/notebooks
 	$(PY) -m helpers.course check $(SMOKE)
 
 # The website: the committed, executed notebooks as they are (never re-executed), the notes in docs/, the README as

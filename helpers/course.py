@@ -354,17 +354,35 @@ def run_course(out: Path, profile: str | None = None, selection: list[str] | Non
 
 #: the matplotlib backend of a Jupyter kernel that stores figures as PNG outputs
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+#: set to "1" for kernels that no one looks at (``make course``, CI): see :func:`interact`
+HEADLESS_ENV = "CALIBMED_HEADLESS"
+
+
+def interact(function: Any, **controls: Any) -> Any:
+    """``ipywidgets.interact(function, **controls)`` in a notebook someone is looking at. In a kernel started by
+    ``make course`` or CI (``CALIBMED_HEADLESS=1``) it prints one line and draws nothing: there nobody can move
+    a slider (each widget has a static figure above it), and nbclient can wait forever on a cell whose widget
+    draws a figure as it is displayed (jupyter/nbclient#312, nteract/papermill#723; it happened here twice in
+    notebook 01 under papermill, with the kernel idle)."""
+    if os.environ.get(HEADLESS_ENV) == "1":
+        print("(interactive widget: shown when the notebook is opened in JupyterLab; static figure above)")
+        return None
+    import ipywidgets
+
+    return ipywidgets.interact(function, **controls)
 
 
 @contextlib.contextmanager
 def kernel_environment():
     """The environment the executed notebooks' kernels inherit, restored afterwards: one final line per training
-    instead of stored progress bars (``CALIBMED_PROGRESS=final`` unless set), and the inline matplotlib backend.
-    A kernel obeys an inherited ``MPLBACKEND``; with ``Agg`` (which the Makefile exports for the tests) every
-    figure is drawn and dropped, and the executed notebook holds no PNG."""
-    saved = {name: os.environ.get(name) for name in ("CALIBMED_PROGRESS", "MPLBACKEND")}
+    instead of stored progress bars (``CALIBMED_PROGRESS=final`` unless set), the inline matplotlib backend, and
+    ``CALIBMED_HEADLESS=1`` (widgets are not displayed, :func:`interact`). A kernel obeys an inherited
+    ``MPLBACKEND``; with ``Agg`` (which the Makefile exports for the tests) every figure is drawn and dropped, and
+    the executed notebook holds no PNG."""
+    saved = {name: os.environ.get(name) for name in ("CALIBMED_PROGRESS", "MPLBACKEND", HEADLESS_ENV)}
     os.environ.setdefault("CALIBMED_PROGRESS", "final")
     os.environ["MPLBACKEND"] = INLINE_BACKEND
+    os.environ[HEADLESS_ENV] = "1"
     try:
         yield
     finally:

@@ -224,3 +224,27 @@ def test_publish_refuses_a_notebook_that_breaks_an_output_rule(tmp_path, monkeyp
     with pytest.raises(SystemExit, match="no_long_lines"):
         course.publish(run)
     assert not published.exists() and not (tmp_path / "results").exists()
+
+
+def test_interact_shows_the_widget_only_when_someone_can_look_at_it(monkeypatch, capsys):
+    """Under make course / CI a widget cell whose widget draws as it is displayed could hang nbclient; headless
+    kernels print one line instead, interactive ones get the ipywidgets widget."""
+    ipywidgets = pytest.importorskip("ipywidgets")
+    calls = []
+
+    def redraw(n):
+        calls.append(n)
+
+    monkeypatch.setenv("CALIBMED_HEADLESS", "1")
+    assert course.interact(redraw, n=ipywidgets.IntSlider(value=3)) is None
+    assert calls == [] and "interactive widget" in capsys.readouterr().out
+    monkeypatch.delenv("CALIBMED_HEADLESS")
+    course.interact(redraw, n=ipywidgets.IntSlider(value=3))
+    assert calls == [3]
+
+
+def test_kernel_environment_marks_the_kernels_headless_and_restores_the_caller(monkeypatch):
+    monkeypatch.delenv("CALIBMED_HEADLESS", raising=False)
+    with course.kernel_environment():
+        assert course.os.environ["CALIBMED_HEADLESS"] == "1"
+    assert "CALIBMED_HEADLESS" not in course.os.environ
