@@ -207,7 +207,7 @@ def widget_copies() -> dict[str, Path]:
     for path in sorted((WIDGET_COPIES / "notebooks").glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         last = next(i for i, cell in enumerate(nb.cells)
-                    if cell.cell_type == "code" and re.search(r"widgets\.interact(_manual)?\(", cell.source))
+                    if cell.cell_type == "code" and re.search(r"(widgets|course)\.interact(_manual)?\(", cell.source))
         nb.cells = nb.cells[: last + 1]
         for cell in nb.cells:
             if cell.cell_type == "code":
@@ -224,7 +224,9 @@ def jupyterlab():
     copies = widget_copies()
     port, token = free_port(), secrets.token_hex(16)
     runtime = WIDGET_COPIES / "jupyter-runtime"
-    env = {k: v for k, v in os.environ.items() if k not in ("MPLBACKEND", "CALIBMED_PROGRESS", "CI")}
+    # a kernel of this server is looked at (by the browser): no headless settings from the calling shell
+    headless = ("MPLBACKEND", "CALIBMED_PROGRESS", "CALIBMED_HEADLESS", "CI")
+    env = {k: v for k, v in os.environ.items() if k not in headless}
     env.update(JUPYTER_RUNTIME_DIR=str(runtime), JUPYTER_CONFIG_DIR=str(WIDGET_COPIES / "jupyter-config"),
                JUPYTER_DATA_DIR=str(WIDGET_COPIES / "jupyter-data"),
                JUPYTERLAB_WORKSPACES_DIR=str(WIDGET_COPIES / "workspaces"))
