@@ -158,7 +158,6 @@ def _assigned_names(source: str) -> list[str]:
 def notebook_profiles(notebook: str) -> dict[str, dict[str, Any]]:
     """The ``PROFILES`` table of a course notebook, read from its code cell (a literal dict: it is evaluated with
     no builtins), so that commands such as ``python -m helpers.suites`` use exactly the notebook's settings."""
-
     [path] = list_notebooks([notebook])
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     for cell in cells:
@@ -513,22 +512,19 @@ def publish(out: Path) -> list[Path]:
 MACHINE_DEPENDENT_TAG = "machine-dependent"
 
 
-def _tables(path: Path, machine_dependent: bool = False) -> list[str]:
-    """The tables a notebook shows: every DataFrame or markdown output (``text/html`` or ``text/markdown``), in
-    order, as stored — those of cells tagged ``machine-dependent`` only, with ``machine_dependent=True``, and only
-    the others without."""
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    found = []
-    for cell in cells:
-        if (MACHINE_DEPENDENT_TAG in cell.get("metadata", {}).get("tags", [])) != machine_dependent:
-            continue
-        for output in cell.get("outputs", []):
-            data = output.get("data", {})
-            for kind in ("text/html", "text/markdown"):
-                if kind in data:
-                    text = data[kind]
-                    found.append("".join(text) if isinstance(text, list) else text)
-    return found
+def _tables(path: Path) -> tuple[list[str], int]:
+    """The tables a notebook shows — every DataFrame or markdown output (``text/html`` or ``text/markdown``), in
+    order, as stored — outside cells tagged ``machine-dependent``, and how many tables those tagged cells show."""
+    found, machine_dependent = [], 0
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        tables = ["".join(text) if isinstance(text, list) else text
+                  for output in cell.get("outputs", []) for kind in ("text/html", "text/markdown")
+                  if (text := output.get("data", {}).get(kind)) is not None]
+        if MACHINE_DEPENDENT_TAG in cell.get("metadata", {}).get("tags", []):
+            machine_dependent += len(tables)
+        else:
+            found += tables
+    return found, machine_dependent
 
 
 def compare_tables(out: Path, committed: Path = NOTEBOOK_DIR) -> bool:
@@ -536,10 +532,9 @@ def compare_tables(out: Path, committed: Path = NOTEBOOK_DIR) -> bool:
     Tables of cells tagged ``machine-dependent`` (measured speed) are left out and counted."""
     identical = True
     for executed in sorted((Path(out) / "notebooks").glob("*.ipynb")):
-        ours, theirs = _tables(executed), _tables(Path(committed) / executed.name)
+        (ours, skipped), (theirs, _) = _tables(executed), _tables(Path(committed) / executed.name)
         same = sum(a == b for a, b in zip(ours, theirs))
         verdict = "identical" if ours == theirs else f"DIFFERENT ({same} of {max(len(ours), len(theirs))} equal)"
-        skipped = len(_tables(executed, machine_dependent=True))
         identical &= ours == theirs
         print(f"{executed.stem:45s} {len(ours):3d} tables: {verdict}"
               + (f" ({skipped} machine-dependent left out)" if skipped else ""))
