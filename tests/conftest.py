@@ -6,6 +6,8 @@ import torch
 
 matplotlib.use("Agg")
 
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
+
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
@@ -14,3 +16,10 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    """Every figure a test draws is closed after it (the plot tests draw hundreds)."""
+    yield
+    plt.close("all")

@@ -15,12 +15,6 @@ from matplotlib.figure import Figure  # noqa: E402
 from helpers import metrics, plots  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
-
 def multiclass_data(n=400, k=5, seed=0, scale=3.0):
     generator = torch.Generator().manual_seed(seed)
     probs = torch.softmax(scale * torch.randn(n, k, generator=generator), dim=1)

@@ -12,12 +12,6 @@ import torch  # noqa: E402
 from helpers import metrics, plots  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
-
 def test_estimator_curves_draw_means_error_bars_and_reference_lines():
     sizes = [100, 1000, 10000]
     curves = {"ECE, 15 bins": ([0.07, 0.02, 0.007], [0.01, 0.004, 0.001]), "smooth ECE": ([0.05, 0.02, 0.009],

@@ -13,12 +13,6 @@ from matplotlib.figure import Figure  # noqa: E402
 from helpers import plots  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
-
 def test_risk_minimiser_plot_draws_diagonal_and_each_curve():
     eta = torch.linspace(0, 1, 11)
     figure, ax = plt.subplots()

@@ -14,12 +14,6 @@ from matplotlib.figure import Figure  # noqa: E402
 from helpers import metrics, plots  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
-
 @pytest.fixture(scope="module")
 def diagram():
     generator = torch.Generator().manual_seed(0)
