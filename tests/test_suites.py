@@ -68,3 +68,41 @@ def test_every_notebook_has_every_profile_and_the_training_ones_declare_their_ru
     if notebook in suites.DECLARED_RUNS:
         assert profiles["reference"]["seeds"] == [0, 1, 2]
         assert profiles["reference"].get("max_train") is None  # the reference profile trains on every image
+
+
+#: the knobs that define notebooks 01–06's runs (everything else of a profile only changes the analysis)
+MULTICLASS_RUN_KNOBS = ("dataset", "image_size", "model", "epochs", "overfit_epochs", "overfit_model", "batch_size",
+                        "lr", "max_train", "seeds")
+MULTICLASS_NOTEBOOKS = ("01_measuring_calibration", "02_label_smoothing_and_focal",
+                        "03_margin_based_label_smoothing", "04_informed_label_smoothing_lsplus",
+                        "05_ccl_net_class_correlations", "06_multiclass_comparison")
+
+
+@pytest.mark.parametrize("profile", course.PROFILE_NAMES)
+def test_notebooks_01_to_06_define_their_runs_alike_in_every_profile_so_each_run_is_trained_once(profile):
+    settings = {notebook: {knob: course.notebook_profiles(notebook)[profile].get(knob)
+                           for knob in MULTICLASS_RUN_KNOBS} for notebook in MULTICLASS_NOTEBOOKS}
+    first = settings[MULTICLASS_NOTEBOOKS[0]]
+    assert all(values == first for values in settings.values()), settings
+
+
+def _planned_models(cfg, bundle):
+    with experiments.planning() as plan:
+        suites.multiclass_runs(cfg, bundle, ("cross-entropy",))
+        cfg.extra.update(sweep_recipe="over-fitting", sweep_margins=[2.0], mbls_lambda=0.1)
+        suites.margin_sweep_runs(cfg, bundle)
+    return {planned.name: planned.model_name for planned in plan}
+
+
+def test_the_overfit_model_knob_replaces_the_widened_cnn_in_every_over_fitting_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(experiments, "STORED_RUNS_DIR", tmp_path)
+    bundle = tiny_bundle()
+    assert _planned_models(tiny_config(), bundle) == {
+        "cross-entropy, well-regularised, seed 0": "small_cnn", "cross-entropy, over-fitting, seed 0": "small_cnn_wide",
+        "MbLS m=2, over-fitting, seed 0": "small_cnn_wide"}
+    cfg = tiny_config()
+    cfg.extra["overfit_model"] = "small_cnn"
+    assert set(_planned_models(cfg, bundle).values()) == {"small_cnn"}
+    cfg.extra["overfit_model"] = "small_cnn_wider"
+    with pytest.raises(ValueError, match="overfit_model"):
+        _planned_models(cfg, bundle)
