@@ -12,9 +12,9 @@
   Notebook 02 draws this "calibration map" of each loss.
 * :func:`stationary_confidence` — the θ that *gradient training* reaches on the same expected loss: the first zero
   of the training gradient met when θ moves downhill from a near-uniform start. It differs from
-  :func:`optimal_confidence` when the training gradient is not the gradient of the loss value — FLSD-53 (Mukhoti
-  et al. 2020, sec. 5) picks γ per sample from a *detached* p_t, so training follows ∂ℓ/∂z with γ held fixed and
-  stops where that vanishes (a stationary point of the detached objective), not at the minimiser of the value.
+  :func:`optimal_confidence` when the loss value has a jump that no gradient sees — FLSD-53 (Mukhoti et al. 2020)
+  switches γ per sample at p_t = 0.2; γ is piecewise constant in p_t, so (detached or not) training follows ∂ℓ/∂z
+  with each side's γ fixed and stops where that vanishes, not at the minimiser of the value, which sits at the jump.
 """
 
 from __future__ import annotations
@@ -102,8 +102,8 @@ def optimal_confidence(loss: nn.Module, true_top_probability: Sequence[float] | 
 
 def _training_slopes(loss: nn.Module, theta: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(a, b): the derivative along θ of the loss's *training* gradient for label 0 (the top class) and label 1,
-    a(θ) = ∇_z ℓ(z(θ), 0) · dz/dθ, by autograd through the loss object — so whatever the loss detaches (FLSD-53's
-    γ) is held fixed, exactly as in training.
+    a(θ) = ∇_z ℓ(z(θ), 0) · dz/dθ, by autograd through the loss object — so FLSD-53's γ, piecewise constant in
+    p_t, is held at each side's value, exactly as in training.
 
     All grid points go through the loss as one batch (N · mean = sum of per-sample terms); a loss whose samples
     interact (e.g. DCA's batch-level term) would give wrong slopes, so three points are checked against
@@ -134,10 +134,10 @@ def stationary_confidence(loss: nn.Module, true_top_probability: Sequence[float]
 
         D(θ) = q·a(θ) + (1 − q)·b(θ),   a, b: the training gradient along θ for label 0 and label 1,
 
-    computed by autograd through the loss (detached quantities stay fixed: for FLSD-53 this is the first-order
-    condition of Mukhoti et al. 2020 sec. 5 with γ held at its value at the solution). Starting from ``start``
+    computed by autograd through the loss (for FLSD-53 this holds γ at its value on each side of the switch, as
+    any gradient does: the first-order condition with γ evaluated at the solution). Starting from ``start``
     (default: just above 1/K, the near-uniform prediction of a freshly initialised network) θ moves downhill
-    (against the sign of D) to the first sign change of D: a stationary point of the detached objective, or, where
+    (against the sign of D) to the first sign change of D: a stationary point of the training gradient, or, where
     D jumps across 0 (a γ switch), the switch itself. The root is interpolated linearly inside its grid cell.
     For a loss whose gradient is the gradient of its value and whose expected loss has one minimum (CE, LS, focal
     loss with a fixed γ) this equals :func:`optimal_confidence`. Returns float64 (len(q),).

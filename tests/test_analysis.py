@@ -51,7 +51,7 @@ def test_bad_probability_raises():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# stationary_confidence: where gradient training on the expected loss comes to rest (γ of FLSD-53 detached)
+# stationary_confidence: where gradient training on the expected loss comes to rest (γ of FLSD-53 held per side)
 
 
 def _focal_slope(p, gamma):
@@ -91,13 +91,13 @@ def test_stationary_confidence_equals_the_minimiser_when_gamma_is_fixed():
         optimal_confidence(FocalLoss(3.0), q, 7, grid_size=2000), abs=2 * grid_step)
 
 
-def test_flsd53_training_rest_point_matches_the_detached_first_order_condition():
+def test_flsd53_training_rest_point_matches_the_first_order_condition_with_gamma_held_per_side():
     q = [0.3, 0.4, 0.51, 0.7, 0.9, 0.97]
     expected = [_flsd53_rest_point_by_hand(v, 7) for v in q]
     assert stationary_confidence(FLSD53(), q, 7).tolist() == pytest.approx(expected, abs=1e-4)
 
 
-def test_flsd53_training_does_not_reach_the_minimiser_of_the_undetached_loss():
+def test_flsd53_training_does_not_reach_the_minimiser_of_the_loss_value():
     # the undetached expected loss is lowest just below the γ switch (p = 0.2, where γ = 5 lowers the value);
     # training, which never differentiates the switch, passes it and rests on the γ = 3 branch
     q = torch.tensor([0.4, 0.5], dtype=torch.float64)

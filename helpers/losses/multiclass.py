@@ -145,11 +145,12 @@ class FocalLoss(_SoftmaxLoss):
 
 
 class FLSD53(_SoftmaxLoss):
-    """Sample-dependent focal loss FLSD-53 (Mukhoti et al. 2020, sec. 5): γ = 5 if p_t < 0.2, else γ = 3.
+    """Sample-dependent focal loss FLSD-53 (Mukhoti et al. 2020): γ = 5 if p_t < 0.2, else γ = 3.
 
-    γ is chosen per sample from the detached p_t and is a constant for differentiation (no gradient flows
-    through the switch), as in the reference code, where p_t = 0.2 exactly gets γ = 3. Mean over the batch
-    (the reference sums).
+    γ is chosen per sample from p_t, detached as the reference code does with ``.item()`` (p_t = 0.2 exactly gets
+    γ = 3). Detaching changes no gradient: γ(p_t) is piecewise constant, so its jump at 0.2 is invisible to any
+    gradient, and autograd differentiates the focal term with each side's fixed γ. Mean over the batch (the
+    reference sums).
     """
 
     threshold = 0.2
@@ -213,9 +214,12 @@ def lsplus_soft_targets(class_accuracy: Sequence[float] | torch.Tensor,
     """Informed priors of LS+ eq. (3): row k is v^k with v^k_k = c_k and v^k_j = (1 − c_k)/(K − 1) otherwise.
 
     ``min_accuracy`` (default ``1/K``, chance level) floors c_k before eq. (3) is applied. Below 1/K eq. (3)
-    would give the true class a *smaller* target than every other class, i.e. it would train the model to
-    predict a wrong class for that class's images; at c_k = 0 the true class gets target 0. With the floor, such
-    a class gets the uniform target instead (its images still get the (1 − α)·CE pull towards the true class).
+    alone ranks the true class *last* in v^k (at c_k = 0 its entry is 0). The full LS+ loss does not train
+    towards a wrong class, though: its minimiser for a class-k image is the mixture (1 − α)·e_k + α·v^k, which
+    gives the true class (1 − α) + α·c_k against α(1 − c_k)/(K − 1) for each other class (K = 7, α = 0.5,
+    c_k = 0: 0.5 against 0.083); at c_k = 0 the true class loses its top rank only if α > (K − 1)/K. The floor
+    is a library choice that departs from eq. (3) (the paper does not discuss the case): such a class gets the
+    uniform v^k instead (mixture target 0.571 against 0.071 for K = 7, α = 0.5).
     Flooring is announced with a ``UserWarning``; pass ``min_accuracy=0.0`` to apply eq. (3) literally.
     A class accuracy of exactly 1 gives a one-hot v^k, for which KL(v^k ‖ p) = CE (allowed, no special case).
     Returns a float32 (K, K) tensor.
