@@ -98,7 +98,7 @@ def test_flsd53_training_rest_point_matches_the_first_order_condition_with_gamma
 
 
 def test_flsd53_training_does_not_reach_the_minimiser_of_the_loss_value():
-    # the undetached expected loss is lowest just below the γ switch (p = 0.2, where γ = 5 lowers the value);
+    # the expected loss value is lowest just below the γ switch (p = 0.2, where γ = 5 lowers the value);
     # training, which never differentiates the switch, passes it and rests on the γ = 3 branch
     q = torch.tensor([0.4, 0.5], dtype=torch.float64)
     undetached = optimal_confidence(FLSD53(), q, 7, grid_size=2000)
