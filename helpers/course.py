@@ -249,12 +249,12 @@ def save_results(cfg: RunConfig, results: Mapping[str, Any], data_source: str | 
         payload[key] = value
     path = Path(cfg.results_path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomically(path, json.dumps(payload, indent=2, allow_nan=False))
+    write_atomically(path, json.dumps(payload, indent=2, allow_nan=False))
     print(f"results written to {display_path(path)}")
     return path
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     """Write to a temporary file in the same folder, then rename it over ``path``: a reader sees the old file or
     the new one, never a partial one."""
     handle = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
@@ -420,7 +420,7 @@ def _execute_one(notebook: Path, out: Path, profile: str | None, extra: Mapping[
 
 
 def _write_summary(out: Path, rows: list[dict[str, Any]], profile: str | None, started_at: float) -> None:
-    _write_atomically(out / "summary.json", json.dumps(
+    write_atomically(out / "summary.json", json.dumps(
         {"profile": profile or "notebook defaults", "started_at": started_at, "notebooks": rows}, indent=2))
     lines = [f"# CalibMed run — profile: {profile or 'notebook defaults'}", "",
              "| notebook | status | seconds | results |", "|---|---|---|---|"]
@@ -502,7 +502,7 @@ def publish(out: Path) -> list[Path]:
         relative = f"results/reference/{stem}.json"
         payload["config"]["results_path"] = relative
         notebook_outputs.write_notebook_atomically(cleaned[stem], NOTEBOOK_DIR / f"{stem}.ipynb")
-        _write_atomically(REFERENCE_RESULTS_DIR / f"{stem}.json", json.dumps(payload, indent=2, allow_nan=False))
+        write_atomically(REFERENCE_RESULTS_DIR / f"{stem}.json", json.dumps(payload, indent=2, allow_nan=False))
         written += [NOTEBOOK_DIR / f"{stem}.ipynb", REFERENCE_RESULTS_DIR / f"{stem}.json"]
         print(f"published {stem}: notebooks/{stem}.ipynb, {relative}")
     return written

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -87,10 +85,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     payload = {"dataset": profile["dataset"], "model": profile["model"], "recipe": "multilabel_train_config",
                "long_epochs": args.long_epochs, "seed": args.seed, "results": results}
-    handle = tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".tmp")
-    with handle:
-        json.dump(payload, handle, indent=2)
-    os.replace(handle.name, out)
+    course.write_atomically(out, json.dumps(payload, indent=2))
     print(f"written {out}")
 
 

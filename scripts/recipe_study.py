@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -86,8 +85,10 @@ def main() -> None:
                   + f"   mean {statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}")
     payload = {"seeds": list(SEEDS), "candidates": chosen, "results": table,
                "wall_seconds": time.perf_counter() - started}
+    from helpers import course
+
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(payload, indent=2))
+    course.write_atomically(args.out, json.dumps(payload, indent=2))
     print(f"wall time {payload['wall_seconds']:.0f} s")
 
 
