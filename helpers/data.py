@@ -1,4 +1,5 @@
-"""Data sets as uint8 tensors: MedMNIST 2D, ISIC 2018 Task 3, and synthetic sets with exact posteriors.
+"""Data sets as uint8 tensors: MedMNIST 2D, ISIC 2018 Task 3, NIH ChestX-ray14, and synthetic sets with exact
+posteriors.
 
 Every loader reads its files once into ``uint8 (N, C, H, W)`` tensors (no per-item PIL in the training path) and
 returns a :class:`DatasetBundle`. Files are never downloaded: a missing file raises ``FileNotFoundError`` naming
@@ -11,8 +12,6 @@ the repository root.
 
 from __future__ import annotations
 
-import collections
-import csv
 import hashlib
 import os
 import stat
@@ -24,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 from medmnist import INFO
 
-from helpers import synthetic
+from helpers import chestxray14, image_files, isic2018, synthetic
 from helpers.paths import display_path, shorten_paths
 
 DATA_DIR_ENV = "CALIBMED_DATA_DIR"
@@ -37,18 +37,16 @@ MEDMNIST_SIZES = (28, 64, 128, 224)
 DESCRIBE_WIDTH = 110  # characters per line of DatasetBundle.describe()
 MEDMNIST_2D = tuple(name for name, info in INFO.items() if not name.endswith("3d"))
 SYNTHETIC_NAMES = tuple(synthetic.GENERATORS)
-DATASET_NAMES = MEDMNIST_2D + ("isic2018",) + SYNTHETIC_NAMES
+DATASET_NAMES = MEDMNIST_2D + ("isic2018", "chestxray14") + SYNTHETIC_NAMES
 SPLITS = ("train", "val", "test")
 _SPLIT_ARRAYS = [f"{split}_{kind}" for split in SPLITS for kind in ("images", "labels")]  # keys of a medmnist .npz
 
-ISIC_CLASSES = ("MEL", "NV", "BCC", "AKIEC", "BKL", "DF", "VASC")
-ISIC_CLASS_NAMES = ["melanoma", "melanocytic nevus", "basal cell carcinoma",
-                    "actinic keratosis / intraepithelial carcinoma", "benign keratosis", "dermatofibroma",
-                    "vascular lesion"]
-ISIC_SPLIT_NAMES = {"train": "Training", "val": "Validation", "test": "Test"}
-ISIC_URL = "https://challenge.isic-archive.com/data/#2018"
-ISIC_LICENCE = "CC BY-NC 4.0 (ISIC 2018 Task 3 / HAM10000, Tschandl et al. 2018; Codella et al. 2019)"
-_ISIC_CACHE_VERSION = 1
+ISIC_CLASSES = isic2018.CLASSES
+ISIC_CLASS_NAMES = isic2018.CLASS_NAMES
+ISIC_URL = isic2018.URL
+ISIC_LICENCE = isic2018.LICENCE
+CHEST_LABELS = [INFO["chestmnist"]["label"][str(t)] for t in range(len(INFO["chestmnist"]["label"]))]
+_DECODE_CACHE_VERSION = 2  # bump when decode_resized's output changes
 
 
 @dataclass
@@ -69,6 +67,8 @@ class DatasetBundle:
     ``true_posteriors`` (synthetic sets only): split name -> (N, K) P(k | x) or (N, T) P(y_t = 1 | x), float64.
     ``ground_truth`` (synthetic sets only): the generator's population quantities (see helpers.synthetic).
     ``notes``: remarks printed by ``describe()`` (e.g. an md5 that differs from the official release).
+    ``metadata`` (real-data folders only): split name -> a DataFrame with one row per image, in the split's order
+    (e.g. lesion, acquisition site and diagnosis method for ISIC 2018; patient, age and sex for ChestX-ray14).
     """
 
     name: str
@@ -83,6 +83,7 @@ class DatasetBundle:
     true_posteriors: dict[str, torch.Tensor] | None = None
     ground_truth: dict[str, torch.Tensor] | None = None
     notes: list[str] = field(default_factory=list)
+    metadata: dict[str, pd.DataFrame] | None = None
 
     @property
     def n_classes(self) -> int:
@@ -311,121 +312,260 @@ def load_medmnist(name: str, image_size: int = 28, data_dir: str | os.PathLike |
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Decoded images of real-data folders, cached in the data directory
+# ---------------------------------------------------------------------------------------------------------------
+def cache_dir_default(data_dir: str | os.PathLike | None = None) -> Path:
+    """Where decoded image arrays are cached: ``<data dir>/cache`` (derived data, like the synthetic sets; never
+    inside the data set's own folder, which may be read-only or shared)."""
+    return resolve_data_dir(data_dir) / "cache"
+
+
+def _decode_cached(dataset: str, root: Path, paths: dict[str, list[Path]], image_size: int, mode: str,
+                   cache: bool, cache_dir: str | os.PathLike | None) -> tuple[dict[str, np.ndarray], Path]:
+    """(split -> uint8 images decoded by ``image_files.decode_resized``, cache path), from the cache when its
+    fingerprint (the files' names, sizes and modification times, the size, mode and resize method) matches, else
+    decoded and cached. The cache file is ``<cache dir>/<dataset>-<hash of root>-<size>px.npz``, written atomically."""
+    fingerprint = hashlib.sha256(f"{_DECODE_CACHE_VERSION}|{image_size}|{mode}|{image_files.RESIZE_METHOD}".encode())
+    for split, split_paths in paths.items():
+        fingerprint.update(f"|{split}:{image_files.files_fingerprint(split_paths)}".encode())
+    root_key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:12]
+    cache_path = Path(cache_dir or cache_dir_default()) / f"{dataset}-{root_key}-{image_size}px.npz"
+    keys = [f"{split}_images" for split in paths]
+    if cache and _cache_matches(cache_path, fingerprint.hexdigest()):
+        arrays = _read_npz(cache_path, keys, "Delete this cache file; it is rebuilt from the images.")
+        return {split: arrays[f"{split}_images"] for split in paths}, cache_path
+    every_image = image_files.decode_resized([path for split_paths in paths.values() for path in split_paths],
+                                             image_size, mode, f"decoding {dataset} images")
+    ends = np.cumsum([len(split_paths) for split_paths in paths.values()])
+    decoded = dict(zip(paths, np.split(every_image, ends[:-1])))
+    if cache:
+        try:
+            synthetic._write_npz(cache_path, {**{f"{split}_images": images for split, images in decoded.items()},
+                                              "fingerprint": np.array(fingerprint.hexdigest())})
+        except OSError as error:  # the cache only saves time; the data are already loaded
+            warnings.warn(f"could not write the image cache {cache_path} ({error}); the next load decodes the "
+                          "images again", stacklevel=3)
+    return decoded, cache_path
+
+
+def _cache_matches(path: Path, fingerprint: str) -> bool:
+    if not path.is_file():
+        return False
+    stored = _read_npz(path, ["fingerprint"], "Delete this cache file; it is rebuilt from the images.")
+    return str(stored["fingerprint"]) == fingerprint
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # ISIC 2018 Task 3
 # ---------------------------------------------------------------------------------------------------------------
 def isic_paths(root: str | os.PathLike, split: str) -> tuple[Path, Path]:
     """(image folder, ground-truth CSV) of one split in the official ISIC 2018 Task 3 layout."""
-    stem = f"ISIC2018_Task3_{ISIC_SPLIT_NAMES[split]}"
-    root = Path(root)
-    return root / f"{stem}_Input", root / f"{stem}_GroundTruth" / f"{stem}_GroundTruth.csv"
+    return isic2018.split_paths(root, split)
 
 
-def _read_isic_csv(path: Path) -> tuple[list[str], np.ndarray]:
-    with open(path, newline="") as handle:
-        reader = csv.DictReader(handle)
-        columns = reader.fieldnames or []
-        missing = [c for c in ("image",) + ISIC_CLASSES if c not in columns]
-        if missing:
-            raise ValueError(f"{path}: missing columns {missing}; ISIC 2018 Task 3 ground truth has the columns "
-                             f"image,{','.join(ISIC_CLASSES)}")
-        rows = list(reader)
-    if not rows:
-        raise ValueError(f"{path} has no rows")
-    image_ids = [row["image"] for row in rows]
-    repeated = [image_id for image_id, count in collections.Counter(image_ids).items() if count > 1]
-    if repeated:
-        first = repeated[0]
-        raise ValueError(f"{path}: {len(repeated)} image(s) are listed more than once (first: {first!r}, "
-                         f"{image_ids.count(first)} times); each image must have exactly one row")
-    try:
-        one_hot = np.array([[float(row[c]) for c in ISIC_CLASSES] for row in rows])
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{path}: the class columns must be numbers 0/1 ({error})") from error
-    bad = np.flatnonzero(~np.isin(one_hot, (0.0, 1.0)).all(axis=1) | (one_hot.sum(axis=1) != 1))
-    if len(bad):
-        raise ValueError(f"{path}: {len(bad)} row(s) are not one-hot over {','.join(ISIC_CLASSES)} (first: image "
-                         f"{rows[bad[0]]['image']!r}, values {one_hot[bad[0]].tolist()})")
-    return [row["image"] for row in rows], one_hot.argmax(axis=1)
-
-
-def _find_image(folder: Path, image_id: str) -> Path | None:
-    for suffix in (".jpg", ".jpeg", ".png", ".JPG", ".JPEG", ".PNG"):
-        candidate = folder / (image_id + suffix)
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _load_isic_images(paths: list[Path], image_size: int) -> np.ndarray:
-    """Decode and resize every image once (bicubic; JPEG draft mode decodes at >= 2x the target first)."""
-    from PIL import Image
-
-    out = np.empty((len(paths), image_size, image_size, 3), dtype=np.uint8)
-    for index, path in enumerate(paths):  # decoding files is inherently per file; this runs once per size
-        with Image.open(path) as image:
-            image.draft("RGB", (2 * image_size, 2 * image_size))
-            out[index] = np.asarray(image.convert("RGB").resize((image_size, image_size),
-                                                                Image.Resampling.BICUBIC))
-    return out
-
-
-def load_isic2018(root: str | os.PathLike, image_size: int = 28, cache: bool = True) -> DatasetBundle:
-    """ISIC 2018 Task 3 (7 classes) from the official layout under ``root``, resized to ``image_size``.
-
-    Layout (as downloaded from the challenge site): ``ISIC2018_Task3_{Training,Validation,Test}_Input/`` with
-    ``<image>.jpg`` files and ``ISIC2018_Task3_{...}_GroundTruth/ISIC2018_Task3_{...}_GroundTruth.csv`` with the
-    columns ``image,MEL,NV,BCC,AKIEC,BKL,DF,VASC`` (one-hot). Class order is the CSV's. Images are resized to a
-    square (aspect ratio not kept, as MedMNIST does). With ``cache=True`` the resized arrays are saved as
-    ``calibmed_cache_<size>px.npz`` in ``root`` and reused while the ground-truth CSVs are unchanged.
-    """
-    if not isinstance(image_size, int) or image_size < 8:
-        raise ValueError(f"image_size must be an integer >= 8, got {image_size!r}")
-    root = Path(root)
-    layout = {split: isic_paths(root, split) for split in SPLITS}
-    missing = [str(p) for folder, csv_path in layout.values() for p in (folder, csv_path) if not p.exists()]
-    if missing:
+def _isic_image_paths(folder: Path, csv_path: Path, image_ids: list[str]) -> list[Path]:
+    paths = [image_files.find_image(folder, image_id) for image_id in image_ids]
+    absent = [image_id for image_id, path in zip(image_ids, paths) if path is None]
+    if absent:
         raise FileNotFoundError(
-            f"ISIC 2018 Task 3 not found under {root}: missing {missing}. No download is attempted. Download the "
-            f"Task 3 training, validation and test inputs and ground truths from {ISIC_URL} and unzip them into "
-            f"{root} (default: <data dir>/ISIC2018, data dir from {DATA_DIR_ENV}).")
-    fingerprint = hashlib.sha256(str(_ISIC_CACHE_VERSION).encode())
-    for _, csv_path in layout.values():
-        fingerprint.update(csv_path.read_bytes())
-    cache_path = root / f"calibmed_cache_{image_size}px.npz"
-    arrays = _read_isic_cache(cache_path, fingerprint.hexdigest()) if cache else None
-    if arrays is None:
-        arrays = {}
-        for split, (folder, csv_path) in layout.items():
-            image_ids, labels = _read_isic_csv(csv_path)
-            paths = [_find_image(folder, image_id) for image_id in image_ids]
-            absent = [image_id for image_id, path in zip(image_ids, paths) if path is None]
-            if absent:
-                raise FileNotFoundError(f"{len(absent)} image(s) listed in {csv_path} are missing from {folder} "
-                                        f"(first: {absent[0]}.jpg)")
-            arrays[f"{split}_images"] = _load_isic_images(paths, image_size)
-            arrays[f"{split}_labels"] = labels.astype(np.int64)
-        if cache:
-            try:
-                synthetic._write_npz(cache_path, {**arrays, "fingerprint": np.array(fingerprint.hexdigest())})
-            except OSError as error:  # the cache only saves time; the data are already loaded
-                warnings.warn(f"could not write the ISIC cache {cache_path} ({error}); the next load decodes the "
-                              f"images again", stacklevel=2)
-    splits = {}
-    for split in SPLITS:  # the same checks as a medmnist file: a malformed cache raises instead of loading
-        images = _images_to_tensor(arrays[f"{split}_images"], cache_path, f"{split}_images", 3, image_size)
-        labels = _labels_to_tensor(arrays[f"{split}_labels"], cache_path, f"{split}_labels", MULTI_CLASS,
-                                   len(ISIC_CLASSES), len(images))
-        splits[split] = Split(images, labels)
-    return DatasetBundle(name="isic2018", task=MULTI_CLASS, class_names=list(ISIC_CLASS_NAMES), **splits,
-                         source=str(root), licence=ISIC_LICENCE, image_size=image_size,
-                         notes=[f"Class order {', '.join(ISIC_CLASSES)} (the ground-truth CSV's)."])
+            f"{len(absent)} of the {len(image_ids)} images listed in {csv_path} are missing from {folder} (first: "
+            f"{', '.join(absent[:3])}; looked for .jpg/.jpeg/.png). Unzip the complete archive into {folder}, or "
+            f"remove their rows from the CSV to use the images that are there.")
+    return paths
 
 
-def _read_isic_cache(path: Path, fingerprint: str) -> dict[str, np.ndarray] | None:
-    if not path.is_file():
-        return None
-    arrays = _read_npz(path, _SPLIT_ARRAYS + ["fingerprint"], "Delete this cache file; it is rebuilt from the images.")
-    return arrays if str(arrays["fingerprint"]) == fingerprint else None
+def _check_image_size(image_size: int) -> None:
+    if not isinstance(image_size, int) or isinstance(image_size, bool) or image_size < 8:
+        raise ValueError(f"image_size must be an integer >= 8, got {image_size!r}")
+
+
+def load_isic2018(root: str | os.PathLike, image_size: int = 28, cache: bool = True,
+                  cache_dir: str | os.PathLike | None = None, val_fraction: float = 0.15,
+                  split_seed: int = 0) -> DatasetBundle:
+    """ISIC 2018 Task 3 (7 classes) from the official layout under ``root`` (see ``helpers.isic2018``), every
+    split decoded and resized to ``image_size`` by one pipeline (``helpers.image_files.decode_resized``).
+
+    Without the ``Validation`` folders, ``val_fraction`` of the training lesions (``HAM10000_metadata.csv`` in
+    ``root``), else of the training images (with a printed note), become the validation split, stratified by class,
+    seeded by ``split_seed``. ``bundle.metadata[split]`` holds per image its ``dx``, ``dx_type``, ``age``, ``sex``,
+    ``localization``, ``dataset`` (acquisition site) and ``lesion_id`` from the metadata file (empty where it has
+    no row, e.g. the test images); :func:`isic_site_split` builds a site-shift split from them. Decoded images
+    are cached in ``cache_dir`` (default ``<data dir>/cache``) while the image files are unchanged.
+    """
+    _check_image_size(image_size)
+    root = Path(root)
+    layout = isic2018.find_layout(root)
+    truth = {split: isic2018.read_ground_truth(csv_path) for split, (_, csv_path) in layout.items()}
+    paths = {split: _isic_image_paths(folder, csv_path, truth[split][0])
+             for split, (folder, csv_path) in layout.items()}
+    images, cache_path = _decode_cached("isic2018", root, paths, image_size, "RGB", cache, cache_dir)
+    metadata_path = root / isic2018.METADATA_FILE
+    ham = isic2018.read_metadata(metadata_path) if metadata_path.is_file() else None
+    carve = "val" not in layout
+    metadata = {split: isic2018.metadata_for(ids, labels, ham, layout[split][0], carve and split == "train"
+                                             and ham is not None) for split, (ids, labels) in truth.items()}
+    splits = {split: _split_from_arrays(images[split], labels, cache_path, split, 3, image_size, MULTI_CLASS,
+                                        len(isic2018.CLASSES)) for split, (_, labels) in truth.items()}
+    notes = [(f"Class order {', '.join(isic2018.CLASSES)} (the ground-truth CSV's). Every split resized to "
+              f"{image_size} px by one pipeline: {image_files.RESIZE_METHOD}.")]
+    if carve:
+        notes.append(_carve_isic_validation(splits, metadata, ham is not None, val_fraction, split_seed))
+    return DatasetBundle(name="isic2018", task=MULTI_CLASS, class_names=list(isic2018.CLASS_NAMES), **splits,
+                         source=str(root), licence=isic2018.LICENCE, image_size=image_size, notes=notes,
+                         metadata=metadata)
+
+
+def _carve_isic_validation(splits: dict[str, Split], metadata: dict, by_lesion: bool, fraction: float,
+                           seed: int) -> str:
+    """Move ``fraction`` of the training lesions (or images) into ``splits["val"]`` in place; returns the note."""
+    train, train_meta = splits.pop("train"), metadata.pop("train")
+    labels = train.labels.numpy()
+    groups = train_meta["lesion_id"].to_numpy(dtype=str) if by_lesion else np.arange(len(train))
+    keep, held = isic2018.carve_validation(labels, groups, fraction, seed)
+    splits["train"], splits["val"] = _take(train, keep), _take(train, held)
+    metadata["train"], metadata["val"] = train_meta.iloc[keep], train_meta.iloc[held]
+    unit = "lesion" if by_lesion else "image"
+    note = (f"No ISIC2018_Task3_Validation folder: validation is {len(held):,} training images "
+            f"({fraction:.0%} of the training {unit}s, stratified by class, seed {seed}), carved by {unit}.")
+    if not by_lesion:
+        note += (f" {isic2018.METADATA_FILE} was not found, so images of one lesion may fall on both sides; put it "
+                 "in the ISIC 2018 folder to carve by lesion.")
+        print(textwrap.fill(note, DESCRIBE_WIDTH))
+    return note
+
+
+def _take(split: Split, index: np.ndarray) -> Split:
+    index = torch.from_numpy(np.asarray(index, dtype=np.int64))
+    return Split(split.images[index], split.labels[index])
+
+
+def _split_from_arrays(images: np.ndarray, labels: np.ndarray, path: Path, split: str, n_channels: int,
+                       image_size: int, task: str, n_classes: int) -> Split:
+    """A Split after the same checks as a medmnist file's arrays (a malformed cache raises instead of loading)."""
+    tensor = _images_to_tensor(images, path, f"{split}_images", n_channels, image_size)
+    return Split(tensor, _labels_to_tensor(labels, path, f"{split}_labels", task, n_classes, len(tensor)))
+
+
+def isic_site_split(bundle: DatasetBundle, train_sites: tuple[str, ...] = isic2018.VIENNA_SITES,
+                    test_sites: tuple[str, ...] = ("rosendahl",), val_fraction: float = 0.15,
+                    seed: int = 0) -> DatasetBundle:
+    """A dataset-shift split of an ``isic2018`` bundle by acquisition site (HAM10000's ``dataset`` column).
+
+    Every image of the bundle acquired at ``train_sites`` (default: the three Vienna sites) is split by lesion
+    into train and validation (``val_fraction``, stratified by class, seeded); the test split is every image
+    acquired at ``test_sites`` (default: Rosendahl, Queensland). Images without a site (the ISIC 2018 test and
+    validation images) are left out. The bundle's own split is ignored: its training and validation images are
+    pooled first.
+    """
+    if bundle.metadata is None or "dataset" not in next(iter(bundle.metadata.values())).columns:
+        raise ValueError(f"{bundle.name} carries no acquisition-site metadata: load isic2018 with "
+                         f"{isic2018.METADATA_FILE} in its folder")
+    overlap = sorted(set(train_sites) & set(test_sites))
+    if overlap:
+        raise ValueError(f"sites {overlap} are in both train_sites and test_sites; a site-shift split needs "
+                         "disjoint sites")
+    images = torch.cat([split.images for split in bundle.splits().values()])
+    labels = torch.cat([split.labels for split in bundle.splits().values()])
+    pooled = pd.concat([bundle.metadata[name] for name in SPLITS])
+    source, target = (isic2018.site_indices(pooled, sites) for sites in (train_sites, test_sites))
+    for sites, index in ((train_sites, source), (test_sites, target)):
+        if len(index) == 0:
+            raise ValueError(f"no image of {bundle.name} was acquired at {list(sites)}")
+    pool = Split(images[source], labels[source])
+    keep, held = isic2018.carve_validation(pool.labels.numpy(), pooled["lesion_id"].iloc[source].to_numpy(str),
+                                           val_fraction, seed)
+    metadata = {"train": pooled.iloc[source[keep]], "val": pooled.iloc[source[held]], "test": pooled.iloc[target]}
+    note = (f"Site-shift split: train and validation from {', '.join(train_sites)} ({len(source):,} images, "
+            f"validation {val_fraction:.0%} of their lesions, stratified, seed {seed}); test from "
+            f"{', '.join(test_sites)} ({len(target):,} images).")
+    return DatasetBundle(name=f"{bundle.name}_sites", task=bundle.task, class_names=list(bundle.class_names),
+                         train=_take(pool, keep), val=_take(pool, held), test=Split(images[target], labels[target]),
+                         source=bundle.source, licence=bundle.licence, image_size=bundle.image_size,
+                         notes=bundle.notes[:1] + [note], metadata=metadata)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# NIH ChestX-ray14 with ChestMNIST's split
+# ---------------------------------------------------------------------------------------------------------------
+def load_chestxray14(root: str | os.PathLike, image_size: int = 28, cache: bool = True,
+                     cache_dir: str | os.PathLike | None = None, label_disagreement: str = "error") -> DatasetBundle:
+    """NIH ChestX-ray14 from its official layout under ``root`` (see ``helpers.chestxray14``) as a multi-label
+    bundle like ChestMNIST's: 14 labels in ChestMNIST's order, ChestMNIST's patient-wise split from the lists,
+    grayscale images (one channel) resized to ``image_size`` by one pipeline (``image_files.decode_resized``).
+
+    Listed images absent from ``images/`` are skipped and counted (one printed line); images in ``images/`` that
+    no list names are named in a warning. Labels come from the lists and are checked against
+    ``Data_Entry_2017.csv``: where they disagree ``label_disagreement="error"`` raises naming the images,
+    ``"lists"`` keeps the lists' (ChestMNIST's) labels and ``"data_entry"`` takes the CSV's, either noted in
+    ``describe()``. ``bundle.metadata[split]``: patient_id, follow_up, age, sex, view_position per image.
+    Decoded images are cached in ``cache_dir`` (default ``<data dir>/cache``) while the image files are unchanged.
+    """
+    _check_image_size(image_size)
+    if label_disagreement not in chestxray14.LABEL_SOURCES:
+        raise ValueError(f"label_disagreement must be one of {chestxray14.LABEL_SOURCES}, got {label_disagreement!r}")
+    root = Path(root)
+    layout = chestxray14.find_layout(root)
+    lists = {split: chestxray14.read_split_list(path) for split, path in layout.lists.items()}
+    chestxray14.check_patient_wise({split: names for split, (names, _) in lists.items()}, root)
+    entries, entry_metadata = chestxray14.read_data_entry(layout.label_file)
+    notes = [(f"Labels in ChestMNIST's order; ChestMNIST's patient-wise split ({chestxray14.LIST_FOLDER}/). Every "
+              f"split resized to {image_size} px by one pipeline: {image_files.RESIZE_METHOD}, grayscale.")]
+    present = chestxray14.present_images(layout.images)
+    kept = {split: [k for k, name in enumerate(names) if name in present] for split, (names, _) in lists.items()}
+    _report_chest_files(lists, kept, present, layout)
+    labels, disagreement_note = _chest_labels(lists, kept, entries, layout.label_file, label_disagreement)
+    notes += [disagreement_note] if disagreement_note else []
+    paths = {split: [present[lists[split][0][k]] for k in kept[split]] for split in SPLITS}
+    images, cache_path = _decode_cached("chestxray14", root, paths, image_size, "L", cache, cache_dir)
+    splits = {split: _split_from_arrays(images[split], labels[split], cache_path, split, 1, image_size,
+                                        MULTI_LABEL, len(chestxray14.FINDINGS)) for split in SPLITS}
+    metadata = {split: entry_metadata.reindex([lists[split][0][k] for k in kept[split]]) for split in SPLITS}
+    return DatasetBundle(name="chestxray14", task=MULTI_LABEL, class_names=list(CHEST_LABELS), **splits,
+                         source=str(root), licence=chestxray14.LICENCE, image_size=image_size, notes=notes,
+                         metadata=metadata)
+
+
+def _report_chest_files(lists: dict, kept: dict, present: dict[str, Path],
+                        layout: chestxray14.ChestLayout) -> None:
+    """Print the counts of listed images that are absent; warn naming images that no list names; raise for a
+    split with no image at all."""
+    listed = {name for names, _ in lists.values() for name in names}
+    n_listed = len(listed)
+    n_kept = sum(len(k) for k in kept.values())
+    if n_kept < n_listed:  # at most 120 characters: the limit for a printed line in a stored notebook
+        counts = ", ".join(f"{split} {len(kept[split]):,}" for split in SPLITS)
+        print(f"ChestX-ray14: {n_kept:,} of {n_listed:,} listed images present ({counts}), "
+              f"{n_listed - n_kept:,} absent: skipped.")
+    empty = [split for split in SPLITS if not kept[split]]
+    if empty:
+        raise FileNotFoundError(f"no image of the {', '.join(empty)} list(s) is in {layout.images}: every split "
+                                "needs at least one image; unpack more of the ChestX-ray14 images there")
+    unlisted = sorted(set(present) - listed)
+    if unlisted:
+        warnings.warn(f"{len(unlisted)} image(s) in {layout.images} are in no split list and are not used: "
+                      f"{', '.join(unlisted[:10])}{', ...' if len(unlisted) > 10 else ''}", stacklevel=3)
+
+
+def _chest_labels(lists: dict, kept: dict, entries: dict[str, np.ndarray], label_file: Path,
+                  source: str) -> tuple[dict[str, np.ndarray], str | None]:
+    """split -> labels (N, 14) of the kept images, and a note when the lists and the CSV disagree somewhere."""
+    differing = [line for split in SPLITS for line in chestxray14.disagreements(*lists[split], entries)]
+    if differing and source == "error":
+        raise ValueError(
+            f"{len(differing)} listed image(s) have labels that differ from {label_file}: "
+            f"{'; '.join(differing[:5])}{'; ...' if len(differing) > 5 else ''}. Check that the lists and the "
+            "label file belong together, then pass label_disagreement='lists' to keep the lists' (ChestMNIST's) "
+            "labels or 'data_entry' to take the label file's.")
+    labels = {}
+    for split in SPLITS:
+        names, rows = lists[split]
+        chosen = [entries.get(names[k], rows[k]) if source == "data_entry" else rows[k] for k in kept[split]]
+        labels[split] = np.array(chosen, dtype=np.uint8).reshape(-1, len(chestxray14.FINDINGS))
+    if not differing:
+        return labels, None
+    which = "the lists'" if source == "lists" else f"{chestxray14.LABEL_FILE}'s"
+    return labels, (f"{len(differing)} listed image(s) have labels that differ between the split lists and "
+                    f"{chestxray14.LABEL_FILE} ({'; '.join(differing[:3])}); {which} labels are used.")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -487,7 +627,8 @@ def load_synthetic(name: str, data_dir: str | os.PathLike | None = None, seed: i
 # ---------------------------------------------------------------------------------------------------------------
 def inventory(data_dir: str | os.PathLike | None = None,
               names: tuple[str, ...] = ("dermamnist", "chestmnist")) -> list[dict[str, object]]:
-    """Which dataset files are present in the data directory: one row per MedMNIST set and size, plus ISIC 2018.
+    """Which dataset files are present in the data directory: one row per MedMNIST set and size, plus the ISIC 2018
+    and ChestX-ray14 folders.
 
     Only looks at file names (nothing is loaded); notebook 00 prints it as the data check.
     """
@@ -497,8 +638,9 @@ def inventory(data_dir: str | os.PathLike | None = None,
         for size in MEDMNIST_SIZES:
             path = directory / medmnist_filename(name, size)
             rows.append({"dataset": name, "size": size, "file": str(path), "present": path.is_file()})
-    isic_root = directory / "ISIC2018"
-    rows.append({"dataset": "isic2018", "size": "any", "file": str(isic_root), "present": isic_root.is_dir()})
+    for name, folder in (("isic2018", "ISIC2018"), ("chestxray14", "ChestXray14")):
+        rows.append({"dataset": name, "size": "any", "file": str(directory / folder),
+                     "present": (directory / folder).is_dir()})
     return rows
 
 
@@ -516,7 +658,7 @@ def inventory_report(data_dir: str | os.PathLike | None = None) -> str:
 def subsample_train(bundle: DatasetBundle, max_train: int, seed: int = 0) -> DatasetBundle:
     """The bundle with a seeded random subset of ``max_train`` training images (kept in their original order).
 
-    Validation and test splits are untouched; the training true posteriors (if any) follow the subset.
+    Validation and test splits are untouched; the training true posteriors and metadata (if any) follow the subset.
     """
     if not isinstance(max_train, int) or isinstance(max_train, bool) or max_train < 1:
         raise ValueError(f"max_train must be a positive integer or None, got {max_train!r}")
@@ -528,30 +670,41 @@ def subsample_train(bundle: DatasetBundle, max_train: int, seed: int = 0) -> Dat
     bundle.train = Split(bundle.train.images[keep], bundle.train.labels[keep])
     if bundle.true_posteriors is not None:
         bundle.true_posteriors = {**bundle.true_posteriors, "train": bundle.true_posteriors["train"][keep]}
+    if bundle.metadata is not None:
+        bundle.metadata = {**bundle.metadata, "train": bundle.metadata["train"].iloc[keep.numpy()]}
     bundle.notes = bundle.notes + [f"Training split: a random subset of {max_train:,} of {n:,} images (seed {seed})."]
     return bundle
 
 
 def load_dataset(name: str, image_size: int = 28, data_dir: str | os.PathLike | None = None,
-                 max_train: int | None = None, seed: int = 0) -> DatasetBundle:
+                 max_train: int | None = None, seed: int = 0, label_disagreement: str = "error") -> DatasetBundle:
     """Load a data set by name: a MedMNIST 2D name (``dermamnist``, ``chestmnist``, ...), ``isic2018`` (from
-    ``<data dir>/ISIC2018``) or a synthetic set: ``synthetic_dermamnist``, ``synthetic_chestmnist`` (labels coupled
-    given the image) or ``synthetic_chestmnist_independent`` (independent given the image), 28 px only.
+    ``<data dir>/ISIC2018``, :func:`load_isic2018`), ``chestxray14`` (from ``<data dir>/ChestXray14``,
+    :func:`load_chestxray14`) or a synthetic set: ``synthetic_dermamnist``, ``synthetic_chestmnist`` (labels
+    coupled given the image) or ``synthetic_chestmnist_independent`` (independent given the image), 28 px only.
+    The two real-data folders take any ``image_size`` and cache their decoded images in ``<data dir>/cache``.
 
     ``max_train`` keeps a seeded random subset of the training split (``seed``); validation and test are
-    untouched. Synthetic sets are always generated with seed 0, so ``seed`` only picks the subset.
+    untouched. Synthetic sets are always generated with seed 0, and ISIC 2018's validation carve uses seed 0, so
+    ``seed`` only picks the subset. ``label_disagreement``: ``chestxray14`` only (see :func:`load_chestxray14`).
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {type(name).__name__}")
     key = name.strip().lower()
     if key not in DATASET_NAMES:
         raise ValueError(f"unknown data set {name!r}; valid names: {', '.join(DATASET_NAMES)}")
+    if key != "chestxray14" and label_disagreement != "error":
+        raise ValueError(f"label_disagreement applies to chestxray14 only, not to {key}")
     if key in SYNTHETIC_NAMES:
         if image_size != 28:
             raise ValueError(f"{key} exists only at 28 px, got image_size={image_size!r}")
         bundle = load_synthetic(key, data_dir)
     elif key == "isic2018":
-        bundle = load_isic2018(resolve_data_dir(data_dir) / "ISIC2018", image_size)
+        bundle = load_isic2018(resolve_data_dir(data_dir) / "ISIC2018", image_size,
+                               cache_dir=cache_dir_default(data_dir))
+    elif key == "chestxray14":
+        bundle = load_chestxray14(resolve_data_dir(data_dir) / "ChestXray14", image_size,
+                                  cache_dir=cache_dir_default(data_dir), label_disagreement=label_disagreement)
     else:
         bundle = load_medmnist(key, image_size, data_dir)
     if max_train is not None:

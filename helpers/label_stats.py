@@ -55,12 +55,26 @@ def file_md5(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+def finding_vector(finding_labels: str, where: str) -> np.ndarray:
+    """A "Finding Labels" entry (``|``-separated findings or ``No Finding``) as 14 binary labels, uint8, in
+    ChestMNIST's order; ValueError naming ``where`` for an unknown finding."""
+    column = {name: t for t, name in enumerate(CHESTXRAY14_NAMES.values())}
+    names = finding_labels.strip().split("|")
+    y = np.zeros(len(column), dtype=np.uint8)
+    if names != [NO_FINDING]:
+        for name in names:
+            if name not in column:
+                raise ValueError(f"{where}: unknown finding {name!r}; expected {NO_FINDING!r} or '|'-separated "
+                                 f"names from {sorted(column)}")
+            y[column[name]] = 1
+    return y
+
+
 def read_labels(csv_path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     """Binary labels (N, 14) uint8 in ChestMNIST's order and patient IDs (N,) int64 from a ChestX-ray14 label CSV.
 
     Raises ValueError on a missing column, an unknown finding name or ``No Finding`` mixed with findings.
     """
-    column = {name: t for t, name in enumerate(CHESTXRAY14_NAMES.values())}
     labels, patients = [], []
     with open(csv_path, newline="") as handle:
         reader = csv.DictReader(handle)
@@ -69,15 +83,7 @@ def read_labels(csv_path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
             raise ValueError(f"{csv_path}: no column(s) {sorted(missing)}; expected ChestX-ray14's Data_Entry_2017.csv "
                              f"layout (Image Index, Finding Labels, Follow-up #, Patient ID, ...)")
         for line, row in enumerate(reader, start=2):
-            names = row["Finding Labels"].strip().split("|")
-            y = np.zeros(len(column), dtype=np.uint8)
-            if names != [NO_FINDING]:
-                for name in names:
-                    if name not in column:
-                        raise ValueError(f"{csv_path}, line {line}: unknown finding {name!r}; expected "
-                                         f"{NO_FINDING!r} or '|'-separated names from {sorted(column)}")
-                    y[column[name]] = 1
-            labels.append(y)
+            labels.append(finding_vector(row["Finding Labels"], f"{csv_path}, line {line}"))
             patients.append(int(row["Patient ID"]))
     if not labels:
         raise ValueError(f"{csv_path} has no label rows")

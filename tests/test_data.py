@@ -206,34 +206,31 @@ def test_isic2018_layout_loads_resized_with_csv_class_order(tmp_path):
         colours = torch.tensor([colour for *_, colour in entries], dtype=torch.float32)
         mean_colour = part.images.float().mean(dim=(2, 3))
         assert torch.allclose(mean_colour, colours, atol=3.0)  # a uniform JPEG stays uniform when resized
-    assert (root / "calibmed_cache_16px.npz").is_file()
+    assert len(list((tmp_path / "cache").glob("isic2018-*-16px.npz"))) == 1  # in <data dir>/cache
+    assert not list(root.glob("*.npz"))  # never inside the data set's folder (it may be shared, read-only)
 
 
-def test_isic2018_cache_is_reused_and_invalidated_by_a_changed_csv(tmp_path):
+def test_isic2018_cache_is_not_served_for_a_deleted_image(tmp_path):
     root = tmp_path / "ISIC2018"
     written = _make_isic(root, {"train": [0, 1, 2], "val": [3], "test": [4]})
-    first = load_isic2018(root, image_size=12)
+    load_isic2018(root, image_size=12, cache_dir=tmp_path / "cache")
     victim = root / "ISIC2018_Task3_Training_Input" / f"{written['train'][0][0]}.jpg"
     victim.unlink()
-    second = load_isic2018(root, image_size=12)  # served from the cache: the deleted file is not needed
-    assert torch.equal(first.train.images, second.train.images)
-    csv_path = root / "ISIC2018_Task3_Training_GroundTruth" / "ISIC2018_Task3_Training_GroundTruth.csv"
-    csv_path.write_text(csv_path.read_text() + "\n")  # any change to a ground-truth CSV rebuilds the cache
     with pytest.raises(FileNotFoundError, match=written["train"][0][0]):
-        load_isic2018(root, image_size=12)
+        load_isic2018(root, image_size=12, cache_dir=tmp_path / "cache")
 
 
 def test_isic2018_malformed_cache_raises_instead_of_loading(tmp_path):
     root = tmp_path / "ISIC2018"
     _make_isic(root, {"train": [0, 1, 2], "val": [3], "test": [4]})
-    load_isic2018(root, image_size=12)
-    cache_path = root / "calibmed_cache_12px.npz"
+    load_isic2018(root, image_size=12, cache_dir=tmp_path / "cache")
+    (cache_path,) = (tmp_path / "cache").glob("isic2018-*-12px.npz")
     with np.load(cache_path) as archive:
         arrays = {key: archive[key] for key in archive.files}
     arrays["train_images"] = arrays["train_images"][:, :8]  # wrong height, same fingerprint
     np.savez(cache_path, **arrays)
     with pytest.raises(ValueError, match="train_images must have shape"):
-        load_isic2018(root, image_size=12)
+        load_isic2018(root, image_size=12, cache_dir=tmp_path / "cache")
 
 
 def test_isic2018_errors(tmp_path):
@@ -277,7 +274,8 @@ def test_max_train_is_a_seeded_subset_and_leaves_val_test_alone(tmp_path):
 def test_unknown_names_and_sizes_are_rejected(tmp_path):
     with pytest.raises(ValueError, match="valid names") as error:
         load_dataset("dermamnst", data_dir=tmp_path)
-    for name in ("dermamnist", "chestmnist", "pathmnist", "isic2018", "synthetic_dermamnist", "synthetic_chestmnist"):
+    for name in ("dermamnist", "chestmnist", "pathmnist", "isic2018", "chestxray14", "synthetic_dermamnist",
+                 "synthetic_chestmnist"):
         assert name in str(error.value)
     with pytest.raises(ValueError, match="valid names"):
         load_dataset("organmnist3d", data_dir=tmp_path)  # 3D sets are not images
@@ -302,7 +300,7 @@ def test_inventory_reports_present_and_missing_files(tmp_path):
     rows = data.inventory(tmp_path)
     present = {(r["dataset"], r["size"]) for r in rows if r["present"]}
     assert present == {("dermamnist", 28)}
-    assert {r["dataset"] for r in rows} == {"dermamnist", "chestmnist", "isic2018"}
+    assert {r["dataset"] for r in rows} == {"dermamnist", "chestmnist", "isic2018", "chestxray14"}
 
 
 # ---------------------------------------------------------------------------------------------------------------
