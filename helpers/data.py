@@ -421,17 +421,21 @@ def _carve_isic_validation(splits: dict[str, Split], metadata: dict, by_lesion: 
     train, train_meta = splits.pop("train"), metadata.pop("train")
     labels = train.labels.numpy()
     groups = train_meta["lesion_id"].to_numpy(dtype=str) if by_lesion else np.arange(len(train))
-    keep, held = isic2018.carve_validation(labels, groups, fraction, seed)
+    keep, held, stratified = isic2018.carve_validation(labels, groups, fraction, seed)
     splits["train"], splits["val"] = _take(train, keep), _take(train, held)
     metadata["train"], metadata["val"] = train_meta.iloc[keep], train_meta.iloc[held]
     unit = "lesion" if by_lesion else "image"
     note = (f"No ISIC2018_Task3_Validation folder: validation is {len(held):,} training images "
-            f"({fraction:.0%} of the training {unit}s, stratified by class, seed {seed}), carved by {unit}.")
+            f"({fraction:.0%} of the training {unit}s, {_stratified(stratified)}, seed {seed}), carved by {unit}.")
     if not by_lesion:
         note += (f" {isic2018.METADATA_FILE} was not found, so images of one lesion may fall on both sides; put it "
                  "in the ISIC 2018 folder to carve by lesion.")
         print(textwrap.fill(note, DESCRIBE_WIDTH))
     return note
+
+
+def _stratified(stratified: bool) -> str:
+    return "stratified by class" if stratified else "not stratified: a class has too few lesions or images"
 
 
 def _take(split: Split, index: np.ndarray) -> Split:
@@ -472,11 +476,12 @@ def isic_site_split(bundle: DatasetBundle, train_sites: tuple[str, ...] = isic20
         if len(index) == 0:
             raise ValueError(f"no image of {bundle.name} was acquired at {list(sites)}")
     pool = Split(images[source], labels[source])
-    keep, held = isic2018.carve_validation(pool.labels.numpy(), pooled["lesion_id"].iloc[source].to_numpy(str),
-                                           val_fraction, seed)
+    keep, held, stratified = isic2018.carve_validation(pool.labels.numpy(),
+                                                       pooled["lesion_id"].iloc[source].to_numpy(str), val_fraction,
+                                                       seed)
     metadata = {"train": pooled.iloc[source[keep]], "val": pooled.iloc[source[held]], "test": pooled.iloc[target]}
     note = (f"Site-shift split: train and validation from {', '.join(train_sites)} ({len(source):,} images, "
-            f"validation {val_fraction:.0%} of their lesions, stratified, seed {seed}); test from "
+            f"validation {val_fraction:.0%} of their lesions, {_stratified(stratified)}, seed {seed}); test from "
             f"{', '.join(test_sites)} ({len(target):,} images).")
     return DatasetBundle(name=f"{bundle.name}_sites", task=bundle.task, class_names=list(bundle.class_names),
                          train=_take(pool, keep), val=_take(pool, held), test=Split(images[target], labels[target]),
@@ -496,9 +501,10 @@ def load_chestxray14(root: str | os.PathLike, image_size: int = 28, cache: bool 
     Listed images absent from ``images/`` are skipped and counted (one printed line); images in ``images/`` that
     no list names are named in a warning. Labels come from the lists and are checked against
     ``Data_Entry_2017.csv``: where they disagree ``label_disagreement="error"`` raises naming the images,
-    ``"lists"`` keeps the lists' (ChestMNIST's) labels and ``"data_entry"`` takes the CSV's, either noted in
-    ``describe()``. ``bundle.metadata[split]``: patient_id, follow_up, age, sex, view_position per image.
-    Decoded images are cached in ``cache_dir`` (default ``<data dir>/cache``) while the image files are unchanged.
+    ``"lists"`` keeps the lists' (ChestMNIST's) labels and ``"data_entry"`` takes the CSV's (the lists' for images
+    it has no row for), either noted in ``describe()``. ``bundle.metadata[split]``: patient_id, follow_up, age,
+    sex, view_position per image. Decoded images are cached in ``cache_dir`` (default ``<data dir>/cache``) while
+    the image files are unchanged.
     """
     _check_image_size(image_size)
     if label_disagreement not in chestxray14.LABEL_SOURCES:

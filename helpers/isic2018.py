@@ -160,20 +160,22 @@ def metadata_for(image_ids: list[str], labels: np.ndarray, metadata: pd.DataFram
     return frame
 
 
-def carve_validation(labels: np.ndarray, groups: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray,
-                                                                                                     np.ndarray]:
-    """(train indices, validation indices), both sorted: ``fraction`` of the groups (lesions, or images when each
-    image is its own group) go to validation, stratified by class when every class has at least two groups.
+def carve_validation(labels: np.ndarray, groups: np.ndarray, fraction: float,
+                     seed: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(train indices, validation indices, whether stratified), indices sorted: ``fraction`` of the groups
+    (lesions, or images when each image is its own group) go to validation, stratified by class when every class
+    has at least two groups and room on both sides (otherwise a plain seeded split).
     All images of a group share one class in HAM10000 (one diagnosis per lesion); the group's class is its first
     image's."""
     if not 0 < fraction < 1:
         raise ValueError(f"val_fraction must be between 0 and 1 (exclusive), got {fraction!r}")
     unique, first = np.unique(groups, return_index=True)
     group_class = labels[first]
+    stratified = _can_stratify(group_class, fraction)
     _, val_groups = train_test_split(unique, test_size=fraction, random_state=seed,
-                                     stratify=group_class if _can_stratify(group_class, fraction) else None)
+                                     stratify=group_class if stratified else None)
     in_val = np.isin(groups, val_groups)
-    return np.flatnonzero(~in_val), np.flatnonzero(in_val)
+    return np.flatnonzero(~in_val), np.flatnonzero(in_val), stratified
 
 
 def _can_stratify(group_class: np.ndarray, fraction: float) -> bool:

@@ -16,7 +16,7 @@ from medmnist import INFO
 from PIL import Image
 
 from helpers import chestxray14, data, image_files, isic2018
-from helpers.data import isic_site_split, load_chestxray14, load_dataset, load_isic2018, subsample_train
+from helpers.data import load_chestxray14, load_dataset, load_isic2018
 
 ISIC_HEADER = ["image", *isic2018.CLASSES]
 DX = ["mel", "nv", "bcc", "akiec", "bkl", "df", "vasc"]  # the ground-truth CSV's class order, as HAM10000's dx
@@ -97,7 +97,7 @@ def test_isic2018_without_validation_carves_by_lesion_seeded_and_stratified(tmp_
     other = load_isic2018(root, image_size=8, cache_dir=tmp_path / "cache", split_seed=1)
     assert _ids(again.metadata["val"]) == _ids(bundle.metadata["val"])
     assert _ids(other.metadata["val"]) != _ids(bundle.metadata["val"])
-    assert any("carved by lesion" in note for note in bundle.notes)
+    assert any("stratified by class, seed 0), carved by lesion" in note for note in bundle.notes)
 
 
 def test_isic2018_exposes_metadata_per_image_and_empty_rows_for_test_images(tmp_path):
@@ -109,7 +109,7 @@ def test_isic2018_exposes_metadata_per_image_and_empty_rows_for_test_images(tmp_
     expected = frame.set_index("image_id").loc[meta.index]
     assert (meta["dataset"] == expected["dataset"]).all() and (meta["age"] == expected["age"]).all()
     assert len(bundle.metadata["test"]) == 7 and bundle.metadata["test"]["dataset"].isna().all()
-    subset = subsample_train(bundle, 10, seed=0)  # the metadata follows a training subset
+    subset = data.subsample_train(bundle, 10, seed=0)  # the metadata follows a training subset
     assert len(subset.metadata["train"]) == 10
     assert subset.train.labels.tolist() == [DX.index(dx) for dx in subset.metadata["train"]["dx"]]
 
@@ -150,6 +150,7 @@ def test_isic2018_every_split_goes_through_one_resize_pipeline(tmp_path):
         texture = Image.fromarray(pixels).resize(size, Image.Resampling.BILINEAR)
         texture.save(isic2018.split_paths(root, split)[0] / f"{image_id}.jpg", quality=90)
     bundle = load_isic2018(root, image_size=16, cache_dir=tmp_path / "cache", val_fraction=0.5)
+    assert any("not stratified: a class has too few" in note for note in bundle.notes)  # one image per class
     for split, image_id in (("train", "ISIC_0000000"), ("val", "ISIC_0000000"), ("test", "ISIC_0000002")):
         if image_id not in list(bundle.metadata[split].index):
             continue
@@ -223,7 +224,7 @@ def test_isic_site_split_trains_on_some_sites_and_tests_on_another(tmp_path):
     root = tmp_path / "ISIC2018"
     frame, _ = _ham_layout(root, lesions_per_class=6, sites=("vidir_molemax", "vidir_modern", "rosendahl"))
     bundle = load_isic2018(root, image_size=8, cache_dir=tmp_path / "cache")
-    shifted = isic_site_split(bundle)
+    shifted = data.isic_site_split(bundle)
     site_of = dict(zip(frame["image_id"], frame["dataset"]))
     for split in ("train", "val"):
         assert {site_of[i] for i in shifted.metadata[split].index} <= set(isic2018.VIENNA_SITES)
@@ -233,13 +234,13 @@ def test_isic_site_split_trains_on_some_sites_and_tests_on_another(tmp_path):
     assert not set(shifted.metadata["train"]["lesion_id"]) & set(shifted.metadata["val"]["lesion_id"])
     assert shifted.test.labels.tolist() == [DX.index(dx) for dx in shifted.metadata["test"]["dx"]]
     with pytest.raises(ValueError, match="unknown acquisition site"):
-        isic_site_split(bundle, test_sites=("vienna",))
+        data.isic_site_split(bundle, test_sites=("vienna",))
     with pytest.raises(ValueError, match="both train_sites and test_sites"):
-        isic_site_split(bundle, test_sites=("vidir_modern",))
+        data.isic_site_split(bundle, test_sites=("vidir_modern",))
     plain = load_isic2018(root, image_size=8, cache_dir=tmp_path / "cache")
     plain.metadata = None
     with pytest.raises(ValueError, match="no acquisition-site metadata"):
-        isic_site_split(plain)
+        data.isic_site_split(plain)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -390,7 +391,7 @@ def test_shared_isic2018_loads_with_validation_carved_by_lesion(shared_isic):
 
 
 def test_shared_isic2018_vienna_to_rosendahl_split(shared_isic):
-    shifted = isic_site_split(shared_isic)
+    shifted = data.isic_site_split(shared_isic)
     assert len(shifted.train) + len(shifted.val) == 3159 + 1346 + 220 and len(shifted.test) == 1259
     assert set(shifted.metadata["test"]["dataset"]) == {"rosendahl"}
 
