@@ -1,6 +1,6 @@
 """Real-data folders in their official layouts: ISIC 2018 Task 3 (with or without Validation, HAM10000 metadata,
-site-shift splits) and NIH ChestX-ray14 with ChestMNIST's split. Tiny generated layouts here, the shared real
-samples (``/work/shared/data``-style folder next to the repository, or the data directory) where present."""
+site-shift splits) and NIH ChestX-ray14 with ChestMNIST's split. Tiny generated layouts in ``tmp_path``, and the
+project's shared real samples (``shared/data/{ISIC2018,ChestXray14}`` beside the checkout) where present."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ METADATA_HEADER = ["lesion_id", "image_id", "dx", "dx_type", "age", "sex", "loca
 
 
 def _shared_folder(name: str) -> Path | None:
-    for folder in (data.data_dir(), data.repo_root().parent / "shared" / "data"):
+    """The project's shared sample (``shared/data`` beside or inside the checkout), not the data directory: a
+    user's data directory may hold the full official download, whose sizes differ from the sample's."""
+    for folder in (data.repo_root().parent / "shared" / "data", data.repo_root() / "shared" / "data"):
         if (folder / name).is_dir():
             return folder / name
     return None
@@ -374,8 +376,7 @@ SHARED_CHEST = _shared_folder("ChestXray14")
 @pytest.fixture(scope="module")
 def shared_isic(tmp_path_factory):
     if SHARED_ISIC is None or not (SHARED_ISIC / isic2018.METADATA_FILE).is_file():
-        pytest.skip("the shared ISIC2018 folder (with HAM10000_metadata.csv) is not here: put it in "
-                    "$CALIBMED_DATA_DIR/ISIC2018 or ../shared/data/ISIC2018")
+        pytest.skip("the shared sample ../shared/data/ISIC2018 (with HAM10000_metadata.csv) is not here")
     return load_isic2018(SHARED_ISIC, image_size=28, cache_dir=tmp_path_factory.mktemp("cache"))
 
 
@@ -396,8 +397,7 @@ def test_shared_isic2018_vienna_to_rosendahl_split(shared_isic):
     assert set(shifted.metadata["test"]["dataset"]) == {"rosendahl"}
 
 
-@pytest.mark.skipif(SHARED_CHEST is None, reason="the shared ChestXray14 folder is not here: put it in "
-                    "$CALIBMED_DATA_DIR/ChestXray14 or ../shared/data/ChestXray14")
+@pytest.mark.skipif(SHARED_CHEST is None, reason="the shared sample ../shared/data/ChestXray14 is not here")
 def test_shared_chestxray14_sample_loads_as_725_94_181(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"2 listed image\(s\).*00000193_019\.png.*00000150_002\.png"):
         load_chestxray14(SHARED_CHEST, cache=False)  # two images where the lists omit the CSV's Pneumonia
