@@ -39,6 +39,7 @@ CHESTXRAY14_NAMES: dict[str, str] = {
 }
 FINDINGS: list[str] = list(CHESTXRAY14_NAMES)
 NO_FINDING = "No Finding"
+_COLUMN = {name: t for t, name in enumerate(CHESTXRAY14_NAMES.values())}  # finding name -> label index
 STATS_PATH = Path(__file__).parent / "data_files" / "chestxray14_label_stats.json"
 CITATION = ("Wang X, Peng Y, Lu L, Lu Z, Bagheri M, Summers RM. ChestX-ray8: Hospital-scale Chest X-ray Database "
             "and Benchmarks on Weakly-Supervised Classification and Localization of Common Thorax Diseases. "
@@ -58,15 +59,14 @@ def file_md5(path: str | os.PathLike) -> str:
 def finding_vector(finding_labels: str, where: str) -> np.ndarray:
     """A "Finding Labels" entry (``|``-separated findings or ``No Finding``) as 14 binary labels, uint8, in
     ChestMNIST's order; ValueError naming ``where`` for an unknown finding."""
-    column = {name: t for t, name in enumerate(CHESTXRAY14_NAMES.values())}
     names = finding_labels.strip().split("|")
-    y = np.zeros(len(column), dtype=np.uint8)
+    y = np.zeros(len(_COLUMN), dtype=np.uint8)
     if names != [NO_FINDING]:
         for name in names:
-            if name not in column:
+            if name not in _COLUMN:
                 raise ValueError(f"{where}: unknown finding {name!r}; expected {NO_FINDING!r} or '|'-separated "
-                                 f"names from {sorted(column)}")
-            y[column[name]] = 1
+                                 f"names from {sorted(_COLUMN)}")
+            y[_COLUMN[name]] = 1
     return y
 
 
