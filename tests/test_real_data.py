@@ -318,8 +318,8 @@ def test_chestxray14_labels_are_checked_against_data_entry(tmp_path):
     written = _chest_layout(root, csv_overrides={"00000003_000.png": "Hernia|Mass"})
     with pytest.raises(ValueError, match=r"1 listed image\(s\) have labels that differ.*00000003_000\.png.*"
                                          r"Data_Entry_2017\.csv Mass\|Hernia.*label_disagreement='lists'"):
-        load_chestxray14(root, cache=False)
-    from_lists = load_chestxray14(root, cache=False, label_disagreement="lists")
+        load_chestxray14(root, cache=False, label_disagreement="error")
+    from_lists = load_chestxray14(root, cache=False)  # the default: the lists' (ChestMNIST's) labels
     from_csv = load_chestxray14(root, cache=False, label_disagreement="data_entry")
     np.testing.assert_array_equal(from_lists.train.labels[2].numpy(), written["train"][2][1])
     hernia_mass = np.zeros(14)
@@ -400,8 +400,10 @@ def test_shared_isic2018_vienna_to_rosendahl_split(shared_isic):
 @pytest.mark.skipif(SHARED_CHEST is None, reason="the shared sample ../shared/data/ChestXray14 is not here")
 def test_shared_chestxray14_sample_loads_as_725_94_181(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"2 listed image\(s\).*00000193_019\.png.*00000150_002\.png"):
-        load_chestxray14(SHARED_CHEST, cache=False)  # two images where the lists omit the CSV's Pneumonia
-    bundle = load_chestxray14(SHARED_CHEST, image_size=28, cache_dir=tmp_path, label_disagreement="lists")
+        load_chestxray14(SHARED_CHEST, cache=False, label_disagreement="error")  # the lists omit the CSV's Pneumonia
+    bundle = load_chestxray14(SHARED_CHEST, image_size=28, cache_dir=tmp_path)  # default: the lists' labels
     assert (len(bundle.train), len(bundle.val), len(bundle.test)) == (725, 94, 181)
-    assert "1,000 of 112,120 listed images present (train 725, val 94, test 181)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "1,000 of 112,120 listed images present (train 725, val 94, test 181)" in printed
+    assert "2 listed image(s) have labels that differ" in printed and "'lists' labels used" in printed
     assert bundle.train.images.shape[1:] == (1, 28, 28) and bundle.train.labels.shape[1] == 14
