@@ -29,7 +29,6 @@ import math
 import os
 import platform
 import sys
-import tempfile
 import textwrap
 import time
 import warnings
@@ -37,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from helpers.atomic import write_text_atomically
 from helpers.paths import display_path, shorten_paths
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -255,17 +255,9 @@ def save_results(cfg: RunConfig, results: Mapping[str, Any], data_source: str | 
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write to a temporary file in the same folder, then rename it over ``path``: a reader sees the old file or
-    the new one, never a partial one."""
-    handle = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
-                                         delete=False, encoding="utf-8")
-    try:
-        with handle:
-            handle.write(text)
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
+    """Write ``text`` (UTF-8) to ``path`` through :func:`helpers.atomic.write_text_atomically`: a reader sees the
+    old file or the new one, never a partial one, and the file gets the mode the umask gives a new file."""
+    write_text_atomically(path, text)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -425,7 +417,7 @@ def _write_summary(out: Path, rows: list[dict[str, Any]], profile: str | None, s
     lines = [f"# CalibMed run — profile: {profile or 'notebook defaults'}", "",
              "| notebook | status | seconds | results |", "|---|---|---|---|"]
     lines += [f"| {r['notebook']} | {r['status']} | {r['seconds']} | {Path(r['results']).name} |" for r in rows]
-    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    write_atomically(out / "summary.md", "\n".join(lines) + "\n")
     print(f"summary: {out / 'summary.md'}")
 
 

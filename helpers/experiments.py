@@ -39,7 +39,6 @@ import json
 import math
 import os
 import pickle
-import tempfile
 import textwrap
 import time
 import zipfile
@@ -51,7 +50,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import course, models, train
+from . import atomic, course, models, train
 
 RECIPES: dict[str, dict[str, Any]] = {
     "well-regularised": dict(optimizer="sgd", momentum=0.9, weight_decay=5e-4, schedule="onecycle", augment=True,
@@ -218,16 +217,8 @@ def stored_run_path(bundle: Any, key: str, root: str | os.PathLike | None = None
 
 
 def _atomic_write(path: Path, write) -> None:
-    """Write through ``write(file_object)`` to a temporary file in the same folder, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            write(file)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """Write through ``write(file_object)`` atomically (:func:`helpers.atomic.write_atomically_with`)."""
+    atomic.write_atomically_with(path, write)
 
 
 def _state_bytes(loss: nn.Module) -> np.ndarray:
