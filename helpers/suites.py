@@ -325,6 +325,10 @@ def _train_planned(index: int) -> tuple[str, float]:
     torch.set_num_threads(int(os.environ.get("CALIBMED_SUITE_THREADS", "1")))
     run = experiments.train_run(planned.name, planned.loss, planned.bundle, planned.model_name, planned.config,
                                 stored=planned.stored)
+    target = experiments.stored_run_path(planned.bundle, planned.key)
+    if planned.stored and not target.is_file():  # train_run warned and went on; this command exists to store runs
+        raise OSError(f"{planned.name}: trained, but its stored run {target} could not be written (see the warning "
+                      "above); make stored_runs/ writable and run the command again")
     return planned.name, run.seconds
 
 

@@ -1,5 +1,7 @@
 """Recipes and the run cache: a cached run must reproduce the trained one, and any change must miss the cache."""
 
+import errno
+import os
 from pathlib import Path
 
 import pytest
@@ -123,18 +125,77 @@ def test_a_damaged_cache_entry_is_named_and_retrained(tmp_path, capsys, damage):
     assert torch.allclose(again.test_logits, trained.test_logits, atol=1e-5)  # seeded: the same run again
 
 
-def test_cache_writes_are_atomic(tmp_path, monkeypatch):
-    """A failed write leaves neither a partial entry nor a temporary file behind."""
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    """Forget which folders were already reported as unwritable in this process."""
+    monkeypatch.setattr(experiments, "_unwritable_reported", set())
+
+
+def test_cache_writes_are_atomic(tmp_path, monkeypatch, fresh_warnings):
+    """A failed write leaves neither a partial entry nor a temporary file behind (and the run is still returned)."""
     bundle = tiny_bundle()
 
     def failing_save(obj, file, *args, **kwargs):
         file.write(b"partial")
-        raise OSError("disk full")
+        raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(experiments.torch, "save", failing_save)
-    with pytest.raises(OSError, match="disk full"):
-        experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    with pytest.warns(experiments.RunNotSavedWarning, match="No space left"):
+        run = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    assert run.source == "trained" and run.test_logits.shape == (96, 3)
     assert list(tmp_path.iterdir()) == []
+
+
+def _refuse_writes(monkeypatch, error_number: int) -> None:
+    def refuse(path, write):
+        raise OSError(error_number, os.strerror(error_number), str(path))
+
+    monkeypatch.setattr(experiments.atomic, "write_atomically_with", refuse)
+
+
+@pytest.mark.parametrize("error_number", [errno.EROFS, errno.EACCES, errno.ENOSPC])
+def test_train_run_returns_the_run_when_the_cache_is_read_only(tmp_path, monkeypatch, fresh_warnings, error_number):
+    """Issue 18, defect 1: a read-only or full cache folder discarded the trained run with a bare OSError."""
+    _refuse_writes(monkeypatch, error_number)
+    bundle = tiny_bundle()
+    with pytest.warns(experiments.RunNotSavedWarning) as caught:
+        run = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+        second = experiments.train_run("ls", LabelSmoothing(0.1), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    assert run.source == second.source == "trained" and run.model is not None
+    assert torch.isfinite(run.test_logits).all() and run.test_logits.shape == (96, 3)
+    [warning] = caught  # once per folder, not once per run
+    message = str(warning.message)
+    assert os.strerror(error_number) in message and "CALIBMED_CACHE_DIR" in message and "CALIBMED_NO_CACHE" in message
+
+
+def test_train_run_returns_the_run_when_the_stored_runs_folder_is_read_only(tmp_path, monkeypatch, fresh_warnings):
+    _refuse_writes(monkeypatch, errno.EROFS)
+    with pytest.warns(experiments.RunNotSavedWarning, match="stored_dir"):
+        run = experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), stored=True,
+                                    stored_dir=tmp_path)
+    assert run.source == "trained" and run.test_logits.shape == (96, 3)
+
+
+def test_a_cache_file_path_that_is_a_folder_is_named_before_training(tmp_path, monkeypatch):
+    """Issue 18, defect 1: a folder in the cache file's place was 'damaged', retrained, then IsADirectoryError."""
+    bundle = tiny_bundle()
+    key = experiments.run_key(bundle, "small_cnn", CrossEntropy(), config())
+    folder = tmp_path / f"{key}-{experiments.code_version()}.pt"
+    (folder / "inside").mkdir(parents=True)
+    monkeypatch.setattr(experiments.train, "fit", lambda *a, **k: pytest.fail("trained before checking the path"))
+    with pytest.raises(IsADirectoryError, match=rf"{folder.name} is a folder.*remove it"):
+        experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+
+
+def test_the_cache_folder_can_be_moved_by_an_environment_variable(tmp_path, monkeypatch):
+    """Issue 18, defect 1: the cache was fixed at <repo>/runs/cache, so a read-only checkout could not cache."""
+    monkeypatch.setenv("CALIBMED_CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert experiments.default_cache_dir() == tmp_path / "elsewhere"
+    run = experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config())
+    assert [p.name for p in (tmp_path / "elsewhere").iterdir()] == [f"{run.key}-{experiments.code_version()}.pt"]
+    assert experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config()).source == "cache"
+    monkeypatch.delenv("CALIBMED_CACHE_DIR")
+    assert experiments.default_cache_dir() == experiments.CACHE_DIR
 
 
 def test_stored_run_round_trip_without_weights(tmp_path, capsys):
