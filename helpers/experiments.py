@@ -290,6 +290,41 @@ def _check_logits(path: Path, logits: dict[str, torch.Tensor], bundle: Any) -> N
             raise DamagedRunError(f"{path}: {name} holds NaN or infinite values")
 
 
+_NUMBER = (int, float)
+#: the entries a cached run (``.pt``) and a stored run's metadata must have, with their types
+_CACHED_FIELDS = {"model": dict, "loss": dict, "history": list, "val_logits": torch.Tensor,
+                  "test_logits": torch.Tensor, "seconds": _NUMBER}
+_STORED_META_FIELDS = {"format": int, "key": str, "name": str, "history": list, "seconds": _NUMBER,
+                       "definition": dict}
+
+
+def _check_fields(path: Path, record: Any, fields: dict[str, type | tuple[type, ...]], what: str) -> None:
+    """Raise :class:`DamagedRunError` naming ``path`` unless ``record`` is a dict with every field of ``fields``
+    of its type (a number is never a bool, and finite)."""
+    if not isinstance(record, dict):
+        raise DamagedRunError(f"{path}: {what} is a {type(record).__name__}, not a mapping of named entries")
+    missing = [name for name in fields if name not in record]
+    if missing:
+        raise DamagedRunError(f"{path}: {what} lacks {missing}")
+    wrong = [f"{name} is {type(record[name]).__name__}" for name, kind in fields.items()
+             if not isinstance(record[name], kind) or (kind is _NUMBER and (isinstance(record[name], bool)
+                                                                          or not math.isfinite(record[name])))]
+    if wrong:
+        raise DamagedRunError(f"{path}: {what} has entries of the wrong type ({', '.join(wrong)})")
+
+
+def read_stored_meta(path: Path) -> dict[str, Any]:
+    """The metadata of a stored run, checked; :class:`DamagedRunError` naming the file when it cannot be read."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            meta = json.loads(stored["meta"].tobytes())
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+        raise DamagedRunError(f"{path}: cannot read this stored run's metadata ({type(error).__name__}: "
+                              f"{error})") from error
+    _check_fields(path, meta, _STORED_META_FIELDS, "the metadata")
+    return meta
+
+
 def load_stored_run(path: Path, bundle: Any, loss: nn.Module, key: str) -> tuple[dict[str, Any], TrainedRun]:
     """Read a stored run into ``loss`` (its final state); raise :class:`DamagedRunError` naming the file."""
     try:
@@ -300,6 +335,7 @@ def load_stored_run(path: Path, bundle: Any, loss: nn.Module, key: str) -> tuple
     except (OSError, ValueError, KeyError, EOFError, RuntimeError, pickle.UnpicklingError,
             zipfile.BadZipFile) as error:
         raise DamagedRunError(f"{path}: cannot read this stored run ({type(error).__name__}: {error})") from error
+    _check_fields(path, meta, _STORED_META_FIELDS, "the metadata")
     if meta.get("format") != STORE_FORMAT or meta.get("key") != key:
         raise DamagedRunError(f"{path}: format {meta.get('format')} / key {meta.get('key')} do not match "
                               f"format {STORE_FORMAT} / key {key}")
@@ -347,6 +383,7 @@ def _save_or_warn(path: Path, save: Any, stored: bool) -> None:
 def _load_cached_run(path: Path, name: str, model: nn.Module, loss: nn.Module, bundle: Any, key: str) -> TrainedRun:
     try:
         stored = torch.load(path, map_location="cpu", weights_only=False)
+        _check_fields(path, stored, _CACHED_FIELDS, "the cached run")
         model.load_state_dict(stored["model"])
         loss.load_state_dict(stored["loss"])
     except (OSError, RuntimeError, EOFError, KeyError, TypeError, pickle.UnpicklingError) as error:

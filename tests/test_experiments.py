@@ -125,6 +125,70 @@ def test_a_damaged_cache_entry_is_named_and_retrained(tmp_path, capsys, damage):
     assert torch.allclose(again.test_logits, trained.test_logits, atol=1e-5)  # seeded: the same run again
 
 
+@pytest.mark.parametrize("damage", ["no_val_logits", "a_bare_tensor", "a_list", "no_seconds", "seconds_a_string",
+                                    "no_model_state", "history_not_a_list"])
+def test_a_cached_run_with_missing_or_wrong_entries_is_named_and_retrained(tmp_path, capsys, damage):
+    """Issue 18, defect 5: a cached .pt without val_logits raised KeyError, a bare tensor IndexError."""
+    bundle = tiny_bundle()
+    trained = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    [path] = list(tmp_path.glob("*.pt"))
+    payload = torch.load(path, weights_only=False)
+    damaged = {"no_val_logits": {k: v for k, v in payload.items() if k != "val_logits"},
+               "a_bare_tensor": payload["test_logits"], "a_list": [payload],
+               "no_seconds": {k: v for k, v in payload.items() if k != "seconds"},
+               "seconds_a_string": payload | {"seconds": "12"},
+               "no_model_state": {k: v for k, v in payload.items() if k != "model"},
+               "history_not_a_list": payload | {"history": "none"}}[damage]
+    torch.save(damaged, path)
+    capsys.readouterr()
+    again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    out = capsys.readouterr().out
+    assert path.name in out and "training it again" in out and again.source == "trained"
+    assert torch.allclose(again.test_logits, trained.test_logits, atol=1e-5)
+    assert experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path).from_cache
+
+
+def _rewrite_stored_meta(path, change):
+    import json
+
+    import numpy as np
+
+    with np.load(path) as stored:
+        arrays = dict(stored)
+    meta = change(json.loads(arrays["meta"].tobytes()))
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez_compressed(path, **arrays)
+
+
+@pytest.mark.parametrize("damage", ["no_seconds", "a_list", "seconds_a_string", "no_name", "history_not_a_list",
+                                    "no_loss_state"])
+def test_stored_run_metadata_that_is_missing_or_wrong_is_named_and_retrained(tmp_path, capsys, damage):
+    """Issue 18, defect 5: stored metadata without `seconds` raised KeyError, a list AttributeError, `seconds` a
+    string ValueError."""
+    bundle = tiny_bundle()
+    first = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
+                                  stored_dir=tmp_path)
+    path = experiments.stored_run_path(bundle, first.key, tmp_path)
+    if damage == "no_loss_state":
+        import numpy as np
+
+        with np.load(path) as stored:
+            arrays = {k: v for k, v in stored.items() if k != "loss_state"}
+        np.savez_compressed(path, **arrays)
+    else:
+        _rewrite_stored_meta(path, {"no_seconds": lambda m: {k: v for k, v in m.items() if k != "seconds"},
+                                    "a_list": lambda m: [m], "seconds_a_string": lambda m: m | {"seconds": "fast"},
+                                    "no_name": lambda m: {k: v for k, v in m.items() if k != "name"},
+                                    "history_not_a_list": lambda m: m | {"history": 3}}[damage])
+    capsys.readouterr()
+    again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
+                                  stored_dir=tmp_path)
+    out = capsys.readouterr().out
+    assert str(path) in out and "training it again" in out and again.source == "trained"
+    assert experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
+                                 stored_dir=tmp_path).source == "stored"  # the retrained run was stored again
+
+
 @pytest.fixture
 def fresh_warnings(monkeypatch):
     """Forget which folders were already reported as unwritable in this process."""
