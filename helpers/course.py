@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from helpers import knobs as knob_rules
 from helpers.atomic import write_text_atomically
 from helpers.paths import display_path, shorten_paths
 
@@ -89,7 +90,8 @@ def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile:
     """Fill every knob that is ``None`` from ``profiles[profile]`` and print the resolved configuration.
 
     ``profiles`` maps each of smoke / quick / full to that notebook's defaults. Knobs passed explicitly (not None)
-    win over the profile, so ``papermill -p epochs 3`` changes only the epochs.
+    win over the profile, so ``papermill -p epochs 3`` changes only the epochs. Every resolved value is checked
+    against its rule (:mod:`helpers.knobs`): a wrong type or range is a ValueError naming the knob and the value.
     """
     if profile not in PROFILE_NAMES:
         raise ValueError(f"profile must be one of {PROFILE_NAMES}, got {profile!r}")
@@ -109,6 +111,7 @@ def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile:
     missing = [k for k in required if values.get(k) is None]
     if missing:
         raise ValueError(f"{notebook}: no value for {missing} in profile {profile!r} nor in the parameters cell")
+    knob_rules.check(notebook, values, profiles)
     core = {k: values.pop(k) for k in KNOBS}
     cfg = RunConfig(notebook=notebook, profile=profile, extra=values, **core)
     print(cfg.describe())
@@ -303,6 +306,25 @@ def _check_parameter_names(notebooks: list[Path], names: list[str]) -> None:
         raise ValueError("nothing was run:\n  " + "\n  ".join(problems))
 
 
+def _declared_profiles(notebook: Path) -> dict[str, dict[str, Any]]:
+    """The notebook's PROFILES table, or none for a notebook without one (then only the shared rules apply)."""
+    try:
+        return notebook_profiles(notebook.stem)
+    except ValueError:
+        return {}
+
+
+def _check_parameter_values(notebooks: list[Path], parameters: Mapping[str, Any]) -> None:
+    """Refuse, before anything runs, a parameter value that breaks its knob rule (:mod:`helpers.knobs`) in a
+    selected notebook."""
+    if not parameters:
+        return
+    problems = [f"{notebook.stem}: {problem}" for notebook in notebooks
+                for problem in knob_rules.problems(parameters, _declared_profiles(notebook))]
+    if problems:
+        raise ValueError("nothing was run; knob value(s) not allowed:\n  " + "\n  ".join(problems))
+
+
 def _clear_previous_outputs(out: Path) -> None:
     """Remove what an earlier run wrote into ``out`` (executed copies, results JSON, summary): a failed run must
     not leave the previous run's results to be read as its own."""
@@ -327,6 +349,7 @@ def run_course(out: Path, profile: str | None = None, selection: list[str] | Non
     """Execute (or only prepare) every selected notebook with papermill into ``out``; write a summary."""
     notebooks = list_notebooks(selection)  # bad selections and parameter names fail before any folder is made
     _check_parameter_names(notebooks, list(extra or {}))
+    _check_parameter_values(notebooks, extra or {})
     out = Path(out)
     _clear_previous_outputs(out)
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
