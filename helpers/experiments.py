@@ -377,7 +377,7 @@ def _save_or_warn(path: Path, save: Any, stored: bool) -> None:
                f"set {CACHE_DIR_ENV} to a writable folder, or CALIBMED_NO_CACHE=1 to train without the cache")
         warnings.warn(f"cannot write trained runs into {display_path(folder)} ({error.strerror or error}): runs "
                       f"trained here are used but not saved, and will be trained again next time; {fix}",
-                      RunNotSavedWarning, stacklevel=3)
+                      RunNotSavedWarning, stacklevel=2)  # reported from train_run, not the caller
 
 
 def _load_cached_run(path: Path, name: str, model: nn.Module, loss: nn.Module, bundle: Any, key: str) -> TrainedRun:
@@ -468,7 +468,7 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
     cache = cache and not _flag("CALIBMED_NO_CACHE") and not retrain
     key = run_key(bundle, model_name, loss, config)
     store_path = stored_run_path(bundle, key, stored_dir)
-    if stored and not retrain and store_path.exists():
+    if stored and not retrain and store_path.is_file():
         try:
             meta, run = load_stored_run(store_path, bundle, loss, key)
             run.name = name
@@ -479,7 +479,7 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
     cache_path = Path(cache_dir or default_cache_dir()) / f"{key}-{code_version()}.pt"
     torch.manual_seed(config.seed)
     model = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
-    if cache and not stored and cache_path.exists():
+    if cache and not stored and cache_path.is_file():
         try:
             run = _load_cached_run(cache_path, name, model, loss, bundle, key)
             print(f"{name}: loaded from the run cache ({cache_path.name}; trained in {run.seconds:.0f} s)")

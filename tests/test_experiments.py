@@ -240,15 +240,19 @@ def test_train_run_returns_the_run_when_the_stored_runs_folder_is_read_only(tmp_
     assert run.source == "trained" and run.test_logits.shape == (96, 3)
 
 
-def test_a_cache_file_path_that_is_a_folder_is_named_before_training(tmp_path, monkeypatch):
+@pytest.mark.parametrize("stored", [False, True])
+def test_a_cache_file_path_that_is_a_folder_is_named_before_training(tmp_path, monkeypatch, capsys, stored):
     """Issue 18, defect 1: a folder in the cache file's place was 'damaged', retrained, then IsADirectoryError."""
     bundle = tiny_bundle()
     key = experiments.run_key(bundle, "small_cnn", CrossEntropy(), config())
-    folder = tmp_path / f"{key}-{experiments.code_version()}.pt"
+    folder = (experiments.stored_run_path(bundle, key, tmp_path) if stored
+              else tmp_path / f"{key}-{experiments.code_version()}.pt")
     (folder / "inside").mkdir(parents=True)
     monkeypatch.setattr(experiments.train, "fit", lambda *a, **k: pytest.fail("trained before checking the path"))
     with pytest.raises(IsADirectoryError, match=rf"{folder.name} is a folder.*remove it"):
-        experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+        experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path,
+                              stored=stored, stored_dir=tmp_path)
+    assert "training it again" not in capsys.readouterr().out  # a folder is not a damaged run file
 
 
 def test_the_cache_folder_can_be_moved_by_an_environment_variable(tmp_path, monkeypatch):
