@@ -124,6 +124,7 @@ def test_suites_train_fails_clearly_when_a_trained_run_cannot_be_stored(tmp_path
                                        progress=False)
     bundle, loss = tiny_bundle(), suites.CrossEntropy()
     key = experiments.run_key(bundle, "small_cnn", loss, config)
-    monkeypatch.setattr(suites, "_pending", [experiments.PlannedRun("ce", loss, bundle, "small_cnn", config, True, key)])
+    planned = experiments.PlannedRun("ce", loss, bundle, "small_cnn", config, True, key)
+    monkeypatch.setattr(suites, "_pending", [planned])
     with pytest.warns(experiments.RunNotSavedWarning), pytest.raises(OSError, match=rf"ce: trained.*{key}.npz"):
         suites._train_planned(0)

@@ -2,7 +2,6 @@
 multi-label losses, prediction through loss.predict_proba, and input checks. Every fit is tiny (< 1 s)."""
 
 import math
-from pathlib import Path
 
 import pytest
 import torch
