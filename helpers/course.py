@@ -29,7 +29,6 @@ import math
 import os
 import platform
 import sys
-import tempfile
 import textwrap
 import time
 import warnings
@@ -37,6 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from helpers import knobs as knob_rules
+from helpers.atomic import write_text_atomically
 from helpers.paths import display_path, shorten_paths
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -89,7 +90,8 @@ def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile:
     """Fill every knob that is ``None`` from ``profiles[profile]`` and print the resolved configuration.
 
     ``profiles`` maps each of smoke / quick / full to that notebook's defaults. Knobs passed explicitly (not None)
-    win over the profile, so ``papermill -p epochs 3`` changes only the epochs.
+    win over the profile, so ``papermill -p epochs 3`` changes only the epochs. Every resolved value is checked
+    against its rule (:mod:`helpers.knobs`): a wrong type or range is a ValueError naming the knob and the value.
     """
     if profile not in PROFILE_NAMES:
         raise ValueError(f"profile must be one of {PROFILE_NAMES}, got {profile!r}")
@@ -109,6 +111,7 @@ def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile:
     missing = [k for k in required if values.get(k) is None]
     if missing:
         raise ValueError(f"{notebook}: no value for {missing} in profile {profile!r} nor in the parameters cell")
+    knob_rules.check(notebook, values, profiles)
     core = {k: values.pop(k) for k in KNOBS}
     cfg = RunConfig(notebook=notebook, profile=profile, extra=values, **core)
     print(cfg.describe())
@@ -255,17 +258,9 @@ def save_results(cfg: RunConfig, results: Mapping[str, Any], data_source: str | 
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write to a temporary file in the same folder, then rename it over ``path``: a reader sees the old file or
-    the new one, never a partial one."""
-    handle = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
-                                         delete=False, encoding="utf-8")
-    try:
-        with handle:
-            handle.write(text)
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
+    """Write ``text`` (UTF-8) to ``path`` through :func:`helpers.atomic.write_text_atomically`: a reader sees the
+    old file or the new one, never a partial one, and the file gets the mode the umask gives a new file."""
+    write_text_atomically(path, text)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -311,6 +306,25 @@ def _check_parameter_names(notebooks: list[Path], names: list[str]) -> None:
         raise ValueError("nothing was run:\n  " + "\n  ".join(problems))
 
 
+def _declared_profiles(notebook: Path) -> dict[str, dict[str, Any]]:
+    """The notebook's PROFILES table, or none for a notebook without one (then only the shared rules apply)."""
+    try:
+        return notebook_profiles(notebook.stem)
+    except ValueError:
+        return {}
+
+
+def _check_parameter_values(notebooks: list[Path], parameters: Mapping[str, Any]) -> None:
+    """Refuse, before anything runs, a parameter value that breaks its knob rule (:mod:`helpers.knobs`) in a
+    selected notebook."""
+    if not parameters:
+        return
+    problems = [f"{notebook.stem}: {problem}" for notebook in notebooks
+                for problem in knob_rules.problems(parameters, _declared_profiles(notebook))]
+    if problems:
+        raise ValueError("nothing was run; knob value(s) not allowed:\n  " + "\n  ".join(problems))
+
+
 def _clear_previous_outputs(out: Path) -> None:
     """Remove what an earlier run wrote into ``out`` (executed copies, results JSON, summary): a failed run must
     not leave the previous run's results to be read as its own."""
@@ -335,6 +349,7 @@ def run_course(out: Path, profile: str | None = None, selection: list[str] | Non
     """Execute (or only prepare) every selected notebook with papermill into ``out``; write a summary."""
     notebooks = list_notebooks(selection)  # bad selections and parameter names fail before any folder is made
     _check_parameter_names(notebooks, list(extra or {}))
+    _check_parameter_values(notebooks, extra or {})
     out = Path(out)
     _clear_previous_outputs(out)
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
@@ -425,20 +440,62 @@ def _write_summary(out: Path, rows: list[dict[str, Any]], profile: str | None, s
     lines = [f"# CalibMed run — profile: {profile or 'notebook defaults'}", "",
              "| notebook | status | seconds | results |", "|---|---|---|---|"]
     lines += [f"| {r['notebook']} | {r['status']} | {r['seconds']} | {Path(r['results']).name} |" for r in rows]
-    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    write_atomically(out / "summary.md", "\n".join(lines) + "\n")
     print(f"summary: {out / 'summary.md'}")
+
+
+def _load_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object stored in ``path``; a ValueError whose text completes "<path> ..." with what is wrong (not
+    UTF-8, not JSON, not an object)."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"is not UTF-8 text ({error.reason} at byte {error.start})") from error
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"is not valid JSON ({error})") from error
+    if not isinstance(value, dict):
+        raise ValueError(f"holds a {type(value).__name__}, not a JSON object")
+    return value
+
+
+def _read_summary(out: Path) -> dict[str, Any]:
+    """A run folder's ``summary.json``, checked: a start time and a non-empty list of notebook rows, each with its
+    notebook and status. Anything else fails naming the file and what is wrong."""
+    summary_path = out / "summary.json"
+    again = "run `prepare` or `run` into the folder again"
+    if not summary_path.is_file():
+        raise SystemExit(f"no summary.json in {out}: run `prepare` or `run` into it first")
+    try:
+        summary = _load_json_object(summary_path)
+    except ValueError as error:
+        raise SystemExit(f"{summary_path} {error}; {again}") from None
+    if "started_at" not in summary:
+        raise SystemExit(f"{summary_path} was written by an older runner (no start time): run `prepare` or `run` again")
+    started_at = summary["started_at"]
+    if isinstance(started_at, bool) or not isinstance(started_at, (int, float)):
+        raise SystemExit(f"{summary_path}: started_at must be a number (seconds since the epoch), got {started_at!r}; "
+                         f"{again}")
+    rows = summary.get("notebooks")
+    if not isinstance(rows, list):
+        raise SystemExit(f"{summary_path} has no 'notebooks' list (got {rows!r}); {again}")
+    if not rows:
+        raise SystemExit(f"{summary_path} lists no notebooks: the run executed nothing; {again}")
+    for number, row in enumerate(rows, 1):
+        missing = [key for key in ("notebook", "status")
+                   if not isinstance(row, dict) or not isinstance(row.get(key), str)]
+        if missing:
+            raise SystemExit(f"{summary_path}: notebook row {number} ({row!r}) lacks the text entries {missing}; "
+                             f"{again}")
+    return summary
 
 
 def check_results(out: Path) -> None:
     """Fail unless every notebook of this run (its ``summary.json``) succeeded, or was prepared, and wrote a
     results JSON after the run started that names its notebook."""
     out = Path(out)
-    summary_path = out / "summary.json"
-    if not summary_path.is_file():
-        raise SystemExit(f"no summary.json in {out}: run `prepare` or `run` into it first")
-    summary = json.loads(summary_path.read_text())
-    if "started_at" not in summary:
-        raise SystemExit(f"{summary_path} was written by an older runner (no start time): run `prepare` or `run` again")
+    summary = _read_summary(out)
     problems = [problem for row in summary["notebooks"]
                 if (problem := _result_problem(out, row, summary["started_at"])) is not None]
     if problems:
@@ -460,9 +517,9 @@ def _result_problem(out: Path, row: Mapping[str, Any], started_at: float) -> str
     if path.stat().st_mtime < started_at - _MTIME_SLACK_SECONDS:
         return f"{stem}: results JSON at {path} is older than this run (stale)"
     try:
-        payload = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        return f"{stem}: results JSON at {path} is not valid JSON ({error})"
+        payload = _load_json_object(path)
+    except ValueError as error:
+        return f"{stem}: results JSON at {path} {error}"
     if payload.get("notebook") != stem or not payload.get("results"):
         return f"{stem}: results JSON at {path} is empty or names another notebook"
     return None
@@ -516,7 +573,13 @@ def _tables(path: Path) -> tuple[list[str], int]:
     """The tables a notebook shows — every DataFrame or markdown output (``text/html`` or ``text/markdown``), in
     order, as stored — outside cells tagged ``machine-dependent``, and how many tables those tagged cells show."""
     found, machine_dependent = [], 0
-    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+    try:
+        cells = _load_json_object(path).get("cells")
+    except ValueError as error:
+        raise SystemExit(f"{path} {error}") from None
+    if not isinstance(cells, list):
+        raise SystemExit(f"{path} has no list of cells: not a notebook")
+    for cell in cells:
         tables = ["".join(text) if isinstance(text, list) else text
                   for output in cell.get("outputs", []) for kind in ("text/html", "text/markdown")
                   if (text := output.get("data", {}).get(kind)) is not None]
@@ -531,8 +594,18 @@ def compare_tables(out: Path, committed: Path = NOTEBOOK_DIR) -> bool:
     """Whether every executed notebook of a run shows the same tables as the committed copy; prints one line each.
     Tables of cells tagged ``machine-dependent`` (measured speed) are left out and counted."""
     identical = True
-    for executed in sorted((Path(out) / "notebooks").glob("*.ipynb")):
-        (ours, skipped), (theirs, _) = _tables(executed), _tables(Path(committed) / executed.name)
+    out = Path(out)
+    rerun = "pass a run folder written by `python -m helpers.course run`"
+    if not out.is_dir():
+        raise SystemExit(f"{out} is not a folder: {rerun}")
+    executed_notebooks = sorted((out / "notebooks").glob("*.ipynb"))
+    if not executed_notebooks:
+        raise SystemExit(f"no executed notebooks in {out / 'notebooks'}: {rerun}")
+    for executed in executed_notebooks:
+        counterpart = Path(committed) / executed.name
+        if not counterpart.is_file():
+            raise SystemExit(f"{executed.name}: no committed notebook {counterpart} to compare it with")
+        (ours, skipped), (theirs, _) = _tables(executed), _tables(counterpart)
         same = sum(a == b for a, b in zip(ours, theirs))
         verdict = "identical" if ours == theirs else f"DIFFERENT ({same} of {max(len(ours), len(theirs))} equal)"
         identical &= ours == theirs

@@ -295,15 +295,26 @@ def load_medmnist(name: str, image_size: int = 28, data_dir: str | os.PathLike |
         raise FileNotFoundError(
             f"{info['python_class']} ({name}, {image_size} px) not found: expected the file {path}. "
             f"No download is attempted. {fetch} {_where_to_put(directory)}")
+    return _read_medmnist_file(name, image_size, path, f"Replace it with the official file: {fetch}")
+
+
+def _read_medmnist_file(name: str, image_size: int, path: Path, repair_hint: str) -> DatasetBundle:
+    """Read a medmnist-format file of the data set ``name``; a damaged file is a ValueError naming it and ending
+    with ``repair_hint`` (download the official file, or delete a generated one so it is generated again)."""
+    info = INFO[name]
+    md5 = info[f"MD5{_medmnist_key(image_size)}"]
     task, n_channels = _task_of(info), int(info["n_channels"])
     class_names = [info["label"][str(k)] for k in range(len(info["label"]))]
-    arrays = _read_npz(path, _SPLIT_ARRAYS, f"Replace it with the official file: {fetch}")
+    arrays = _read_npz(path, _SPLIT_ARRAYS, repair_hint)
     splits = {}
-    for split in SPLITS:
-        images = _images_to_tensor(arrays[f"{split}_images"], path, f"{split}_images", n_channels, image_size)
-        labels = _labels_to_tensor(arrays[f"{split}_labels"], path, f"{split}_labels", task, len(class_names),
-                                   len(images))
-        splits[split] = Split(images, labels)
+    try:
+        for split in SPLITS:
+            images = _images_to_tensor(arrays[f"{split}_images"], path, f"{split}_images", n_channels, image_size)
+            labels = _labels_to_tensor(arrays[f"{split}_labels"], path, f"{split}_labels", task, len(class_names),
+                                       len(images))
+            splits[split] = Split(images, labels)
+    except ValueError as error:
+        raise ValueError(f"{error}. {repair_hint}") from error
     actual_md5 = _md5(path)
     note = ("The file's md5 matches the official release." if actual_md5 == md5 else
             f"The file's md5 ({actual_md5}) differs from the official release ({md5}).")
@@ -602,10 +613,11 @@ def load_synthetic(name: str, data_dir: str | os.PathLike | None = None, seed: i
         except OSError as error:
             raise OSError(f"cannot write the synthetic set {name} into {folder} ({error}); point {DATA_DIR_ENV} "
                           f"(or data_dir) at a writable folder") from error
-    bundle = load_medmnist(flag, 28, folder)
+    regenerate = f"Delete {folder} to regenerate it."
+    bundle = _read_medmnist_file(flag, 28, path, regenerate)
     extra_keys = [f"{split}_posteriors" for split in SPLITS]
     posteriors_file = synthetic.posteriors_path(path)
-    arrays = _read_npz(posteriors_file, extra_keys, f"Delete {folder} to regenerate it.")
+    arrays = _read_npz(posteriors_file, extra_keys, regenerate)
     true_posteriors = {}
     for split in SPLITS:
         values = torch.from_numpy(arrays[f"{split}_posteriors"].astype(np.float64))

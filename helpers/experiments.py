@@ -23,9 +23,11 @@ trains and stores it when absent, and says which; when the training code has cha
 says so, with the command that retrains. ``python -m helpers.suites train`` trains every declared run, one at a
 time, storing each as it finishes (so it resumes where it stopped).
 
-**Local cache** (``runs/cache/<key>-<code>.pt``, never committed): runs of other profiles, with their weights, keyed
-by the definition *and* the code version, so any code change retrains. ``CALIBMED_NO_CACHE=1`` bypasses the local
-cache; ``CALIBMED_RETRAIN=1`` also ignores stored runs and retrains (and re-stores) them.
+**Local cache** (``runs/cache/<key>-<code>.pt``, never committed; ``CALIBMED_CACHE_DIR`` moves it): runs of other
+profiles, with their weights, keyed by the definition *and* the code version, so any code change retrains.
+``CALIBMED_NO_CACHE=1`` bypasses the local cache; ``CALIBMED_RETRAIN=1`` also ignores stored runs and retrains (and
+re-stores) them. A trained run whose file cannot be written (a read-only or full folder) is returned all the same,
+with one :class:`RunNotSavedWarning` per folder.
 """
 
 from __future__ import annotations
@@ -39,9 +41,9 @@ import json
 import math
 import os
 import pickle
-import tempfile
 import textwrap
 import time
+import warnings
 import zipfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -51,7 +53,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import course, models, train
+from . import atomic, course, models, train
+from .paths import display_path
 
 RECIPES: dict[str, dict[str, Any]] = {
     "well-regularised": dict(optimizer="sgd", momentum=0.9, weight_decay=5e-4, schedule="onecycle", augment=True,
@@ -60,6 +63,8 @@ RECIPES: dict[str, dict[str, Any]] = {
                          monitor="epoch", monitor_mode="max", lr_scale=0.5),
 }
 CACHE_DIR = course.REPO_ROOT / "runs" / "cache"
+#: moves the local run cache (default :data:`CACHE_DIR`), e.g. out of a read-only checkout
+CACHE_DIR_ENV = "CALIBMED_CACHE_DIR"
 STORED_RUNS_DIR = course.REPO_ROOT / "stored_runs"
 STORE_FORMAT = 1
 # metrics.py is here because fit keeps the epoch its validation metrics pick (val_nll, val_ece)
@@ -209,6 +214,11 @@ def run_key(bundle: Any, model_name: str, loss: nn.Module, config: train.TrainCo
     return hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()[:20]
 
 
+def default_cache_dir() -> Path:
+    """The local run cache: ``$CALIBMED_CACHE_DIR`` when set, else ``runs/cache/`` in this checkout."""
+    return Path(os.environ.get(CACHE_DIR_ENV) or CACHE_DIR)
+
+
 def stored_run_path(bundle: Any, key: str, root: str | os.PathLike | None = None) -> Path:
     return Path(root or STORED_RUNS_DIR) / bundle.name / f"{key}.npz"
 
@@ -218,16 +228,8 @@ def stored_run_path(bundle: Any, key: str, root: str | os.PathLike | None = None
 
 
 def _atomic_write(path: Path, write) -> None:
-    """Write through ``write(file_object)`` to a temporary file in the same folder, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            write(file)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """Write through ``write(file_object)`` atomically (:func:`helpers.atomic.write_atomically_with`)."""
+    atomic.write_atomically_with(path, write)
 
 
 def _state_bytes(loss: nn.Module) -> np.ndarray:
@@ -288,6 +290,41 @@ def _check_logits(path: Path, logits: dict[str, torch.Tensor], bundle: Any) -> N
             raise DamagedRunError(f"{path}: {name} holds NaN or infinite values")
 
 
+_NUMBER = (int, float)
+#: the entries a cached run (``.pt``) and a stored run's metadata must have, with their types
+_CACHED_FIELDS = {"model": dict, "loss": dict, "history": list, "val_logits": torch.Tensor,
+                  "test_logits": torch.Tensor, "seconds": _NUMBER}
+_STORED_META_FIELDS = {"format": int, "key": str, "name": str, "history": list, "seconds": _NUMBER,
+                       "definition": dict}
+
+
+def _check_fields(path: Path, record: Any, fields: dict[str, type | tuple[type, ...]], what: str) -> None:
+    """Raise :class:`DamagedRunError` naming ``path`` unless ``record`` is a dict with every field of ``fields``
+    of its type (a number is never a bool, and finite)."""
+    if not isinstance(record, dict):
+        raise DamagedRunError(f"{path}: {what} is a {type(record).__name__}, not a mapping of named entries")
+    missing = [name for name in fields if name not in record]
+    if missing:
+        raise DamagedRunError(f"{path}: {what} lacks {missing}")
+    wrong = [f"{name} is {type(record[name]).__name__}" for name, kind in fields.items()
+             if not isinstance(record[name], kind) or (kind is _NUMBER and (isinstance(record[name], bool)
+                                                                          or not math.isfinite(record[name])))]
+    if wrong:
+        raise DamagedRunError(f"{path}: {what} has entries of the wrong type ({', '.join(wrong)})")
+
+
+def read_stored_meta(path: Path) -> dict[str, Any]:
+    """The metadata of a stored run, checked; :class:`DamagedRunError` naming the file when it cannot be read."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            meta = json.loads(stored["meta"].tobytes())
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+        raise DamagedRunError(f"{path}: cannot read this stored run's metadata ({type(error).__name__}: "
+                              f"{error})") from error
+    _check_fields(path, meta, _STORED_META_FIELDS, "the metadata")
+    return meta
+
+
 def load_stored_run(path: Path, bundle: Any, loss: nn.Module, key: str) -> tuple[dict[str, Any], TrainedRun]:
     """Read a stored run into ``loss`` (its final state); raise :class:`DamagedRunError` naming the file."""
     try:
@@ -298,6 +335,7 @@ def load_stored_run(path: Path, bundle: Any, loss: nn.Module, key: str) -> tuple
     except (OSError, ValueError, KeyError, EOFError, RuntimeError, pickle.UnpicklingError,
             zipfile.BadZipFile) as error:
         raise DamagedRunError(f"{path}: cannot read this stored run ({type(error).__name__}: {error})") from error
+    _check_fields(path, meta, _STORED_META_FIELDS, "the metadata")
     if meta.get("format") != STORE_FORMAT or meta.get("key") != key:
         raise DamagedRunError(f"{path}: format {meta.get('format')} / key {meta.get('key')} do not match "
                               f"format {STORE_FORMAT} / key {key}")
@@ -318,9 +356,34 @@ def _save_cached_run(path: Path, run: TrainedRun) -> None:
     _atomic_write(path, lambda file: torch.save(payload, file))
 
 
+class RunNotSavedWarning(UserWarning):
+    """A trained run could not be written to the run cache or the stored runs; it is used all the same."""
+
+
+_unwritable_reported: set[Path] = set()
+
+
+def _save_or_warn(path: Path, save: Any, stored: bool) -> None:
+    """``save()`` a trained run; when its folder cannot be written (read-only, full, no permission), warn once per
+    folder and go on, so that the caller still returns what was trained."""
+    try:
+        save()
+    except OSError as error:
+        folder = path.parent
+        if folder in _unwritable_reported:
+            return
+        _unwritable_reported.add(folder)
+        fix = ("pass a writable stored_dir, or make stored_runs/ writable" if stored else
+               f"set {CACHE_DIR_ENV} to a writable folder, or CALIBMED_NO_CACHE=1 to train without the cache")
+        warnings.warn(f"cannot write trained runs into {display_path(folder)} ({error.strerror or error}): runs "
+                      f"trained here are used but not saved, and will be trained again next time; {fix}",
+                      RunNotSavedWarning, stacklevel=2)  # reported from train_run, not the caller
+
+
 def _load_cached_run(path: Path, name: str, model: nn.Module, loss: nn.Module, bundle: Any, key: str) -> TrainedRun:
     try:
         stored = torch.load(path, map_location="cpu", weights_only=False)
+        _check_fields(path, stored, _CACHED_FIELDS, "the cached run")
         model.load_state_dict(stored["model"])
         loss.load_state_dict(stored["loss"])
     except (OSError, RuntimeError, EOFError, KeyError, TypeError, pickle.UnpicklingError) as error:
@@ -405,7 +468,7 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
     cache = cache and not _flag("CALIBMED_NO_CACHE") and not retrain
     key = run_key(bundle, model_name, loss, config)
     store_path = stored_run_path(bundle, key, stored_dir)
-    if stored and not retrain and store_path.exists():
+    if stored and not retrain and store_path.is_file():
         try:
             meta, run = load_stored_run(store_path, bundle, loss, key)
             run.name = name
@@ -413,10 +476,10 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
             return run
         except DamagedRunError as error:
             print(f"{name}: {error}; training it again")
-    cache_path = Path(cache_dir or CACHE_DIR) / f"{key}-{code_version()}.pt"
+    cache_path = Path(cache_dir or default_cache_dir()) / f"{key}-{code_version()}.pt"
     torch.manual_seed(config.seed)
     model = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
-    if cache and not stored and cache_path.exists():
+    if cache and not stored and cache_path.is_file():
         try:
             run = _load_cached_run(cache_path, name, model, loss, bundle, key)
             print(f"{name}: loaded from the run cache ({cache_path.name}; trained in {run.seconds:.0f} s)")
@@ -434,6 +497,10 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
     if (stored or cache) and target_dir.exists() and not target_dir.is_dir():
         raise NotADirectoryError(f"{target_dir} is not a folder: trained runs are stored in a folder there; "
                                  "pass another cache_dir / stored_dir or remove the file")
+    target_file = store_path if stored else cache_path
+    if (stored or cache) and target_file.is_dir():
+        raise IsADirectoryError(f"{target_file} is a folder, where this run's file is written: remove it "
+                                "(or pass another cache_dir / stored_dir)")
     definition = run_definition(bundle, model_name, loss, config) if stored else None
     print(f"{name}: training {model_name} with {type(loss).__name__} for {config.epochs} epochs")
     result = train.fit(model, loss, bundle, config)
@@ -442,7 +509,7 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
     run = TrainedRun(name, result.model.cpu(), loss.cpu(), result.history, val_logits.cpu(), test_logits.cpu(),
                      result.seconds, "trained", key, result.device)
     if stored:
-        save_stored_run(store_path, run, definition)
+        _save_or_warn(store_path, lambda: save_stored_run(store_path, run, definition), stored=True)
     elif cache:
-        _save_cached_run(cache_path, run)
+        _save_or_warn(cache_path, lambda: _save_cached_run(cache_path, run), stored=False)
     return run

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from helpers.atomic import write_text_atomically
+
 #: ChestMNIST's labels (medmnist's order) and the finding names in ChestX-ray14's label file
 CHESTXRAY14_NAMES: dict[str, str] = {
     "atelectasis": "Atelectasis", "cardiomegaly": "Cardiomegaly", "effusion": "Effusion",
@@ -113,14 +115,7 @@ def write_label_stats(csv_path: str | os.PathLike, out_path: str | os.PathLike =
     """Compute the statistics of ``csv_path`` and write them as JSON, atomically."""
     out_path = Path(out_path)
     text = json.dumps(compute_label_stats(csv_path), indent=1) + "\n"
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(text)
-        os.replace(temporary, out_path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
+    write_text_atomically(out_path, text)
     return out_path
 
 

@@ -29,10 +29,10 @@ import copy
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+from helpers.atomic import write_text_atomically
 from helpers.paths import REPO_ROOT
 from helpers.progress import final_line, format_duration
 
@@ -304,14 +304,7 @@ def write_notebook_atomically(nb: dict, path: Path, trailing_newline: bool = Tru
     """The layout nbformat and papermill write (indent 1, sorted keys, UTF-8; sources and texts kept as they are,
     so a clean-up diff shows only what changed), through a temporary file in the same folder."""
     text = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + ("\n" if trailing_newline else "")
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_text_atomically(path, text)
 
 
 def clean_files(paths: list[Path], repo_roots: list[str] | None = None) -> list[dict[str, Any]]:

@@ -325,6 +325,10 @@ def _train_planned(index: int) -> tuple[str, float]:
     torch.set_num_threads(int(os.environ.get("CALIBMED_SUITE_THREADS", "1")))
     run = experiments.train_run(planned.name, planned.loss, planned.bundle, planned.model_name, planned.config,
                                 stored=planned.stored)
+    target = experiments.stored_run_path(planned.bundle, planned.key)
+    if planned.stored and not target.is_file():  # train_run warned and went on; this command exists to store runs
+        raise OSError(f"{planned.name}: trained, but its stored run {target} could not be written (see the warning "
+                      "above); make stored_runs/ writable and run the command again")
     return planned.name, run.seconds
 
 
@@ -360,23 +364,19 @@ def stored_run_records(root: Any = None) -> list[dict[str, Any]]:
     """One record per stored reference run (``stored_runs/<dataset>/<key>.npz``, or under ``root``), read from its
     metadata only: dataset, model, epochs, training images, schedule, name, device and the seconds it trained
     (notebook 00 tabulates them). Sorted by dataset, model and name."""
-    import json
     from pathlib import Path
-
-    import numpy as np
 
     records = []
     for path in sorted(Path(root or experiments.STORED_RUNS_DIR).glob("*/*.npz")):
+        meta = experiments.read_stored_meta(path)  # a DamagedRunError naming the file when unreadable
+        definition = meta["definition"]
         try:
-            with np.load(path, allow_pickle=False) as stored:
-                meta = json.loads(stored["meta"].tobytes())
-            definition = meta["definition"]
             records.append({"dataset": definition["dataset"], "model": definition["model"],
                             "epochs": int(definition["config"]["epochs"]),
                             "n_train": int(definition["split_sizes"]["train"]),
                             "schedule": definition["config"]["schedule"], "name": meta["name"],
                             "device": meta.get("device", ""), "seconds": float(meta["seconds"])})
-        except (OSError, ValueError, KeyError) as error:
+        except (ValueError, KeyError, TypeError) as error:
             raise experiments.DamagedRunError(f"{path}: cannot read this stored run's metadata "
                                               f"({type(error).__name__}: {error})") from error
     return sorted(records, key=lambda r: (r["dataset"], r["model"], r["name"]))

@@ -76,6 +76,7 @@ from scipy.special import expit, logsumexp, softmax
 from threadpoolctl import ThreadpoolController
 
 from helpers import label_stats
+from helpers.atomic import write_atomically_with
 
 IMAGE_SIZE = 28
 GENERATOR_VERSION = 2
@@ -971,20 +972,16 @@ def posteriors_path(path: str | os.PathLike) -> Path:
 
 def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """np.savez_compressed with fixed zip timestamps (identical bytes for identical arrays), written atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with zipfile.ZipFile(temporary, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+    def write(file) -> None:
+        with zipfile.ZipFile(file, "w", compression=zipfile.ZIP_DEFLATED) as archive:
             for key, value in arrays.items():
                 buffer = io.BytesIO()
                 np.lib.format.write_array(buffer, np.asarray(value), allow_pickle=False)
                 info = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_DEFLATED
                 archive.writestr(info, buffer.getvalue())
-        os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
+
+    write_atomically_with(path, write)
 
 
 def write_medmnist_npz(path: str | os.PathLike, dataset: SyntheticDataset) -> tuple[Path, Path]:

@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from helpers.atomic import write_atomically_with
 from helpers.losses.base import check_number
 from .progress import progress_bar
 
@@ -491,14 +492,9 @@ def _check_checkpoint_path(path: Path) -> None:
 
 
 def _save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    try:
-        torch.save(payload, temporary)
-        os.replace(temporary, path)  # atomic: an interrupted save never leaves a half-written checkpoint
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    """Atomic, under a unique temporary name: an interrupted save never leaves a half-written checkpoint, and
+    processes saving one path at once do not collide."""
+    write_atomically_with(path, lambda file: torch.save(payload, file))
 
 
 def _digest(*tensors: torch.Tensor) -> str:

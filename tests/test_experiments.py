@@ -1,5 +1,7 @@
 """Recipes and the run cache: a cached run must reproduce the trained one, and any change must miss the cache."""
 
+import errno
+import os
 from pathlib import Path
 
 import pytest
@@ -123,18 +125,145 @@ def test_a_damaged_cache_entry_is_named_and_retrained(tmp_path, capsys, damage):
     assert torch.allclose(again.test_logits, trained.test_logits, atol=1e-5)  # seeded: the same run again
 
 
-def test_cache_writes_are_atomic(tmp_path, monkeypatch):
-    """A failed write leaves neither a partial entry nor a temporary file behind."""
+@pytest.mark.parametrize("damage", ["no_val_logits", "a_bare_tensor", "a_list", "no_seconds", "seconds_a_string",
+                                    "no_model_state", "history_not_a_list"])
+def test_a_cached_run_with_missing_or_wrong_entries_is_named_and_retrained(tmp_path, capsys, damage):
+    """Issue 18, defect 5: a cached .pt without val_logits raised KeyError, a bare tensor IndexError."""
+    bundle = tiny_bundle()
+    trained = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    [path] = list(tmp_path.glob("*.pt"))
+    payload = torch.load(path, weights_only=False)
+    damaged = {"no_val_logits": {k: v for k, v in payload.items() if k != "val_logits"},
+               "a_bare_tensor": payload["test_logits"], "a_list": [payload],
+               "no_seconds": {k: v for k, v in payload.items() if k != "seconds"},
+               "seconds_a_string": payload | {"seconds": "12"},
+               "no_model_state": {k: v for k, v in payload.items() if k != "model"},
+               "history_not_a_list": payload | {"history": "none"}}[damage]
+    torch.save(damaged, path)
+    capsys.readouterr()
+    again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    out = capsys.readouterr().out
+    assert path.name in out and "training it again" in out and again.source == "trained"
+    assert torch.allclose(again.test_logits, trained.test_logits, atol=1e-5)
+    assert experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path).from_cache
+
+
+def _rewrite_stored_meta(path, change):
+    import json
+
+    import numpy as np
+
+    with np.load(path) as stored:
+        arrays = dict(stored)
+    meta = change(json.loads(arrays["meta"].tobytes()))
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez_compressed(path, **arrays)
+
+
+@pytest.mark.parametrize("damage", ["no_seconds", "a_list", "seconds_a_string", "no_name", "history_not_a_list",
+                                    "no_loss_state"])
+def test_stored_run_metadata_that_is_missing_or_wrong_is_named_and_retrained(tmp_path, capsys, damage):
+    """Issue 18, defect 5: stored metadata without `seconds` raised KeyError, a list AttributeError, `seconds` a
+    string ValueError."""
+    bundle = tiny_bundle()
+    first = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
+                                  stored_dir=tmp_path)
+    path = experiments.stored_run_path(bundle, first.key, tmp_path)
+    if damage == "no_loss_state":
+        import numpy as np
+
+        with np.load(path) as stored:
+            arrays = {k: v for k, v in stored.items() if k != "loss_state"}
+        np.savez_compressed(path, **arrays)
+    else:
+        _rewrite_stored_meta(path, {"no_seconds": lambda m: {k: v for k, v in m.items() if k != "seconds"},
+                                    "a_list": lambda m: [m], "seconds_a_string": lambda m: m | {"seconds": "fast"},
+                                    "no_name": lambda m: {k: v for k, v in m.items() if k != "name"},
+                                    "history_not_a_list": lambda m: m | {"history": 3}}[damage])
+    capsys.readouterr()
+    again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
+                                  stored_dir=tmp_path)
+    out = capsys.readouterr().out
+    assert str(path) in out and "training it again" in out and again.source == "trained"
+    assert experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
+                                 stored_dir=tmp_path).source == "stored"  # the retrained run was stored again
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    """Forget which folders were already reported as unwritable in this process."""
+    monkeypatch.setattr(experiments, "_unwritable_reported", set())
+
+
+def test_cache_writes_are_atomic(tmp_path, monkeypatch, fresh_warnings):
+    """A failed write leaves neither a partial entry nor a temporary file behind (and the run is still returned)."""
     bundle = tiny_bundle()
 
     def failing_save(obj, file, *args, **kwargs):
         file.write(b"partial")
-        raise OSError("disk full")
+        raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(experiments.torch, "save", failing_save)
-    with pytest.raises(OSError, match="disk full"):
-        experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    with pytest.warns(experiments.RunNotSavedWarning, match="No space left"):
+        run = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    assert run.source == "trained" and run.test_logits.shape == (96, 3)
     assert list(tmp_path.iterdir()) == []
+
+
+def _refuse_writes(monkeypatch, error_number: int) -> None:
+    def refuse(path, write):
+        raise OSError(error_number, os.strerror(error_number), str(path))
+
+    monkeypatch.setattr(experiments.atomic, "write_atomically_with", refuse)
+
+
+@pytest.mark.parametrize("error_number", [errno.EROFS, errno.EACCES, errno.ENOSPC])
+def test_train_run_returns_the_run_when_the_cache_is_read_only(tmp_path, monkeypatch, fresh_warnings, error_number):
+    """Issue 18, defect 1: a read-only or full cache folder discarded the trained run with a bare OSError."""
+    _refuse_writes(monkeypatch, error_number)
+    bundle = tiny_bundle()
+    with pytest.warns(experiments.RunNotSavedWarning) as caught:
+        run = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+        second = experiments.train_run("ls", LabelSmoothing(0.1), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    assert run.source == second.source == "trained" and run.model is not None
+    assert torch.isfinite(run.test_logits).all() and run.test_logits.shape == (96, 3)
+    [warning] = caught  # once per folder, not once per run
+    message = str(warning.message)
+    assert os.strerror(error_number) in message and "CALIBMED_CACHE_DIR" in message and "CALIBMED_NO_CACHE" in message
+
+
+def test_train_run_returns_the_run_when_the_stored_runs_folder_is_read_only(tmp_path, monkeypatch, fresh_warnings):
+    _refuse_writes(monkeypatch, errno.EROFS)
+    with pytest.warns(experiments.RunNotSavedWarning, match="stored_dir"):
+        run = experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), stored=True,
+                                    stored_dir=tmp_path)
+    assert run.source == "trained" and run.test_logits.shape == (96, 3)
+
+
+@pytest.mark.parametrize("stored", [False, True])
+def test_a_cache_file_path_that_is_a_folder_is_named_before_training(tmp_path, monkeypatch, capsys, stored):
+    """Issue 18, defect 1: a folder in the cache file's place was 'damaged', retrained, then IsADirectoryError."""
+    bundle = tiny_bundle()
+    key = experiments.run_key(bundle, "small_cnn", CrossEntropy(), config())
+    folder = (experiments.stored_run_path(bundle, key, tmp_path) if stored
+              else tmp_path / f"{key}-{experiments.code_version()}.pt")
+    (folder / "inside").mkdir(parents=True)
+    monkeypatch.setattr(experiments.train, "fit", lambda *a, **k: pytest.fail("trained before checking the path"))
+    with pytest.raises(IsADirectoryError, match=rf"{folder.name} is a folder.*remove it"):
+        experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path,
+                              stored=stored, stored_dir=tmp_path)
+    assert "training it again" not in capsys.readouterr().out  # a folder is not a damaged run file
+
+
+def test_the_cache_folder_can_be_moved_by_an_environment_variable(tmp_path, monkeypatch):
+    """Issue 18, defect 1: the cache was fixed at <repo>/runs/cache, so a read-only checkout could not cache."""
+    monkeypatch.setenv("CALIBMED_CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert experiments.default_cache_dir() == tmp_path / "elsewhere"
+    run = experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config())
+    assert [p.name for p in (tmp_path / "elsewhere").iterdir()] == [f"{run.key}-{experiments.code_version()}.pt"]
+    assert experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config()).source == "cache"
+    monkeypatch.delenv("CALIBMED_CACHE_DIR")
+    assert experiments.default_cache_dir() == experiments.CACHE_DIR
 
 
 def test_stored_run_round_trip_without_weights(tmp_path, capsys):

@@ -42,3 +42,29 @@ def test_a_damaged_file_is_named(tmp_path):
 def test_the_committed_stored_runs_are_read():
     records = suites.stored_run_records()
     assert records and all(r["seconds"] > 0 and r["epochs"] >= 1 for r in records)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "meta_a_list", "no_seconds", "seconds_a_string"])
+def test_stored_run_records_names_a_truncated_empty_or_inconsistent_file(tmp_path, damage):
+    """Issue 18, defect 5: a truncated or empty .npz raised a bare BadZipFile / EOFError, odd metadata a KeyError,
+    AttributeError or ValueError."""
+    import json
+
+    import numpy as np
+
+    config = TrainConfig(epochs=1, batch_size=32, lr=0.05, device="cpu", progress=False)
+    run = experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config, stored=True,
+                                stored_dir=tmp_path)
+    path = tmp_path / "tiny" / f"{run.key}.npz"
+    if damage in ("truncated", "empty"):
+        path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2] if damage == "truncated" else b"")
+    else:
+        with np.load(path) as stored:
+            arrays = dict(stored)
+        meta = json.loads(arrays["meta"].tobytes())
+        meta = {"meta_a_list": [meta], "no_seconds": {k: v for k, v in meta.items() if k != "seconds"},
+                "seconds_a_string": meta | {"seconds": "fast"}}[damage]
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        np.savez_compressed(path, **arrays)
+    with pytest.raises(experiments.DamagedRunError, match=rf"{run.key}\.npz"):
+        suites.stored_run_records(tmp_path)

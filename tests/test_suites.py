@@ -106,3 +106,25 @@ def test_the_overfit_model_knob_replaces_the_widened_cnn_in_every_over_fitting_r
     cfg.extra["overfit_model"] = "small_cnn_wider"
     with pytest.raises(ValueError, match="overfit_model"):
         _planned_models(cfg, bundle)
+
+
+def test_suites_train_fails_clearly_when_a_trained_run_cannot_be_stored(tmp_path, monkeypatch):
+    """Issue 18, defect 1: train_run now warns and returns a run it cannot store; `suites train`, whose job is to
+    store runs, must then fail naming the file instead of planning the same run again for ever."""
+    import errno
+
+    monkeypatch.setattr(experiments, "STORED_RUNS_DIR", tmp_path)
+    monkeypatch.setattr(experiments, "_unwritable_reported", set())
+
+    def refuse(path, write):
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(experiments.atomic, "write_atomically_with", refuse)
+    config = experiments.recipe_config("well-regularised", epochs=1, lr=0.05, batch_size=32, device="cpu",
+                                       progress=False)
+    bundle, loss = tiny_bundle(), suites.CrossEntropy()
+    key = experiments.run_key(bundle, "small_cnn", loss, config)
+    planned = experiments.PlannedRun("ce", loss, bundle, "small_cnn", config, True, key)
+    monkeypatch.setattr(suites, "_pending", [planned])
+    with pytest.warns(experiments.RunNotSavedWarning), pytest.raises(OSError, match=rf"ce: trained.*{key}.npz"):
+        suites._train_planned(0)

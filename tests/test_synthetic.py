@@ -543,3 +543,37 @@ def test_chest_fields_from_the_ground_truth_reproduce_the_stored_posteriors(vari
                                rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="offsets must be"):
         synthetic.chest_fields(dataset.test.images, truth["offsets"][:13], truth["mixing"])
+
+
+@pytest.mark.parametrize("damage", ["truncated", "a_missing_array", "labels_out_of_range", "wrong_image_shape"])
+def test_a_damaged_synthetic_file_says_to_delete_its_folder_not_to_download_it(tmp_path, monkeypatch, damage):
+    """Issue 18, defect 6: a damaged *generated* file said "Replace it with the official file: download it from
+    zenodo…"; it is regenerated when its folder is deleted."""
+    from helpers import data
+
+    monkeypatch.setitem(synthetic.GENERATORS, "synthetic_dermamnist",
+                        functools.partial(synthetic.make_synthetic_dermamnist, n_train=70, n_val=20, n_test=20))
+    load_dataset("synthetic_dermamnist", data_dir=tmp_path)
+    folder = data.synthetic_dir("synthetic_dermamnist", tmp_path)
+    path = folder / "dermamnist.npz"
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:300])
+    else:
+        with np.load(path) as stored:
+            arrays = dict(stored)
+        if damage == "a_missing_array":
+            del arrays["val_labels"]
+        elif damage == "labels_out_of_range":
+            arrays["train_labels"] = arrays["train_labels"] + 40
+        else:
+            arrays["test_images"] = arrays["test_images"][:, :20]
+        np.savez(path, **arrays)
+    with pytest.raises(ValueError) as raised:
+        load_dataset("synthetic_dermamnist", data_dir=tmp_path)
+    message = str(raised.value)
+    assert "dermamnist.npz" in message and f"Delete {folder} to regenerate it" in message
+    assert "zenodo" not in message and "official" not in message and "Download" not in message
+    import shutil
+
+    shutil.rmtree(folder)  # what the message says: the set is generated again
+    assert len(load_dataset("synthetic_dermamnist", data_dir=tmp_path).train) == 70

@@ -2,7 +2,6 @@
 multi-label losses, prediction through loss.predict_proba, and input checks. Every fit is tiny (< 1 s)."""
 
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -665,8 +664,8 @@ def test_unusable_checkpoint_paths_fail_before_training_and_leave_nothing(tmp_pa
 def test_a_failed_checkpoint_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     from helpers import train
 
-    def failing_save(payload, target):
-        Path(target).write_bytes(b"partial")
+    def failing_save(payload, target):  # target: the open temporary file
+        target.write(b"partial")
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(train.torch, "save", failing_save)
