@@ -462,3 +462,35 @@ def test_predict_proba_of_an_infinite_logit_raises_instead_of_a_nan_row():
     with pytest.raises(ValueError, match=r"1 infinite"):
         CrossEntropy().predict_proba(torch.tensor([[math.inf, 0.0, 0.0, 0.0]]))
     assert torch.isfinite(CrossEntropy().predict_proba(torch.tensor([[1e4, 0.0, 0.0, 0.0]]))).all()
+
+
+@pytest.mark.parametrize("name", list(all_losses()) + ["ccl_net", "dca_term", "mdca_term"])
+def test_multiclass_losses_refuse_a_single_logit_column(name):
+    """Issue 18 #7: a binary task passed as one logit column made every multi-class loss return exactly 0 (the
+    softmax of one column is 1); the metrics and temperature scaling refuse K < 2, so the losses must too."""
+    from helpers.cclnet import CCLNetLoss
+
+    loss = {"ccl_net": CCLNetLoss(8, K), "dca_term": DCARegulariser(),
+            "mdca_term": MDCARegulariser()}.get(name) or all_losses()[name]
+    one_column = torch.randn(6, 1, generator=torch.Generator().manual_seed(0))
+    if name.endswith("_term"):
+        one_column = torch.ones(6, 1)  # a regulariser takes probabilities
+    with pytest.raises(ValueError, match="two columns"):
+        loss(one_column, torch.zeros(6, dtype=torch.long))
+    with pytest.raises(ValueError, match="K >= 2"):
+        loss(torch.zeros(6, 0), torch.zeros(6, dtype=torch.long))
+    if not name.endswith("_term"):
+        with pytest.raises(ValueError, match="two columns"):
+            loss.predict_proba(one_column)
+
+
+def test_the_single_column_hint_gives_the_binary_softmax_of_the_sigmoid():
+    """The message's recipe, torch.cat([zeros, z], 1), has softmax (1 − σ(z), σ(z)): the model's own binary
+    probabilities, so cross-entropy on it is the binary cross-entropy of the single logit."""
+    z = torch.randn(9, 1, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    y = torch.tensor([0, 1, 1, 0, 1, 0, 0, 1, 1])
+    with pytest.raises(ValueError, match=r"torch\.cat\(\[torch\.zeros_like\(z\), z\], dim=1\)"):
+        CrossEntropy()(z, y)
+    two_columns = torch.cat([torch.zeros_like(z), z], dim=1)
+    torch.testing.assert_close(CrossEntropy()(two_columns, y),
+                               F.binary_cross_entropy_with_logits(z[:, 0], y.double()))

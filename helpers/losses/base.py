@@ -54,6 +54,27 @@ def check_finite(values: torch.Tensor, name: str = "logits") -> None:
                              "inputs")
 
 
+def check_class_columns(values: torch.Tensor, name: str = "logits") -> None:
+    """Raise a ValueError unless the last dimension of ``values`` holds K >= 2 classes.
+
+    With one column the softmax is exactly 1, so every multi-class loss would be exactly 0 and learn nothing;
+    the metrics and temperature scaling refuse K < 2 for the same reason. The message gives the two-column form
+    of a binary task: logits (0, z) have softmax (1 − σ(z), σ(z)), the single logit's own binary probabilities.
+    """
+    n_columns = values.shape[-1] if values.ndim else 0
+    if n_columns >= 2:
+        return
+    if name == "probs":
+        how = "pass (N, 2) probabilities torch.cat([1 - p, p], dim=1) for a single probability column p"
+    else:
+        how = ("pass (N, 2) logits torch.cat([torch.zeros_like(z), z], dim=1) for a single logit column z (its "
+               "softmax is (1 − sigmoid(z), sigmoid(z)))")
+    raise ValueError(f"a multi-class loss needs K >= 2 {name} columns, one per class, got {n_columns} (shape "
+                     f"{tuple(values.shape)}): with one column the softmax is 1 and the loss is exactly 0. For a "
+                     f"binary task pass two columns: {how}; or use a multi-label loss (helpers.losses.BCE) with "
+                     "(N, 1) 0/1 targets")
+
+
 class MultiClassLoss(nn.Module):
     """A loss on (N, K) logits and (N,) integer class targets; probabilities are the softmax."""
 
@@ -61,6 +82,7 @@ class MultiClassLoss(nn.Module):
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
         check_finite(logits)  # softmax of an infinite logit is a NaN row
+        check_class_columns(logits)
         return torch.softmax(logits.float(), dim=-1)
 
     def joint_parameters(self) -> list[nn.Parameter]:
@@ -151,6 +173,7 @@ def _check_batch(logits: torch.Tensor, name: str, columns: str) -> None:
 def check_multiclass_inputs(logits: torch.Tensor, target: torch.Tensor, name: str = "logits") -> torch.Tensor:
     """Raise a clear error for shapes, values or labels a multi-class loss cannot use; return the int64 target."""
     _check_batch(logits, name, "K")
+    check_class_columns(logits, name)
     return check_class_targets(target, logits.shape[1], logits.shape[0])
 
 

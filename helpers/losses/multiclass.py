@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import (Composite, MultiClassLoss, check_class_targets, check_finite, check_multiclass_inputs,
-                   check_number, promote_float)
+from .base import (Composite, MultiClassLoss, check_class_columns, check_class_targets, check_finite,
+                   check_multiclass_inputs, check_number, promote_float)
 
 __all__ = [
     "CrossEntropy",
@@ -49,6 +49,7 @@ class _SoftmaxLoss(MultiClassLoss):
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
         check_finite(logits)  # softmax of an infinite logit is a NaN row
+        check_class_columns(logits)
         return torch.softmax(promote_float(logits), dim=-1)
 
 
