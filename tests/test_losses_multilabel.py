@@ -594,3 +594,24 @@ def test_empty_batches_and_non_finite_logits_raise_clearly(name):
         corrupted[2, 3] = bad
         with pytest.raises(ValueError, match="not finite"):
             loss(corrupted, targets)
+
+
+@pytest.mark.parametrize("name", sorted(ALL_LOSSES))
+def test_multilabel_predict_proba_refuses_non_finite_logits_like_multiclass(name):
+    """Issue 18 #9: predict_proba returned NaN for a NaN logit and 1.0 (or 0) for ±inf, where the multi-class
+    losses raise; a non-finite logit means a diverged run, so every probability read-out raises the same error."""
+    from helpers.losses.base import NonFiniteError
+
+    loss = ALL_LOSSES[name]
+    logits, _ = _data(n=5, t=6)
+    for bad in (math.inf, -math.inf, math.nan):
+        corrupted = logits.clone()
+        corrupted[2, 3] = bad
+        with pytest.raises(NonFiniteError, match="not finite"):
+            loss.predict_proba(corrupted)
+    corrupted = logits.clone()
+    corrupted[0, 0] = math.nan
+    with pytest.raises(NonFiniteError, match="not finite"):
+        SPA().predict_log_proba(corrupted)
+    with pytest.raises(NonFiniteError, match="not finite"):
+        ASL().recovered_proba(corrupted)

@@ -96,6 +96,7 @@ class MultiLabelLoss(nn.Module):
     task = MULTI_LABEL
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        check_finite(logits)  # sigmoid(NaN) is NaN and sigmoid(±inf) a confident 1 or 0 from a diverged run
         return torch.sigmoid(logits.float())
 
     def joint_parameters(self) -> list[nn.Parameter]:

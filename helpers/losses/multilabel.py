@@ -31,7 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from .base import MULTI_LABEL, Composite, MultiLabelLoss, check_multilabel_inputs, check_number, promote_float
+from .base import (MULTI_LABEL, Composite, MultiLabelLoss, check_finite, check_multilabel_inputs, check_number,
+                   promote_float)
 
 __all__ = [
     "BCE",
@@ -84,6 +85,7 @@ class _ElementwiseLoss(MultiLabelLoss):
             return (targets * loss_pos + (1.0 - targets) * loss_neg).mean()
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        check_finite(logits)  # as the multi-class losses: no NaN or saturated read-out of a diverged run
         with _no_autocast(logits):
             return torch.sigmoid(promote_float(logits))
 
@@ -276,12 +278,14 @@ class SPA(_ElementwiseLoss):
 
     def predict_log_proba(self, logits: torch.Tensor) -> torch.Tensor:
         """log η̂(v) of the derived inverse link (log space; −∞ never occurs for finite logits up to ±1e4)."""
+        check_finite(logits)
         with _no_autocast(logits):
             log_neg, log_pos = self._log_link_terms(promote_float(logits))
             return log_neg - torch.logaddexp(log_neg, log_pos)
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
         """η̂(v), the inverse link; equals σ(log ℓ₋'(v) − log(−ℓ₊'(v))), a sigmoid of a log-ratio."""
+        check_finite(logits)
         with _no_autocast(logits):
             log_neg, log_pos = self._log_link_terms(promote_float(logits))
             return torch.sigmoid(log_neg - log_pos)
@@ -433,6 +437,7 @@ class LDACE(MultiLabelLoss):
         return -log_p, -log_1mp
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        check_finite(logits)
         with _no_autocast(logits):
             logits = promote_float(logits)
             if self.diagonal == "p_squared":
