@@ -494,3 +494,36 @@ def test_the_single_column_hint_gives_the_binary_softmax_of_the_sigmoid():
     two_columns = torch.cat([torch.zeros_like(z), z], dim=1)
     torch.testing.assert_close(CrossEntropy()(two_columns, y),
                                F.binary_cross_entropy_with_logits(z[:, 0], y.double()))
+
+
+@pytest.mark.parametrize("name", list(all_losses()) + ["ccl_net", "dca_term", "mdca_term"])
+def test_multiclass_losses_accept_numpy_arrays_like_the_metrics(name):
+    """Issue 18 #10: numpy logits failed with "isfinite(): argument 'input' must be Tensor"; the losses now take
+    numpy arrays as the metrics do (converted, the same value) and say clearly what else they cannot take."""
+    from helpers.cclnet import CCLNetLoss
+
+    torch.manual_seed(0)
+    loss = {"ccl_net": CCLNetLoss(8, K), "dca_term": DCARegulariser(),
+            "mdca_term": MDCARegulariser()}.get(name) or all_losses()[name]
+    logits, target = make_batch(n=8)
+    if name.endswith("_term"):
+        logits = torch.softmax(logits, dim=1)
+    expected = loss(logits, target)
+    torch.testing.assert_close(loss(logits.numpy(), target.numpy()), expected)
+    torch.testing.assert_close(loss(logits, target.numpy().astype("int32")), expected)
+    torch.testing.assert_close(loss(logits.double().numpy(), target), loss(logits.double(), target))
+    if not name.endswith("_term"):
+        torch.testing.assert_close(loss.predict_proba(logits.numpy()), loss.predict_proba(logits))
+    argument = "probs" if name.endswith("_term") else "logits"
+    with pytest.raises(TypeError, match=argument + r" must be a torch\.Tensor or numpy array, got str"):
+        loss("0.5", target)
+    with pytest.raises(TypeError, match="numeric"):
+        loss(logits.numpy().astype(object), target)
+
+
+def test_numpy_logits_keep_the_gradient_of_tensor_logits():
+    """Converting is for arrays only: a tensor passes through unchanged, so its gradient still reaches it."""
+    logits, target = make_batch(n=8)
+    logits.requires_grad_(True)
+    FocalLoss(2.0)(logits, target.numpy()).backward()
+    assert logits.grad is not None and bool(logits.grad.abs().sum() > 0)

@@ -615,3 +615,26 @@ def test_multilabel_predict_proba_refuses_non_finite_logits_like_multiclass(name
         SPA().predict_log_proba(corrupted)
     with pytest.raises(NonFiniteError, match="not finite"):
         ASL().recovered_proba(corrupted)
+
+
+@pytest.mark.parametrize("name", sorted(ALL_LOSSES))
+def test_multilabel_losses_accept_numpy_arrays_like_the_metrics(name):
+    """Issue 18 #10: numpy logits failed with "isfinite(): argument 'input' must be Tensor"; every loss, its
+    predict_proba and the regulariser terms take numpy arrays as the metrics do (converted, the same value)."""
+    loss = ALL_LOSSES[name]
+    logits, targets = _data(n=6, t=5)
+    expected = loss(logits, targets)
+    torch.testing.assert_close(loss(logits.numpy(), targets.numpy()), expected)
+    torch.testing.assert_close(loss(logits.numpy(), targets.numpy().astype(bool)), expected)
+    torch.testing.assert_close(loss.predict_proba(logits.numpy()), loss.predict_proba(logits))
+    with pytest.raises(TypeError, match=r"logits must be a torch\.Tensor or numpy array, got str"):
+        loss("0.5", targets)
+
+
+def test_multilabel_regularisers_accept_numpy_arrays():
+    logits, targets = _data(n=6, t=5)
+    probs = torch.sigmoid(logits)
+    for regulariser in (LPR(), CanonicalCalibrationLoss(), CanonicalCalibrationLoss(n_bins=4)):
+        torch.testing.assert_close(regulariser(probs.numpy(), targets.numpy()), regulariser(probs, targets))
+    torch.testing.assert_close(SPA().predict_log_proba(logits.numpy()), SPA().predict_log_proba(logits))
+    torch.testing.assert_close(ASL().recovered_proba(logits.numpy()), ASL().recovered_proba(logits))

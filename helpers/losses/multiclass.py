@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import (Composite, MultiClassLoss, check_class_columns, check_class_targets, check_finite,
-                   check_multiclass_inputs, check_number, promote_float)
+from .base import (Composite, MultiClassLoss, check_class_columns, check_class_targets, check_multiclass_inputs,
+                   check_number, prediction_logits, promote_float)
 
 __all__ = [
     "CrossEntropy",
@@ -48,7 +48,7 @@ class _SoftmaxLoss(MultiClassLoss):
     """MultiClassLoss whose softmax keeps float64 (for gradcheck); low precision still goes to float32."""
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
-        check_finite(logits)  # softmax of an infinite logit is a NaN row
+        logits = prediction_logits(logits)  # softmax of an infinite logit is a NaN row
         check_class_columns(logits)
         return torch.softmax(promote_float(logits), dim=-1)
 
@@ -57,7 +57,7 @@ class CrossEntropy(_SoftmaxLoss):
     """Cross-entropy ``-log softmax(z)_y`` averaged over the batch (the baseline every other loss reduces to)."""
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        target = check_multiclass_inputs(logits, target)
+        logits, target = check_multiclass_inputs(logits, target)
         return F.cross_entropy(promote_float(logits), target)
 
 
@@ -97,7 +97,7 @@ class LabelSmoothing(_SoftmaxLoss):
             self.register_buffer("prior", prior_t.float())
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        target = check_multiclass_inputs(logits, target)
+        logits, target = check_multiclass_inputs(logits, target)
         logits = promote_float(logits)
         log_probs = F.log_softmax(logits, dim=1)
         ce = -_target_log_probs(log_probs, target)
@@ -137,7 +137,7 @@ class FocalLoss(_SoftmaxLoss):
         self.gamma = check_number("gamma", gamma, 0.0)
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        target = check_multiclass_inputs(logits, target)
+        logits, target = check_multiclass_inputs(logits, target)
         log_pt = _target_log_probs(F.log_softmax(promote_float(logits), dim=1), target)
         return _focal_terms(log_pt, self.gamma).mean()
 
@@ -159,7 +159,7 @@ class FLSD53(_SoftmaxLoss):
     gamma_high_pt = 3.0
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        target = check_multiclass_inputs(logits, target)
+        logits, target = check_multiclass_inputs(logits, target)
         log_pt = _target_log_probs(F.log_softmax(promote_float(logits), dim=1), target)
         gamma = self.sample_gamma(log_pt.detach())
         return _focal_terms(log_pt, gamma).mean()
@@ -193,7 +193,7 @@ class MbLS(_SoftmaxLoss):
         return logits.max(dim=1, keepdim=True).values - logits
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        target = check_multiclass_inputs(logits, target)
+        logits, target = check_multiclass_inputs(logits, target)
         logits = promote_float(logits)
         ce = F.cross_entropy(logits, target)
         if self.lam == 0.0:
@@ -274,7 +274,7 @@ class LSPlus(_SoftmaxLoss):
         return self.soft_targets.shape[0]
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        target = check_multiclass_inputs(logits, target)
+        logits, target = check_multiclass_inputs(logits, target)
         if logits.shape[1] != self.num_classes:
             raise ValueError(f"LSPlus was built for {self.num_classes} classes, logits have {logits.shape[1]}")
         logits = promote_float(logits)
@@ -358,7 +358,7 @@ class _ProbabilityRegulariser(nn.Module):
     calls ``penalty``, which ``Composite`` calls directly on inputs the base loss has already checked."""
 
     def forward(self, probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        target = check_multiclass_inputs(probs, target, name="probs")
+        probs, target = check_multiclass_inputs(probs, target, name="probs")
         return self.penalty(probs, target)
 
     def penalty(self, probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
