@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 
 TASKS = ("multi-class", "multi-label")
+#: rows within this of summing to 1, with every entry in [0, 1], are taken for probabilities (metrics' tolerance)
+PROBABILITY_ROW_SUM_TOLERANCE = 1e-3
 
 
 class TemperatureScaling:
@@ -126,7 +128,29 @@ def _check_logits(logits: Any, dtype: torch.dtype | None = torch.float64) -> tor
     if not bool(torch.isfinite(logits).all()):
         raise ValueError("logits contain NaN or infinite values")
     logits = logits.detach()
+    _refuse_probabilities(logits)
     return logits.to(dtype) if dtype is not None else logits
+
+
+def _refuse_probabilities(logits: torch.Tensor) -> None:
+    """Raise when (N, K >= 2) ``logits`` look like probabilities: every entry in [0, 1] and every row summing to 1.
+
+    Softmax outputs passed as logits fit a meaningless temperature (T = 0.4 on a well-calibrated model) without
+    any error, so they are refused. Logits of a real model essentially never meet both conditions, and
+    log-probabilities (rows <= 0) never do: softmax(log p) = p, so they are valid logits.
+    """
+    if logits.shape[1] < 2:
+        return
+    low, high = torch.aminmax(logits)
+    if low < 0 or high > 1:
+        return
+    row_sums = logits.to(torch.float64).sum(1)
+    if float((row_sums - 1.0).abs().max()) > PROBABILITY_ROW_SUM_TOLERANCE:
+        return
+    raise ValueError("the logits look like probabilities: every entry lies in [0, 1] and every row sums to 1. "
+                     "Post-hoc calibrators rescale logits (the model's outputs before the softmax); pass those, or, "
+                     "if probabilities are all you have, their logarithm torch.log(probs): log-probabilities are "
+                     "logits with the same softmax")
 
 
 def _check_labels(labels: Any, logits: torch.Tensor, task: str) -> torch.Tensor:

@@ -251,3 +251,25 @@ def test_split_calibration_stratifies_by_class():
         split_calibration(101, labels=labels.float())
     with pytest.raises(ValueError, match="calibration_fraction"):
         split_calibration(101, calibration_fraction=1.0)
+
+
+@pytest.mark.parametrize("calibrator", [VectorScaling(), MatrixScaling(), DirichletCalibration(), IsotonicCalibration(),
+                                        PerLabelTemperatureScaling(), PerLabelPlatt()],
+                         ids=lambda c: type(c).__name__)
+def test_posthoc_calibrators_refuse_probabilities_instead_of_logits(calibrator):
+    """Issue 18 #8, the other post-hoc maps: softmax outputs passed as logits are refused by fit and transform."""
+    z, labels, _ = affine_miscalibrated(300)
+    targets = labels if calibrator.task == "multi-class" else F.one_hot(labels, 4).double()
+    with pytest.raises(ValueError, match="look like probabilities"):
+        calibrator.fit(torch.softmax(z, 1), targets)
+    calibrator.fit(z, targets)
+    with pytest.raises(ValueError, match="look like probabilities"):
+        calibrator.transform(torch.softmax(z, 1))
+    if calibrator.task == "multi-class":  # log-probabilities are logits: accepted
+        calibrator.fit(torch.log_softmax(z, 1), targets)
+
+
+def test_cross_validated_matrix_scaling_refuses_probabilities():
+    z, labels, _ = affine_miscalibrated(100)
+    with pytest.raises(ValueError, match="look like probabilities"):
+        MatrixScaling.cross_validated(torch.softmax(z, 1), labels, grid=(1e-2,), folds=2)
