@@ -36,8 +36,7 @@ class TemperatureScaling:
     def __init__(self, task: str = "multi-class", max_iter: int = 200):
         if task not in TASKS:
             raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
-        if not isinstance(max_iter, int) or max_iter < 1:
-            raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
+        check_max_iter(max_iter)
         self.task = task
         self.max_iter = max_iter
         self.temperature = math.nan
@@ -91,12 +90,27 @@ class TemperatureScaling:
         return self.fit(logits, labels).transform(logits)
 
 
-def _warn_if_no_interior_minimum(z: torch.Tensor, y: torch.Tensor, task: str) -> None:
-    """Warn when the NLL, convex in beta = 1/T, has no minimiser with 0 < T < infinity.
+def check_max_iter(max_iter: int) -> None:
+    """A positive int (booleans refused: True is not an iteration count), else a ValueError."""
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
+
+
+#: why the temperature NLL has no minimiser with 0 < T < infinity, keyed by where its infimum lies
+NO_INTERIOR_MINIMUM = {
+    "T -> infinity": "the logits are not better than uninformative on these labels, so the NLL keeps falling as "
+                     "T -> infinity",
+    "T -> 0": "every validation forecast is already correct, so the NLL keeps falling as T -> 0",
+}
+
+
+def no_interior_minimum(z: torch.Tensor, y: torch.Tensor, task: str) -> str | None:
+    """Where the temperature NLL, convex in beta = 1/T, has its infimum when it has no minimiser with
+    0 < T < infinity: "T -> infinity" or "T -> 0" (a key of :data:`NO_INTERIOR_MINIMUM`); None when it has one.
 
     With f(beta) the mean NLL of the logits times beta: if f'(0) >= 0 the logits are no better than uninformative
     and the infimum lies at T -> infinity; if f'(beta) -> 0 as beta -> infinity (every validation forecast already
-    on the right side, e.g. 100 % accuracy) the infimum lies at T -> 0. The returned T is then wherever L-BFGS
+    on the right side, e.g. 100 % accuracy) the infimum lies at T -> 0. A fitted T is then wherever L-BFGS
     stopped and should not be trusted.
     """
     if task == "multi-class":
@@ -107,13 +121,17 @@ def _warn_if_no_interior_minimum(z: torch.Tensor, y: torch.Tensor, task: str) ->
         slope_at_zero = float(((0.5 - y) * z).mean())
         separable = bool(((z > 0) & (y == 1) | (z < 0) & (y == 0) | (z == 0)).all())
     if slope_at_zero >= 0:
-        warnings.warn("temperature scaling: the logits are not better than uninformative on these labels, so the "
-                      "NLL keeps falling as T -> infinity; the fitted temperature is not meaningful",
-                      RuntimeWarning, stacklevel=3)
-    elif separable:
-        warnings.warn("temperature scaling: every validation forecast is already correct, so the NLL keeps falling "
-                      "as T -> 0; the fitted temperature is not meaningful (use a larger validation split)",
-                      RuntimeWarning, stacklevel=3)
+        return "T -> infinity"
+    return "T -> 0" if separable else None
+
+
+def _warn_if_no_interior_minimum(z: torch.Tensor, y: torch.Tensor, task: str) -> None:
+    """Warn when the NLL has no minimiser with 0 < T < infinity (see :func:`no_interior_minimum`)."""
+    limit = no_interior_minimum(z, y, task)
+    if limit is not None:
+        advice = " (use a larger validation split)" if limit == "T -> 0" else ""
+        warnings.warn(f"temperature scaling: {NO_INTERIOR_MINIMUM[limit]}; the fitted temperature is not "
+                      f"meaningful{advice}", RuntimeWarning, stacklevel=3)
 
 
 def _check_logits(logits: Any, dtype: torch.dtype | None = torch.float64) -> torch.Tensor:
