@@ -527,3 +527,11 @@ def test_numpy_logits_keep_the_gradient_of_tensor_logits():
     logits.requires_grad_(True)
     FocalLoss(2.0)(logits, target.numpy()).backward()
     assert logits.grad is not None and bool(logits.grad.abs().sum() > 0)
+
+
+def test_class_accuracy_from_predictions_accepts_numpy_arrays():
+    """Issue 18 #10, the LS+ helper beside the losses: numpy probabilities failed on ``argmax(dim=1)``."""
+    logits, target = make_batch(n=40)
+    expected = class_accuracy_from_predictions(logits, target, K)
+    torch.testing.assert_close(class_accuracy_from_predictions(logits.numpy(), target.numpy(), K), expected)
+    torch.testing.assert_close(class_accuracy_from_predictions(logits.argmax(1).numpy(), target, K), expected)

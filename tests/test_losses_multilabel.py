@@ -638,3 +638,13 @@ def test_multilabel_regularisers_accept_numpy_arrays():
         torch.testing.assert_close(regulariser(probs.numpy(), targets.numpy()), regulariser(probs, targets))
     torch.testing.assert_close(SPA().predict_log_proba(logits.numpy()), SPA().predict_log_proba(logits))
     torch.testing.assert_close(ASL().recovered_proba(logits.numpy()), ASL().recovered_proba(logits))
+
+
+def test_the_loss_modules_maps_accept_numpy_arrays_too():
+    """Issue 18 #10, the functions beside the losses: φ recovery and the printed SPA link convert numpy input."""
+    logits, _ = _data(n=6, t=5)
+    probs = torch.sigmoid(logits)
+    torch.testing.assert_close(phi_recovery(probs.numpy(), 1.0, 4.0, 0.05), phi_recovery(probs, 1.0, 4.0, 0.05))
+    torch.testing.assert_close(spa_link_as_printed(logits.numpy()), spa_link_as_printed(logits))
+    with pytest.raises(TypeError, match="probs must be a torch.Tensor or numpy array"):
+        phi_recovery("0.5", 1.0, 4.0)

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import (Composite, MultiClassLoss, check_class_columns, check_class_targets, check_multiclass_inputs,
-                   check_number, prediction_logits, promote_float)
+from .base import (Composite, MultiClassLoss, as_tensor, check_class_columns, check_class_targets,
+                   check_multiclass_inputs, check_number, prediction_logits, promote_float)
 
 __all__ = [
     "CrossEntropy",
@@ -298,6 +298,7 @@ def class_accuracy_from_predictions(probs_or_preds: torch.Tensor, labels: torch.
     """
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
         raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
+    probs_or_preds = as_tensor(probs_or_preds, "probs_or_preds")
     if probs_or_preds.ndim == 2:
         if probs_or_preds.shape[1] != num_classes:
             raise ValueError(f"probabilities have {probs_or_preds.shape[1]} columns but num_classes={num_classes}")

@@ -31,8 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from .base import (MULTI_LABEL, Composite, MultiLabelLoss, check_multilabel_inputs, check_number, prediction_logits,
-                   promote_float)
+from .base import (MULTI_LABEL, Composite, MultiLabelLoss, as_tensor, check_multilabel_inputs, check_number,
+                   prediction_logits, promote_float)
 
 __all__ = [
     "BCE",
@@ -220,8 +220,7 @@ def phi_recovery(probs: torch.Tensor, gamma_pos: float, gamma_neg: float, margin
     gamma_pos = check_number("gamma_pos", gamma_pos, 0.0)
     gamma_neg = check_number("gamma_neg", gamma_neg, 0.0)
     margin = check_number("margin", margin, 0.0, 1.0, high_open=True)
-    if not torch.is_tensor(probs):
-        raise TypeError(f"probs must be a torch.Tensor, got {type(probs).__name__}")
+    probs = as_tensor(probs, "probs")
     if probs.numel() and not bool(((probs >= 0) & (probs <= 1)).all()):
         raise ValueError("probs must be probabilities in [0, 1] (pass sigmoid(logits), not logits)")
     out_dtype = probs.dtype if probs.dtype.is_floating_point else torch.float32
@@ -304,7 +303,7 @@ def spa_link_as_printed(logits: torch.Tensor, zeta_pos: float = 1.0, k_pos: floa
 
     It decreases with v and is 1 − σ(v) at (1, 1, 0, 1, 1, 0); :meth:`SPA.predict_proba` is the derived link.
     """
-    logits = promote_float(logits)
+    logits = promote_float(as_tensor(logits))
     log_a = math.log(k_neg / zeta_neg) + F.logsigmoid(-k_neg * (logits - b_neg))
     log_b = math.log(k_pos / zeta_pos) + F.logsigmoid(k_pos * (logits - b_pos))
     return torch.sigmoid(log_a - log_b)
