@@ -48,7 +48,13 @@ import torch
 import torch.nn.functional as F
 from sklearn.isotonic import IsotonicRegression
 
-from helpers.temperature import NO_INTERIOR_MINIMUM, _check_labels, _check_logits, check_max_iter, no_interior_minimum
+from helpers.temperature import (
+    NO_INTERIOR_MINIMUM,
+    _check_labels,
+    _check_logits,
+    check_max_iter,
+    no_interior_minimum,
+)
 
 __all__ = ["VectorScaling", "MatrixScaling", "DirichletCalibration", "IsotonicCalibration",
            "PerLabelTemperatureScaling", "PerLabelPlatt", "split_calibration"]

@@ -688,9 +688,7 @@ def test_predict_logits_refuses_channels_last_or_wrong_channel_images_as_fit_doe
     failed with a raw convolution RuntimeError; they now share fit's check, which also names channels-last."""
     model = tiny_model(in_channels=3)
     images = torch.randint(0, 256, (5, 3, SIZE, SIZE), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
-    readers = {"predict_logits": predict_logits, "features_of": features_of,
-               "predict": lambda m, x: predict(m, CE(), x)}
-    for name, read in readers.items():
+    for read in (predict_logits, features_of, lambda m, x: predict(m, CE(), x)):
         with pytest.raises(ValueError, match=r"channels-last \(N, H, W, C\).*permute\(0, 3, 1, 2\)"):
             read(model, images.permute(0, 2, 3, 1).contiguous())
         with pytest.raises(ValueError, match=r"3 input channels.*1 channel.*in_channels=data.n_channels"):
