@@ -136,7 +136,7 @@ class CCLHead(nn.Module):
              b: float = 2.0) -> torch.Tensor:
         """L_CCL = CE(q_CCL, y) + α_CC·l_CC (mean over the batch)."""
         logits = self.logits(features)
-        target = check_multiclass_inputs(logits, target)
+        logits, target = check_multiclass_inputs(logits, target)
         return F.cross_entropy(logits, target) + alpha_cc * class_correlation_loss(self.dictionary, b)
 
 
@@ -328,7 +328,7 @@ class CCLNetLoss(MultiClassLoss):
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """L_cls = CE(q_cls, y) + KL(p_y^SL ‖ q_cls) (eq. 3), mean over the batch; soft labels detached."""
-        target = check_multiclass_inputs(logits, target)
+        logits, target = check_multiclass_inputs(logits, target)
         if logits.shape[1] != self.num_classes:
             raise ValueError(f"CCLNetLoss was built for {self.num_classes} classes, logits have {logits.shape[1]}")
         self._ensure_device(logits.device)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -47,7 +48,13 @@ import torch
 import torch.nn.functional as F
 from sklearn.isotonic import IsotonicRegression
 
-from helpers.temperature import _check_labels, _check_logits
+from helpers.temperature import (
+    NO_INTERIOR_MINIMUM,
+    _check_labels,
+    _check_logits,
+    check_max_iter,
+    no_interior_minimum,
+)
 
 __all__ = ["VectorScaling", "MatrixScaling", "DirichletCalibration", "IsotonicCalibration",
            "PerLabelTemperatureScaling", "PerLabelPlatt", "split_calibration"]
@@ -69,18 +76,13 @@ def _minimise(objective: Callable[[], torch.Tensor], parameters: list[torch.Tens
         raise FloatingPointError("calibrator fit diverged (non-finite parameters); check the logits and labels")
 
 
-def _check_max_iter(max_iter: int) -> None:
-    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
-
-
 class _LogitCalibrator:
     """Shared fit/transform plumbing: subclasses define ``task``, ``_fit(z, y)`` and ``_calibrated_logits(z)``."""
 
     task = "multi-class"
 
     def __init__(self, max_iter: int = 500):
-        _check_max_iter(max_iter)
+        check_max_iter(max_iter)
         self.max_iter = max_iter
         self.fitted = False
 
@@ -150,7 +152,8 @@ class MatrixScaling(_LogitCalibrator):
     def __init__(self, off_diagonal_penalty: float = 1e-2, bias_penalty: float = 1e-2, max_iter: int = 1000):
         super().__init__(max_iter)
         for name, value in (("off_diagonal_penalty", off_diagonal_penalty), ("bias_penalty", bias_penalty)):
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value)
+                                               and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         self.off_diagonal_penalty = float(off_diagonal_penalty)
         self.bias_penalty = float(bias_penalty)
@@ -275,12 +278,28 @@ class PerLabelTemperatureScaling(_LogitCalibrator):
         _minimise(lambda: F.binary_cross_entropy_with_logits(z / log_t.exp(), y), [log_t], self.max_iter)
         self.temperatures = log_t.detach().exp()
         self.n_columns = z.shape[1]
+        _warn_labels_without_interior_minimum(z, y)
 
     def _calibrated_logits(self, z: torch.Tensor) -> torch.Tensor:
         return z / self.temperatures.to(z.device)
 
     def __repr__(self) -> str:
         return f"PerLabelTemperatureScaling(fitted={self.fitted})"
+
+
+def _warn_labels_without_interior_minimum(z: torch.Tensor, y: torch.Tensor) -> None:
+    """TemperatureScaling's warning (:func:`helpers.temperature.no_interior_minimum`), per label: name the labels
+    whose NLL has no minimiser with 0 < T_t < infinity (all-zero, uninformative or perfectly separated labels)."""
+    by_limit: dict[str, list[int]] = {}
+    for t in range(z.shape[1]):
+        limit = no_interior_minimum(z[:, t:t + 1], y[:, t:t + 1], "multi-label")
+        if limit is not None:
+            by_limit.setdefault(limit, []).append(t)
+    advice = {"T -> infinity": "check that those labels take both values in the calibration data",
+              "T -> 0": "use a larger calibration split"}
+    for limit, labels in by_limit.items():
+        warnings.warn(f"per-label temperature scaling, labels {labels}: {NO_INTERIOR_MINIMUM[limit]}; their fitted "
+                      f"temperatures are not meaningful ({advice[limit]})", RuntimeWarning, stacklevel=4)
 
 
 class PerLabelPlatt(_LogitCalibrator):
@@ -316,7 +335,8 @@ def split_calibration(n_val: int, seed: int = 0, calibration_fraction: float = 0
     optimism. The permutation comes from ``torch.randperm`` with a generator seeded by ``seed`` (the same split
     for every model and training seed). With multi-class ``labels`` (N,) the split is stratified: each class is
     split in the same proportion, so rare classes appear on both sides. round(calibration_fraction · n) indices
-    (per class when stratified) go to the calibration part.
+    (per class when stratified) go to the calibration part. A split that would leave either part empty (e.g. every
+    class a single sample: round(0.5 · 1) = 0) raises a ValueError.
     """
     if isinstance(n_val, bool) or not isinstance(n_val, (int, np.integer)) or n_val < 2:
         raise ValueError(f"n_val must be an integer >= 2, got {n_val!r}")
@@ -337,4 +357,19 @@ def split_calibration(n_val: int, seed: int = 0, calibration_fraction: float = 0
         n_calibration = int(round(calibration_fraction * group.numel()))
         calibration.append(shuffled[:n_calibration])
         selection.append(shuffled[n_calibration:])
-    return torch.cat(selection).sort().values, torch.cat(calibration).sort().values
+    selection, calibration = torch.cat(selection).sort().values, torch.cat(calibration).sort().values
+    _check_split_parts(selection, calibration, calibration_fraction, [g.numel() for g in groups], labels is not None)
+    return selection, calibration
+
+
+def _check_split_parts(selection: torch.Tensor, calibration: torch.Tensor, calibration_fraction: float,
+                       group_sizes: list[int], stratified: bool) -> None:
+    """A ValueError naming the empty part, the group sizes that rounded to it and what to change."""
+    for part, indices in (("calibration", calibration), ("selection", selection)):
+        if indices.numel() == 0:
+            groups = f"class sizes {group_sizes}" if stratified else f"{group_sizes[0]} validation indices"
+            fixes = "pass labels=None for an unstratified split, " if stratified else ""
+            raise ValueError(f"split_calibration would leave the {part} part empty: round({calibration_fraction:g} "
+                             f"× size) gives it nothing for {groups}; {fixes}use a larger validation split or "
+                             "change calibration_fraction")
+

@@ -157,6 +157,14 @@ def _as_matrix(values, name: str) -> torch.Tensor:
     return values
 
 
+def _check_database(labels: torch.Tensor) -> None:
+    """A ValueError for a database of no images: every query would have no relevant image and the mAP over none
+    is NaN (with a numpy division warning), which a results table would carry on silently."""
+    if labels.shape[0] == 0:
+        raise ValueError(f"the retrieval database has no images (labels of shape {tuple(labels.shape)}); mAP ranks "
+                         "images, so it needs at least one: check the split passed as probs and labels")
+
+
 def query_log_scores(probs: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
     """log ŝ of eq. (23) for every (query, image): Σ_{P} log η̂ + Σ_{N} log(1 − η̂), shape (Q, N), float64.
 
@@ -313,6 +321,7 @@ def retrieval_map(probs: torch.Tensor, labels: torch.Tensor, max_length: int = 5
     probs, labels = _as_matrix(probs, "probs"), _as_matrix(labels, "labels")
     if probs.shape != labels.shape:
         raise ValueError(f"probs and labels must both be (N, T), got {tuple(probs.shape)} and {tuple(labels.shape)}")
+    _check_database(labels)
     if queries is None:
         queries = sample_queries(probs.shape[1], max_length=max_length, max_queries=max_queries, seed=seed)
     queries = _check_queries(queries, probs.shape[1])
@@ -374,6 +383,7 @@ def joint_retrieval_map(subset_probabilities, labels: torch.Tensor, queries: tor
     times the largest term), far below the query probabilities that decide a ranking.
     """
     labels = _as_matrix(labels, "labels")
+    _check_database(labels)
     queries = _check_queries(queries, labels.shape[1])
     masks, coefficients = inclusion_exclusion(queries)
     moments = np.asarray(subset_probabilities(masks), dtype=np.float64)

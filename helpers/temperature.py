@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 
 TASKS = ("multi-class", "multi-label")
+#: rows within this of summing to 1, with every entry in [0, 1], are taken for probabilities (metrics' tolerance)
+PROBABILITY_ROW_SUM_TOLERANCE = 1e-3
 
 
 class TemperatureScaling:
@@ -34,8 +36,7 @@ class TemperatureScaling:
     def __init__(self, task: str = "multi-class", max_iter: int = 200):
         if task not in TASKS:
             raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
-        if not isinstance(max_iter, int) or max_iter < 1:
-            raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
+        check_max_iter(max_iter)
         self.task = task
         self.max_iter = max_iter
         self.temperature = math.nan
@@ -89,12 +90,27 @@ class TemperatureScaling:
         return self.fit(logits, labels).transform(logits)
 
 
-def _warn_if_no_interior_minimum(z: torch.Tensor, y: torch.Tensor, task: str) -> None:
-    """Warn when the NLL, convex in beta = 1/T, has no minimiser with 0 < T < infinity.
+def check_max_iter(max_iter: int) -> None:
+    """A positive int (booleans refused: True is not an iteration count), else a ValueError."""
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
+
+
+#: why the temperature NLL has no minimiser with 0 < T < infinity, keyed by where its infimum lies
+NO_INTERIOR_MINIMUM = {
+    "T -> infinity": "the logits are not better than uninformative on these labels, so the NLL keeps falling as "
+                     "T -> infinity",
+    "T -> 0": "every validation forecast is already correct, so the NLL keeps falling as T -> 0",
+}
+
+
+def no_interior_minimum(z: torch.Tensor, y: torch.Tensor, task: str) -> str | None:
+    """Where the temperature NLL, convex in beta = 1/T, has its infimum when it has no minimiser with
+    0 < T < infinity: "T -> infinity" or "T -> 0" (a key of :data:`NO_INTERIOR_MINIMUM`); None when it has one.
 
     With f(beta) the mean NLL of the logits times beta: if f'(0) >= 0 the logits are no better than uninformative
     and the infimum lies at T -> infinity; if f'(beta) -> 0 as beta -> infinity (every validation forecast already
-    on the right side, e.g. 100 % accuracy) the infimum lies at T -> 0. The returned T is then wherever L-BFGS
+    on the right side, e.g. 100 % accuracy) the infimum lies at T -> 0. A fitted T is then wherever L-BFGS
     stopped and should not be trusted.
     """
     if task == "multi-class":
@@ -105,13 +121,17 @@ def _warn_if_no_interior_minimum(z: torch.Tensor, y: torch.Tensor, task: str) ->
         slope_at_zero = float(((0.5 - y) * z).mean())
         separable = bool(((z > 0) & (y == 1) | (z < 0) & (y == 0) | (z == 0)).all())
     if slope_at_zero >= 0:
-        warnings.warn("temperature scaling: the logits are not better than uninformative on these labels, so the "
-                      "NLL keeps falling as T -> infinity; the fitted temperature is not meaningful",
-                      RuntimeWarning, stacklevel=3)
-    elif separable:
-        warnings.warn("temperature scaling: every validation forecast is already correct, so the NLL keeps falling "
-                      "as T -> 0; the fitted temperature is not meaningful (use a larger validation split)",
-                      RuntimeWarning, stacklevel=3)
+        return "T -> infinity"
+    return "T -> 0" if separable else None
+
+
+def _warn_if_no_interior_minimum(z: torch.Tensor, y: torch.Tensor, task: str) -> None:
+    """Warn when the NLL has no minimiser with 0 < T < infinity (see :func:`no_interior_minimum`)."""
+    limit = no_interior_minimum(z, y, task)
+    if limit is not None:
+        advice = " (use a larger validation split)" if limit == "T -> 0" else ""
+        warnings.warn(f"temperature scaling: {NO_INTERIOR_MINIMUM[limit]}; the fitted temperature is not "
+                      f"meaningful{advice}", RuntimeWarning, stacklevel=3)
 
 
 def _check_logits(logits: Any, dtype: torch.dtype | None = torch.float64) -> torch.Tensor:
@@ -126,7 +146,29 @@ def _check_logits(logits: Any, dtype: torch.dtype | None = torch.float64) -> tor
     if not bool(torch.isfinite(logits).all()):
         raise ValueError("logits contain NaN or infinite values")
     logits = logits.detach()
+    _refuse_probabilities(logits)
     return logits.to(dtype) if dtype is not None else logits
+
+
+def _refuse_probabilities(logits: torch.Tensor) -> None:
+    """Raise when (N, K >= 2) ``logits`` look like probabilities: every entry in [0, 1] and every row summing to 1.
+
+    Softmax outputs passed as logits fit a meaningless temperature (T = 0.4 on a well-calibrated model) without
+    any error, so they are refused. Logits of a real model essentially never meet both conditions, and
+    log-probabilities (rows <= 0) never do: softmax(log p) = p, so they are valid logits.
+    """
+    if logits.shape[1] < 2:
+        return
+    low, high = torch.aminmax(logits)
+    if low < 0 or high > 1:
+        return
+    row_sums = logits.to(torch.float64).sum(1)
+    if float((row_sums - 1.0).abs().max()) > PROBABILITY_ROW_SUM_TOLERANCE:
+        return
+    raise ValueError("the logits look like probabilities: every entry lies in [0, 1] and every row sums to 1. "
+                     "Post-hoc calibrators rescale logits (the model's outputs before the softmax); pass those, or, "
+                     "if probabilities are all you have, their logarithm torch.log(probs): log-probabilities are "
+                     "logits with the same softmax")
 
 
 def _check_labels(labels: Any, logits: torch.Tensor, task: str) -> torch.Tensor:

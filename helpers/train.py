@@ -313,6 +313,21 @@ def _as_uint8_images(images: Any) -> torch.Tensor:
     return images
 
 
+def _check_image_channels(model: nn.Module, images: torch.Tensor, what: str = "images") -> None:
+    """Images (N, C, H, W) whose C is what the model's first convolution takes, else a ValueError that names a
+    channels-last (N, H, W, C) layout or says to rebuild the model (shared by ``fit`` and the prediction functions;
+    without it the convolution fails with a raw RuntimeError)."""
+    first_conv = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
+    if first_conv is None or images.shape[1] == first_conv.in_channels:
+        return
+    expected = first_conv.in_channels
+    if images.shape[-1] == expected:
+        raise ValueError(f"the {what} have shape {tuple(images.shape)}, which looks channels-last (N, H, W, C); the "
+                         f"model takes (N, C, H, W) with C = {expected}: pass images.permute(0, 3, 1, 2).contiguous()")
+    raise ValueError(f"the model takes {expected} input channels but the {what} have {images.shape[1]} channel(s); "
+                     "build it with in_channels=data.n_channels")
+
+
 def preferred_memory_format(device: torch.device) -> torch.memory_format:
     """Channels-last (NHWC) on the CPU, where ``bench/bench_memory_format.py`` measured the small CNN's training
     step 1.4x faster than in the default layout; the default elsewhere (on an H100 the small CNNs are bound by kernel
@@ -325,6 +340,7 @@ def _batched_outputs(model: nn.Module, images: torch.Tensor, device: torch.devic
                      what: str) -> torch.Tensor:
     """Run ``model`` in eval mode over ``images`` in batches; ``what`` is 'logits' or 'features'. Stays on device."""
     images = _as_uint8_images(images)
+    _check_image_channels(model, images)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     device = _model_device(model) if device is None else resolve_device(device)
@@ -447,15 +463,12 @@ def _check_fit_inputs(model: nn.Module, loss: nn.Module, data: Any) -> None:
         raise ValueError(f"the model has {outputs} outputs but {getattr(data, 'name', 'the data')!r} has {n_classes} "
                          f"{'labels' if data.task == 'multi-label' else 'classes'}; build it with "
                          f"num_classes=data.n_classes")
-    first_conv = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
     for split_name in ("train", "val"):
         split = getattr(data, split_name)
         images, labels = split.images, split.labels
         if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.ndim != 4:
             raise ValueError(f"{split_name} images must be a uint8 tensor (N, C, H, W)")
-        if first_conv is not None and first_conv.in_channels != images.shape[1]:
-            raise ValueError(f"the model takes {first_conv.in_channels} input channels but the {split_name} images "
-                             f"have {images.shape[1]} channel(s); build it with in_channels=data.n_channels")
+        _check_image_channels(model, images, f"{split_name} images")
         if images.shape[0] == 0 or labels.shape[0] != images.shape[0]:
             raise ValueError(f"{split_name} split must be non-empty with one label per image, got "
                              f"{images.shape[0]} images and {labels.shape[0]} labels")

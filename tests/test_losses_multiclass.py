@@ -462,3 +462,76 @@ def test_predict_proba_of_an_infinite_logit_raises_instead_of_a_nan_row():
     with pytest.raises(ValueError, match=r"1 infinite"):
         CrossEntropy().predict_proba(torch.tensor([[math.inf, 0.0, 0.0, 0.0]]))
     assert torch.isfinite(CrossEntropy().predict_proba(torch.tensor([[1e4, 0.0, 0.0, 0.0]]))).all()
+
+
+@pytest.mark.parametrize("name", list(all_losses()) + ["ccl_net", "dca_term", "mdca_term"])
+def test_multiclass_losses_refuse_a_single_logit_column(name):
+    """Issue 18 #7: a binary task passed as one logit column made every multi-class loss return exactly 0 (the
+    softmax of one column is 1); the metrics and temperature scaling refuse K < 2, so the losses must too."""
+    from helpers.cclnet import CCLNetLoss
+
+    loss = {"ccl_net": CCLNetLoss(8, K), "dca_term": DCARegulariser(),
+            "mdca_term": MDCARegulariser()}.get(name) or all_losses()[name]
+    one_column = torch.randn(6, 1, generator=torch.Generator().manual_seed(0))
+    if name.endswith("_term"):
+        one_column = torch.ones(6, 1)  # a regulariser takes probabilities
+    with pytest.raises(ValueError, match="two columns"):
+        loss(one_column, torch.zeros(6, dtype=torch.long))
+    with pytest.raises(ValueError, match="K >= 2"):
+        loss(torch.zeros(6, 0), torch.zeros(6, dtype=torch.long))
+    if not name.endswith("_term"):
+        with pytest.raises(ValueError, match="two columns"):
+            loss.predict_proba(one_column)
+
+
+def test_the_single_column_hint_gives_the_binary_softmax_of_the_sigmoid():
+    """The message's recipe, torch.cat([zeros, z], 1), has softmax (1 − σ(z), σ(z)): the model's own binary
+    probabilities, so cross-entropy on it is the binary cross-entropy of the single logit."""
+    z = torch.randn(9, 1, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    y = torch.tensor([0, 1, 1, 0, 1, 0, 0, 1, 1])
+    with pytest.raises(ValueError, match=r"torch\.cat\(\[torch\.zeros_like\(z\), z\], dim=1\)"):
+        CrossEntropy()(z, y)
+    two_columns = torch.cat([torch.zeros_like(z), z], dim=1)
+    torch.testing.assert_close(CrossEntropy()(two_columns, y),
+                               F.binary_cross_entropy_with_logits(z[:, 0], y.double()))
+
+
+@pytest.mark.parametrize("name", list(all_losses()) + ["ccl_net", "dca_term", "mdca_term"])
+def test_multiclass_losses_accept_numpy_arrays_like_the_metrics(name):
+    """Issue 18 #10: numpy logits failed with "isfinite(): argument 'input' must be Tensor"; the losses now take
+    numpy arrays as the metrics do (converted, the same value) and say clearly what else they cannot take."""
+    from helpers.cclnet import CCLNetLoss
+
+    torch.manual_seed(0)
+    loss = {"ccl_net": CCLNetLoss(8, K), "dca_term": DCARegulariser(),
+            "mdca_term": MDCARegulariser()}.get(name) or all_losses()[name]
+    logits, target = make_batch(n=8)
+    if name.endswith("_term"):
+        logits = torch.softmax(logits, dim=1)
+    expected = loss(logits, target)
+    torch.testing.assert_close(loss(logits.numpy(), target.numpy()), expected)
+    torch.testing.assert_close(loss(logits, target.numpy().astype("int32")), expected)
+    torch.testing.assert_close(loss(logits.double().numpy(), target), loss(logits.double(), target))
+    if not name.endswith("_term"):
+        torch.testing.assert_close(loss.predict_proba(logits.numpy()), loss.predict_proba(logits))
+    argument = "probs" if name.endswith("_term") else "logits"
+    with pytest.raises(TypeError, match=argument + r" must be a torch\.Tensor or numpy array, got str"):
+        loss("0.5", target)
+    with pytest.raises(TypeError, match="numeric"):
+        loss(logits.numpy().astype(object), target)
+
+
+def test_numpy_logits_keep_the_gradient_of_tensor_logits():
+    """Converting is for arrays only: a tensor passes through unchanged, so its gradient still reaches it."""
+    logits, target = make_batch(n=8)
+    logits.requires_grad_(True)
+    FocalLoss(2.0)(logits, target.numpy()).backward()
+    assert logits.grad is not None and bool(logits.grad.abs().sum() > 0)
+
+
+def test_class_accuracy_from_predictions_accepts_numpy_arrays():
+    """Issue 18 #10, the LS+ helper beside the losses: numpy probabilities failed on ``argmax(dim=1)``."""
+    logits, target = make_batch(n=40)
+    expected = class_accuracy_from_predictions(logits, target, K)
+    torch.testing.assert_close(class_accuracy_from_predictions(logits.numpy(), target.numpy(), K), expected)
+    torch.testing.assert_close(class_accuracy_from_predictions(logits.argmax(1).numpy(), target, K), expected)

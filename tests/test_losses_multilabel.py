@@ -594,3 +594,57 @@ def test_empty_batches_and_non_finite_logits_raise_clearly(name):
         corrupted[2, 3] = bad
         with pytest.raises(ValueError, match="not finite"):
             loss(corrupted, targets)
+
+
+@pytest.mark.parametrize("name", sorted(ALL_LOSSES))
+def test_multilabel_predict_proba_refuses_non_finite_logits_like_multiclass(name):
+    """Issue 18 #9: predict_proba returned NaN for a NaN logit and 1.0 (or 0) for ±inf, where the multi-class
+    losses raise; a non-finite logit means a diverged run, so every probability read-out raises the same error."""
+    from helpers.losses.base import NonFiniteError
+
+    loss = ALL_LOSSES[name]
+    logits, _ = _data(n=5, t=6)
+    for bad in (math.inf, -math.inf, math.nan):
+        corrupted = logits.clone()
+        corrupted[2, 3] = bad
+        with pytest.raises(NonFiniteError, match="not finite"):
+            loss.predict_proba(corrupted)
+    corrupted = logits.clone()
+    corrupted[0, 0] = math.nan
+    with pytest.raises(NonFiniteError, match="not finite"):
+        SPA().predict_log_proba(corrupted)
+    with pytest.raises(NonFiniteError, match="not finite"):
+        ASL().recovered_proba(corrupted)
+
+
+@pytest.mark.parametrize("name", sorted(ALL_LOSSES))
+def test_multilabel_losses_accept_numpy_arrays_like_the_metrics(name):
+    """Issue 18 #10: numpy logits failed with "isfinite(): argument 'input' must be Tensor"; every loss, its
+    predict_proba and the regulariser terms take numpy arrays as the metrics do (converted, the same value)."""
+    loss = ALL_LOSSES[name]
+    logits, targets = _data(n=6, t=5)
+    expected = loss(logits, targets)
+    torch.testing.assert_close(loss(logits.numpy(), targets.numpy()), expected)
+    torch.testing.assert_close(loss(logits.numpy(), targets.numpy().astype(bool)), expected)
+    torch.testing.assert_close(loss.predict_proba(logits.numpy()), loss.predict_proba(logits))
+    with pytest.raises(TypeError, match=r"logits must be a torch\.Tensor or numpy array, got str"):
+        loss("0.5", targets)
+
+
+def test_multilabel_regularisers_accept_numpy_arrays():
+    logits, targets = _data(n=6, t=5)
+    probs = torch.sigmoid(logits)
+    for regulariser in (LPR(), CanonicalCalibrationLoss(), CanonicalCalibrationLoss(n_bins=4)):
+        torch.testing.assert_close(regulariser(probs.numpy(), targets.numpy()), regulariser(probs, targets))
+    torch.testing.assert_close(SPA().predict_log_proba(logits.numpy()), SPA().predict_log_proba(logits))
+    torch.testing.assert_close(ASL().recovered_proba(logits.numpy()), ASL().recovered_proba(logits))
+
+
+def test_the_loss_modules_maps_accept_numpy_arrays_too():
+    """Issue 18 #10, the functions beside the losses: φ recovery and the printed SPA link convert numpy input."""
+    logits, _ = _data(n=6, t=5)
+    probs = torch.sigmoid(logits)
+    torch.testing.assert_close(phi_recovery(probs.numpy(), 1.0, 4.0, 0.05), phi_recovery(probs, 1.0, 4.0, 0.05))
+    torch.testing.assert_close(spa_link_as_printed(logits.numpy()), spa_link_as_printed(logits))
+    with pytest.raises(TypeError, match="probs must be a torch.Tensor or numpy array"):
+        phi_recovery("0.5", 1.0, 4.0)

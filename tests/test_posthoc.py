@@ -251,3 +251,68 @@ def test_split_calibration_stratifies_by_class():
         split_calibration(101, labels=labels.float())
     with pytest.raises(ValueError, match="calibration_fraction"):
         split_calibration(101, calibration_fraction=1.0)
+
+
+@pytest.mark.parametrize("calibrator", [VectorScaling(), MatrixScaling(), DirichletCalibration(), IsotonicCalibration(),
+                                        PerLabelTemperatureScaling(), PerLabelPlatt()],
+                         ids=lambda c: type(c).__name__)
+def test_posthoc_calibrators_refuse_probabilities_instead_of_logits(calibrator):
+    """Issue 18 #8, the other post-hoc maps: softmax outputs passed as logits are refused by fit and transform."""
+    z, labels, _ = affine_miscalibrated(300)
+    targets = labels if calibrator.task == "multi-class" else F.one_hot(labels, 4).double()
+    with pytest.raises(ValueError, match="look like probabilities"):
+        calibrator.fit(torch.softmax(z, 1), targets)
+    calibrator.fit(z, targets)
+    with pytest.raises(ValueError, match="look like probabilities"):
+        calibrator.transform(torch.softmax(z, 1))
+    if calibrator.task == "multi-class":  # log-probabilities are logits: accepted
+        calibrator.fit(torch.log_softmax(z, 1), targets)
+
+
+def test_cross_validated_matrix_scaling_refuses_probabilities():
+    z, labels, _ = affine_miscalibrated(100)
+    with pytest.raises(ValueError, match="look like probabilities"):
+        MatrixScaling.cross_validated(torch.softmax(z, 1), labels, grid=(1e-2,), folds=2)
+
+
+def test_split_calibration_with_single_sample_classes_refuses_an_empty_part():
+    """Issue 18 #13: stratified by classes of one sample each, round(0.5 · 1) = 0 per class returned an empty
+    calibration set without a word; a split that leaves either part empty now raises and says what to change."""
+    singletons = torch.tensor([0, 1, 2, 3])
+    with pytest.raises(ValueError, match=r"calibration part.*empty.*class sizes \[1, 1, 1, 1\].*labels=None"):
+        split_calibration(4, labels=singletons)
+    with pytest.raises(ValueError, match="selection part.*empty"):
+        split_calibration(4, labels=singletons, calibration_fraction=0.9)
+    with pytest.raises(ValueError, match="calibration part.*empty"):
+        split_calibration(3, calibration_fraction=0.1)  # unstratified: round(0.3) = 0
+    selection, calibration = split_calibration(4)  # the unstratified split the message points to
+    assert selection.numel() == 2 and calibration.numel() == 2
+
+
+@pytest.mark.parametrize("build", [lambda: TemperatureScaling(max_iter=True), lambda: MatrixScaling(True),
+                                   lambda: MatrixScaling(bias_penalty=False), lambda: VectorScaling(max_iter=True),
+                                   lambda: DirichletCalibration(1e-2, True), lambda: MatrixScaling(max_iter=False)])
+def test_calibrators_refuse_booleans_as_numbers(build):
+    """Issue 18 #13: TemperatureScaling(max_iter=True) and MatrixScaling(True) passed as 1."""
+    with pytest.raises(ValueError, match="got (True|False)"):
+        build()
+
+
+def test_per_label_temperature_scaling_warns_like_temperature_scaling():
+    """Issue 18 #13: on all-zero or uninformative labels PerLabelTemperatureScaling fitted T ≈ 1e10 silently,
+    where TemperatureScaling warns that the NLL has no interior minimum; it now names the labels concerned."""
+    generator = torch.Generator().manual_seed(5)
+    z = torch.randn(400, 3, generator=generator, dtype=torch.float64)
+    labels = torch.bernoulli(torch.sigmoid(2.0 * z), generator=generator)  # label 0: informative
+    labels[:, 1] = 0.0
+    z[:, 1] = z[:, 1].abs() + 0.1  # all-zero labels, every logit positive: the NLL falls as T -> infinity
+    labels[:, 2] = (z[:, 2] < 0).double()  # anti-informative logits
+    with pytest.warns(RuntimeWarning, match=r"labels \[1, 2\].*T -> infinity"):
+        fitted = PerLabelTemperatureScaling().fit(z, labels)
+    assert float(fitted.temperatures[1]) > 1e3 and 0.2 < float(fitted.temperatures[0]) < 2.0
+    for t in (1, 2):
+        with pytest.warns(RuntimeWarning, match="T -> infinity"):  # the shared-temperature warning, per column
+            TemperatureScaling(task="multi-label").fit(z[:, t:t + 1], labels[:, t:t + 1])
+    separable = torch.tensor([[3.0], [-2.0]] * 20, dtype=torch.float64)
+    with pytest.warns(RuntimeWarning, match=r"labels \[0\].*T -> 0"):
+        PerLabelTemperatureScaling().fit(separable, (separable > 0).double())

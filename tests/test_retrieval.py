@@ -254,3 +254,19 @@ def test_compare_per_query_averages_seeds_counts_ties_and_brackets_the_differenc
     assert result[1]["higher"] + result[1]["tied"] + result[1]["lower"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="same queries"):
         compare_per_query(a, b[:, :10], lengths)
+
+
+def test_retrieval_map_refuses_an_empty_database():
+    """Issue 18 #15: retrieval_map with no images returned a NaN mAP and a numpy "invalid value" warning; an empty
+    database now raises, for eq. (22) and for the exact-joint ranking alike, before any query is scored."""
+    import warnings
+
+    queries = torch.tensor([[1, 0, -1, 0]], dtype=torch.int8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy warning on the way
+        with pytest.raises(ValueError, match=r"no images.*\(0, 4\).*at least one"):
+            retrieval_map(torch.empty(0, 4), torch.empty(0, 4))
+        with pytest.raises(ValueError, match="no images"):
+            retrieval_map(np.empty((0, 4)), np.empty((0, 4)), queries=queries)
+        with pytest.raises(ValueError, match="no images"):
+            joint_retrieval_map(lambda masks: np.empty((0, len(masks))), torch.empty(0, 4), queries)

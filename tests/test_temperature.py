@@ -118,3 +118,25 @@ def test_rejects_unknown_task_and_unfitted_use():
     with pytest.raises(TypeError):
         TemperatureScaling().fit([[0.0, 1.0]], [0])
     assert np.isnan(TemperatureScaling().temperature)
+
+
+def test_temperature_scaling_refuses_probabilities_instead_of_logits():
+    """Issue 18 #8: fit(softmax outputs, labels) fitted T = 0.402 without a word. Rows in [0, 1] that sum to 1
+    are probabilities, not logits: fit and transform refuse them and say to pass logits or log-probabilities."""
+    logits, labels = _multiclass_problem(1.5, n=2000)
+    probs = torch.softmax(logits, dim=1)
+    for passed in (probs, probs.double().numpy()):
+        with pytest.raises(ValueError, match=r"look like probabilities.*torch\.log\(probs\)"):
+            TemperatureScaling().fit(passed, labels)
+    with pytest.raises(ValueError, match="look like probabilities"):
+        TemperatureScaling(task="multi-label").fit(probs, F.one_hot(labels, 5).float())
+    fitted = TemperatureScaling().fit(logits, labels)
+    with pytest.raises(ValueError, match="look like probabilities"):
+        fitted.transform(probs)
+    # log-probabilities are logits (softmax(log p) = p): they fit the temperature of the logits themselves
+    from_log_probs = TemperatureScaling().fit(torch.log(probs), labels).temperature
+    assert from_log_probs == pytest.approx(fitted.temperature, rel=1e-5)
+    # logits that merely lie in [0, 1] (rows not summing to 1) are still logits
+    noise = torch.rand(500, 5, generator=torch.Generator().manual_seed(0))
+    in_unit_interval = 0.3 * noise + 0.2 * F.one_hot(labels[:500], 5)
+    assert 0 < TemperatureScaling().fit(in_unit_interval, labels[:500]).temperature < math.inf

@@ -680,3 +680,20 @@ def test_a_model_built_for_other_channels_is_refused_before_training():
     data = multiclass_data(n_train=32, n_val=16)  # one channel
     with pytest.raises(ValueError, match=r"3 input channels.*1 channel.*in_channels=data.n_channels"):
         fit(tiny_model(in_channels=3), CE(), data, quick(epochs=1))
+
+
+def test_predict_logits_refuses_channels_last_or_wrong_channel_images_as_fit_does():
+    """Issue 18 #14: predict_logits (and predict, features_of) on channels-last or wrong-channel uint8 images
+    failed with a raw convolution RuntimeError; they now share fit's check, which also names channels-last."""
+    model = tiny_model(in_channels=3)
+    images = torch.randint(0, 256, (5, 3, SIZE, SIZE), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    for read in (predict_logits, features_of, lambda m, x: predict(m, CE(), x)):
+        with pytest.raises(ValueError, match=r"channels-last \(N, H, W, C\).*permute\(0, 3, 1, 2\)"):
+            read(model, images.permute(0, 2, 3, 1).contiguous())
+        with pytest.raises(ValueError, match=r"3 input channels.*1 channel.*in_channels=data.n_channels"):
+            read(model, images[:, :1])
+    assert predict_logits(model, images).shape == (5, 3)
+    data = multiclass_data(n_train=32, n_val=16)  # one channel, stored channels-last below
+    data.train.images = data.train.images.permute(0, 2, 3, 1).contiguous()
+    with pytest.raises(ValueError, match=r"train images.*channels-last.*permute\(0, 3, 1, 2\)"):
+        fit(tiny_model(in_channels=1), CE(), data, quick(epochs=1))

@@ -3,6 +3,9 @@
 A loss object owns two things: the training objective ``loss(logits, target)`` (mean reduction) and the map from
 logits to the probabilities it estimates, ``predict_proba(logits)``. The training engine never assumes a softmax
 or a sigmoid: SPA uses its own inverse link and LDACE can read its probability as p², so the loss decides.
+
+Inputs are taken as the metrics take them: torch tensors (unchanged, so gradients flow) or numpy arrays (converted,
+see :func:`as_tensor`). Non-finite logits raise :class:`NonFiniteError` in the loss and in ``predict_proba`` alike.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -40,6 +44,24 @@ def promote_float(x: torch.Tensor) -> torch.Tensor:
     return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
 
+def as_tensor(values, name: str = "logits") -> torch.Tensor:
+    """A loss's input as a tensor, taking what the metrics take: a tensor unchanged (its graph and device kept), a
+    numpy array or a (nested) list converted to a CPU tensor of the same dtype; anything else is a TypeError."""
+    if isinstance(values, torch.Tensor):
+        return values
+    if isinstance(values, (np.ndarray, list, tuple)):
+        array = np.asarray(values)
+        if array.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must be numeric, got an array of dtype {array.dtype}")
+        return torch.from_numpy(np.array(array, copy=True, order="C"))  # a copy: never shares a read-only buffer
+    raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {type(values).__name__}")
+
+
+def _as_tensor_like(values, name: str, reference: torch.Tensor) -> torch.Tensor:
+    """:func:`as_tensor`, with a converted array moved to ``reference``'s device (targets to their logits)."""
+    return values if isinstance(values, torch.Tensor) else as_tensor(values, name).to(reference.device)
+
+
 class NonFiniteError(ValueError, FloatingPointError):
     """Non-finite values where finite ones are needed. A ValueError for whoever passed them; a FloatingPointError
     too, because in a training loop they mean the run diverged."""
@@ -54,13 +76,42 @@ def check_finite(values: torch.Tensor, name: str = "logits") -> None:
                              "inputs")
 
 
+def prediction_logits(logits, name: str = "logits") -> torch.Tensor:
+    """Logits a ``predict_proba`` can read: converted by :func:`as_tensor`, finite (:func:`check_finite`)."""
+    logits = as_tensor(logits, name)
+    check_finite(logits, name)
+    return logits
+
+
+def check_class_columns(values: torch.Tensor, name: str = "logits") -> None:
+    """Raise a ValueError unless the last dimension of ``values`` holds K >= 2 classes.
+
+    With one column the softmax is exactly 1, so every multi-class loss would be exactly 0 and learn nothing;
+    the metrics and temperature scaling refuse K < 2 for the same reason. The message gives the two-column form
+    of a binary task: logits (0, z) have softmax (1 − σ(z), σ(z)), the single logit's own binary probabilities.
+    """
+    n_columns = values.shape[-1] if values.ndim else 0
+    if n_columns >= 2:
+        return
+    if name == "probs":
+        how = "pass (N, 2) probabilities torch.cat([1 - p, p], dim=1) for a single probability column p"
+    else:
+        how = ("pass (N, 2) logits torch.cat([torch.zeros_like(z), z], dim=1) for a single logit column z (its "
+               "softmax is (1 − sigmoid(z), sigmoid(z)))")
+    raise ValueError(f"a multi-class loss needs K >= 2 {name} columns, one per class, got {n_columns} (shape "
+                     f"{tuple(values.shape)}): with one column the softmax is 1 and the loss is exactly 0. For a "
+                     f"binary task pass two columns: {how}; or use a multi-label loss (helpers.losses.BCE) with "
+                     "(N, 1) 0/1 targets")
+
+
 class MultiClassLoss(nn.Module):
     """A loss on (N, K) logits and (N,) integer class targets; probabilities are the softmax."""
 
     task = MULTI_CLASS
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
-        check_finite(logits)  # softmax of an infinite logit is a NaN row
+        logits = prediction_logits(logits)  # softmax of an infinite logit is a NaN row
+        check_class_columns(logits)
         return torch.softmax(logits.float(), dim=-1)
 
     def joint_parameters(self) -> list[nn.Parameter]:
@@ -74,6 +125,7 @@ class MultiLabelLoss(nn.Module):
     task = MULTI_LABEL
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        logits = prediction_logits(logits)  # sigmoid(NaN) is NaN, sigmoid(±inf) a confident 1 or 0 of a diverged run
         return torch.sigmoid(logits.float())
 
     def joint_parameters(self) -> list[nn.Parameter]:
@@ -98,6 +150,8 @@ class Composite(nn.Module):
         self.task = base.task
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        logits = as_tensor(logits, "logits")
+        target = _as_tensor_like(target, "target", logits)  # the regularisers' penalty takes tensors
         total = self.base(logits, target)
         if self.regularisers:
             probs = self.base.predict_proba(logits)
@@ -137,26 +191,33 @@ def check_class_targets(target: torch.Tensor, num_classes: int, n: int | None = 
     return target
 
 
-def _check_batch(logits: torch.Tensor, name: str, columns: str) -> None:
+def _check_batch(logits, name: str, columns: str) -> torch.Tensor:
     """(N, C) with N >= 1 and finite entries: a mean over an empty batch, or any term of a non-finite logit, is
-    NaN, which would surface only later as a diverged run."""
+    NaN, which would surface only later as a diverged run. Returns ``logits`` as a tensor (:func:`as_tensor`)."""
+    logits = as_tensor(logits, name)
     if logits.ndim != 2:
         raise ValueError(f"{name} must have shape (N, {columns}), got {tuple(logits.shape)}")
     if logits.shape[0] == 0:
         raise ValueError(f"empty batch: {name} has shape {tuple(logits.shape)}; a loss needs at least one sample "
                          "(its mean over none is NaN)")
     check_finite(logits, name)
+    return logits
 
 
-def check_multiclass_inputs(logits: torch.Tensor, target: torch.Tensor, name: str = "logits") -> torch.Tensor:
-    """Raise a clear error for shapes, values or labels a multi-class loss cannot use; return the int64 target."""
-    _check_batch(logits, name, "K")
-    return check_class_targets(target, logits.shape[1], logits.shape[0])
+def check_multiclass_inputs(logits, target, name: str = "logits") -> tuple[torch.Tensor, torch.Tensor]:
+    """Raise a clear error for shapes, values or labels a multi-class loss cannot use; return the inputs as
+    tensors (numpy arrays converted, :func:`as_tensor`), the target as int64."""
+    logits = _check_batch(logits, name, "K")
+    check_class_columns(logits, name)
+    target = _as_tensor_like(target, "target", logits)
+    return logits, check_class_targets(target, logits.shape[1], logits.shape[0])
 
 
-def check_multilabel_inputs(logits: torch.Tensor, targets: torch.Tensor, name: str = "logits") -> None:
-    """Raise a clear error for shapes, values or labels a multi-label loss cannot use."""
-    _check_batch(logits, name, "T")
+def check_multilabel_inputs(logits, targets, name: str = "logits") -> tuple[torch.Tensor, torch.Tensor]:
+    """Raise a clear error for shapes, values or labels a multi-label loss cannot use; return the inputs as
+    tensors (numpy arrays converted, :func:`as_tensor`)."""
+    logits = _check_batch(logits, name, "T")
+    targets = _as_tensor_like(targets, "targets", logits)
     if targets.shape != logits.shape:
         raise ValueError(
             f"targets must have the same (N, T) shape as logits, got {tuple(targets.shape)} vs {tuple(logits.shape)}"
@@ -167,3 +228,4 @@ def check_multilabel_inputs(logits: torch.Tensor, targets: torch.Tensor, name: s
         if not (low.item() == 0 and high.item() == 0):
             raise ValueError("multi-label targets must be 0 or 1; got other values (soft labels are not supported "
                              "here)")
+    return logits, targets

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import (Composite, MultiClassLoss, check_class_targets, check_finite, check_multiclass_inputs,
-                   check_number, promote_float)
+from .base import (Composite, MultiClassLoss, as_tensor, check_class_columns, check_class_targets,
+                   check_multiclass_inputs, check_number, prediction_logits, promote_float)
 
 __all__ = [
     "CrossEntropy",
@@ -48,7 +48,8 @@ class _SoftmaxLoss(MultiClassLoss):
     """MultiClassLoss whose softmax keeps float64 (for gradcheck); low precision still goes to float32."""
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
-        check_finite(logits)  # softmax of an infinite logit is a NaN row
+        logits = prediction_logits(logits)  # softmax of an infinite logit is a NaN row
+        check_class_columns(logits)
         return torch.softmax(promote_float(logits), dim=-1)
 
 
@@ -56,7 +57,7 @@ class CrossEntropy(_SoftmaxLoss):
     """Cross-entropy ``-log softmax(z)_y`` averaged over the batch (the baseline every other loss reduces to)."""
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        target = check_multiclass_inputs(logits, target)
+        logits, target = check_multiclass_inputs(logits, target)
         return F.cross_entropy(promote_float(logits), target)
 
 
@@ -96,7 +97,7 @@ class LabelSmoothing(_SoftmaxLoss):
             self.register_buffer("prior", prior_t.float())
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        target = check_multiclass_inputs(logits, target)
+        logits, target = check_multiclass_inputs(logits, target)
         logits = promote_float(logits)
         log_probs = F.log_softmax(logits, dim=1)
         ce = -_target_log_probs(log_probs, target)
@@ -136,7 +137,7 @@ class FocalLoss(_SoftmaxLoss):
         self.gamma = check_number("gamma", gamma, 0.0)
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        target = check_multiclass_inputs(logits, target)
+        logits, target = check_multiclass_inputs(logits, target)
         log_pt = _target_log_probs(F.log_softmax(promote_float(logits), dim=1), target)
         return _focal_terms(log_pt, self.gamma).mean()
 
@@ -158,7 +159,7 @@ class FLSD53(_SoftmaxLoss):
     gamma_high_pt = 3.0
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        target = check_multiclass_inputs(logits, target)
+        logits, target = check_multiclass_inputs(logits, target)
         log_pt = _target_log_probs(F.log_softmax(promote_float(logits), dim=1), target)
         gamma = self.sample_gamma(log_pt.detach())
         return _focal_terms(log_pt, gamma).mean()
@@ -192,7 +193,7 @@ class MbLS(_SoftmaxLoss):
         return logits.max(dim=1, keepdim=True).values - logits
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        target = check_multiclass_inputs(logits, target)
+        logits, target = check_multiclass_inputs(logits, target)
         logits = promote_float(logits)
         ce = F.cross_entropy(logits, target)
         if self.lam == 0.0:
@@ -273,7 +274,7 @@ class LSPlus(_SoftmaxLoss):
         return self.soft_targets.shape[0]
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        target = check_multiclass_inputs(logits, target)
+        logits, target = check_multiclass_inputs(logits, target)
         if logits.shape[1] != self.num_classes:
             raise ValueError(f"LSPlus was built for {self.num_classes} classes, logits have {logits.shape[1]}")
         logits = promote_float(logits)
@@ -297,6 +298,7 @@ def class_accuracy_from_predictions(probs_or_preds: torch.Tensor, labels: torch.
     """
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
         raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
+    probs_or_preds = as_tensor(probs_or_preds, "probs_or_preds")
     if probs_or_preds.ndim == 2:
         if probs_or_preds.shape[1] != num_classes:
             raise ValueError(f"probabilities have {probs_or_preds.shape[1]} columns but num_classes={num_classes}")
@@ -357,7 +359,7 @@ class _ProbabilityRegulariser(nn.Module):
     calls ``penalty``, which ``Composite`` calls directly on inputs the base loss has already checked."""
 
     def forward(self, probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        target = check_multiclass_inputs(probs, target, name="probs")
+        probs, target = check_multiclass_inputs(probs, target, name="probs")
         return self.penalty(probs, target)
 
     def penalty(self, probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -31,7 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from .base import MULTI_LABEL, Composite, MultiLabelLoss, check_multilabel_inputs, check_number, promote_float
+from .base import (MULTI_LABEL, Composite, MultiLabelLoss, as_tensor, check_multilabel_inputs, check_number,
+                   prediction_logits, promote_float)
 
 __all__ = [
     "BCE",
@@ -57,9 +58,9 @@ def _no_autocast(x: torch.Tensor):
     return contextlib.nullcontext()
 
 
-def _check_probability_inputs(probs: torch.Tensor, targets: torch.Tensor) -> None:
-    """Shape / label checks of base.py plus: probabilities must be floating point in [0, 1]."""
-    check_multilabel_inputs(probs, targets, name="probs")
+def _check_probability_inputs(probs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Shape / label checks of base.py plus: probabilities must be floating point in [0, 1]. Returns tensors."""
+    probs, targets = check_multilabel_inputs(probs, targets, name="probs")
     if not probs.dtype.is_floating_point:
         raise TypeError(f"probs must be a floating-point tensor, got dtype {probs.dtype}")
     if probs.numel():
@@ -67,6 +68,7 @@ def _check_probability_inputs(probs: torch.Tensor, targets: torch.Tensor) -> Non
         if not (low.item() >= 0.0 and high.item() <= 1.0):  # also catches NaN
             raise ValueError("probs must lie in [0, 1]: a regulariser takes the base loss's predict_proba(logits), "
                              "not logits (compose it with helpers.losses.base.Composite)")
+    return probs, targets
 
 
 class _ElementwiseLoss(MultiLabelLoss):
@@ -76,7 +78,7 @@ class _ElementwiseLoss(MultiLabelLoss):
         raise NotImplementedError
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        check_multilabel_inputs(logits, targets)
+        logits, targets = check_multilabel_inputs(logits, targets)
         with _no_autocast(logits):
             logits = promote_float(logits)
             targets = targets.to(logits.dtype)
@@ -84,6 +86,7 @@ class _ElementwiseLoss(MultiLabelLoss):
             return (targets * loss_pos + (1.0 - targets) * loss_neg).mean()
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        logits = prediction_logits(logits)  # as the multi-class losses: no NaN or saturated read-out of a diverged run
         with _no_autocast(logits):
             return torch.sigmoid(promote_float(logits))
 
@@ -96,7 +99,7 @@ class BCE(_ElementwiseLoss):
         return F.softplus(-logits), F.softplus(logits)
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        check_multilabel_inputs(logits, targets)
+        logits, targets = check_multilabel_inputs(logits, targets)
         with _no_autocast(logits):
             logits = promote_float(logits)
             return F.binary_cross_entropy_with_logits(logits, targets.to(logits.dtype))
@@ -217,8 +220,7 @@ def phi_recovery(probs: torch.Tensor, gamma_pos: float, gamma_neg: float, margin
     gamma_pos = check_number("gamma_pos", gamma_pos, 0.0)
     gamma_neg = check_number("gamma_neg", gamma_neg, 0.0)
     margin = check_number("margin", margin, 0.0, 1.0, high_open=True)
-    if not torch.is_tensor(probs):
-        raise TypeError(f"probs must be a torch.Tensor, got {type(probs).__name__}")
+    probs = as_tensor(probs, "probs")
     if probs.numel() and not bool(((probs >= 0) & (probs <= 1)).all()):
         raise ValueError("probs must be probabilities in [0, 1] (pass sigmoid(logits), not logits)")
     out_dtype = probs.dtype if probs.dtype.is_floating_point else torch.float32
@@ -276,12 +278,14 @@ class SPA(_ElementwiseLoss):
 
     def predict_log_proba(self, logits: torch.Tensor) -> torch.Tensor:
         """log η̂(v) of the derived inverse link (log space; −∞ never occurs for finite logits up to ±1e4)."""
+        logits = prediction_logits(logits)
         with _no_autocast(logits):
             log_neg, log_pos = self._log_link_terms(promote_float(logits))
             return log_neg - torch.logaddexp(log_neg, log_pos)
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
         """η̂(v), the inverse link; equals σ(log ℓ₋'(v) − log(−ℓ₊'(v))), a sigmoid of a log-ratio."""
+        logits = prediction_logits(logits)
         with _no_autocast(logits):
             log_neg, log_pos = self._log_link_terms(promote_float(logits))
             return torch.sigmoid(log_neg - log_pos)
@@ -299,7 +303,7 @@ def spa_link_as_printed(logits: torch.Tensor, zeta_pos: float = 1.0, k_pos: floa
 
     It decreases with v and is 1 − σ(v) at (1, 1, 0, 1, 1, 0); :meth:`SPA.predict_proba` is the derived link.
     """
-    logits = promote_float(logits)
+    logits = promote_float(as_tensor(logits))
     log_a = math.log(k_neg / zeta_neg) + F.logsigmoid(-k_neg * (logits - b_neg))
     log_b = math.log(k_pos / zeta_pos) + F.logsigmoid(k_pos * (logits - b_pos))
     return torch.sigmoid(log_a - log_b)
@@ -333,7 +337,7 @@ class LPR(nn.Module):
     task = MULTI_LABEL
 
     def forward(self, probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        _check_probability_inputs(probs, targets)
+        probs, targets = _check_probability_inputs(probs, targets)
         return self.penalty(probs, targets)
 
     def penalty(self, probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -417,7 +421,7 @@ class LDACE(MultiLabelLoss):
         self.diagonal = diagonal
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        check_multilabel_inputs(logits, targets)
+        logits, targets = check_multilabel_inputs(logits, targets)
         with _no_autocast(logits):
             logits = promote_float(logits)
             needs_grad = logits.requires_grad and torch.is_grad_enabled()
@@ -433,6 +437,7 @@ class LDACE(MultiLabelLoss):
         return -log_p, -log_1mp
 
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        logits = prediction_logits(logits)
         with _no_autocast(logits):
             logits = promote_float(logits)
             if self.diagonal == "p_squared":
@@ -550,7 +555,7 @@ class CanonicalCalibrationLoss(nn.Module):
         self.n_bins = n_bins
 
     def forward(self, probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        _check_probability_inputs(probs, targets)
+        probs, targets = _check_probability_inputs(probs, targets)
         return self.penalty(probs, targets)
 
     def penalty(self, probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
