@@ -108,7 +108,7 @@ from helpers.metrics import _check_n_bins, _equal_width_bin_index, _multiclass_i
 __all__ = [
     "BrierDecomposition", "ScoreDecomposition", "RECALIBRATIONS",
     "brier_decomposition", "multilabel_brier_decomposition", "nll_decomposition", "multilabel_nll_decomposition",
-    "decomposition_summaries", "decomposition_table", "COLUMNS",
+    "decomposition_summaries", "decomposition_table", "decomposition_grid", "COLUMNS",
 ]
 
 RECALIBRATIONS = ("isotonic", "binned")
@@ -353,3 +353,22 @@ def decomposition_table(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]]
     rows = {m: {header: round(summaries[m][key]["mean"], digits) for key, header in columns.items()} for m in models}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("model")
 
+
+
+def decomposition_grid(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                       grid: Mapping[str, Mapping[str, str]], components: Mapping[str, str] | None = None,
+                       digits: int = 4) -> pd.DataFrame:
+    """A compact comparison: rows = ``grid``'s keys, ``grid[row]`` = {column group: model key of ``summaries``},
+    columns = (group, component header) for each of ``components`` (key -> header; default reliability and
+    resolution of the Brier score), cells = the mean over training seeds, rounded to ``digits``. E.g. rows = losses,
+    groups = "<recipe>" and "<recipe> + TS", to show what temperature scaling does to each component."""
+    components = dict(components or {"brier_reliability": "REL", "brier_resolution": "RES"})
+    missing = sorted({key for groups in grid.values() for key in groups.values() if key not in summaries})
+    if missing:
+        raise KeyError(f"no decomposition for model(s) {missing}; computed: {list(summaries)}")
+    rows = {row: {(group, header): round(summaries[key][component]["mean"], digits)
+                  for group, key in groups.items() for component, header in components.items()}
+            for row, groups in grid.items()}
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.columns = pd.MultiIndex.from_tuples(table.columns)
+    return table

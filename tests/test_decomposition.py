@@ -192,3 +192,16 @@ def test_summaries_and_table_follow_the_per_seed_values():
     assert table.loc["model b", "reliability"] == round(first.reliability, 3)
     with pytest.raises(KeyError, match="no decomposition for model"):
         decomposition.decomposition_table(summaries, models=["model c"])
+
+
+def test_grid_puts_each_model_under_its_group():
+    probs = {name: [random_multiclass(200, 3, seed)[0]] for seed, name in enumerate(["a", "a + TS", "b", "b + TS"])}
+    labels = random_multiclass(200, 3, 9)[1]
+    summaries = decomposition.decomposition_summaries(probs, labels)
+    grid = {"a": {"raw": "a", "+ TS": "a + TS"}, "b": {"raw": "b", "+ TS": "b + TS"}}
+    table = decomposition.decomposition_grid(summaries, grid, digits=6)
+    assert table.shape == (2, 4)
+    assert table.loc["b", ("+ TS", "RES")] == round(summaries["b + TS"]["brier_resolution"]["mean"], 6)
+    assert table.loc["a", ("raw", "REL")] == round(summaries["a"]["brier_reliability"]["mean"], 6)
+    with pytest.raises(KeyError, match="no decomposition for model"):
+        decomposition.decomposition_grid(summaries, {"c": {"raw": "c"}})
