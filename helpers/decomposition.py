@@ -108,7 +108,7 @@ from helpers.metrics import _check_n_bins, _equal_width_bin_index, _multiclass_i
 __all__ = [
     "BrierDecomposition", "ScoreDecomposition", "RECALIBRATIONS",
     "brier_decomposition", "multilabel_brier_decomposition", "nll_decomposition", "multilabel_nll_decomposition",
-    "decomposition_summaries", "decomposition_table", "decomposition_grid", "COLUMNS",
+    "decomposition_summaries", "decomposition_table", "decomposition_grid", "results_record", "COLUMNS",
 ]
 
 RECALIBRATIONS = ("isotonic", "binned")
@@ -372,3 +372,22 @@ def decomposition_grid(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]],
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.columns = pd.MultiIndex.from_tuples(table.columns)
     return table
+
+
+def results_record(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]], multilabel: bool = False,
+                   n_bins: int = metrics.DEFAULT_N_BINS, recalibration: str = "isotonic") -> dict[str, Any]:
+    """The block a notebook stores in its results JSON: how the components were computed, and every model's
+    per-seed components (:func:`decomposition_summaries`, called with the same ``multilabel``, ``n_bins`` and
+    ``recalibration``)."""
+    brier = ("per label, averaged over labels" if multilabel else "one-vs-rest per class, summed over classes")
+    return {
+        "method": {
+            "brier": f"Murphy (1973) REL - RES + UNC with the within-bin terms of Stephenson et al. (2008), {brier}; "
+                     f"{n_bins} equal-width bins; brier_within_bin = WBV - WBC",
+            "nll": f"calibration = NLL - NLL(recalibrated), refinement = NLL(recalibrated), resolution = uncertainty "
+                   f"- refinement (DeGroot & Fienberg 1983; Bröcker 2009); {recalibration} recalibration fitted "
+                   "on the evaluated (test) data itself: an in-sample estimate"
+                   + ("" if multilabel else ", rank by rank (helpers.decomposition)"),
+        },
+        "models": {model: dict(components) for model, components in summaries.items()},
+    }

@@ -205,3 +205,11 @@ def test_grid_puts_each_model_under_its_group():
     assert table.loc["a", ("raw", "REL")] == round(summaries["a"]["brier_reliability"]["mean"], 6)
     with pytest.raises(KeyError, match="no decomposition for model"):
         decomposition.decomposition_grid(summaries, {"c": {"raw": "c"}})
+
+
+def test_results_record_names_the_method_and_keeps_every_model():
+    probs, labels = random_multilabel(300, 3, 0)
+    summaries = decomposition.decomposition_summaries({"m": [probs]}, labels, multilabel=True)
+    record = decomposition.results_record(summaries, multilabel=True)
+    assert "per label" in record["method"]["brier"] and "isotonic" in record["method"]["nll"]
+    assert record["models"]["m"]["nll_calibration"] == summaries["m"]["nll_calibration"]
