@@ -24,7 +24,7 @@ to 0), and sum_{i in b} (o_i - ō_b)^2 = n_b ō_b (1 - ō_b). Summing over bins 
     WBC = (2/N) sum_b sum_{i in b} (o_i - ō_b)(p_i - p̄_b)            within-bin covariance (x 2)
 
 Murphy's (1973) partition BS = REL - RES + UNC is exact only when every forecast in a bin is identical; WBV and WBC
-(Stephenson et al. 2008, eqs. 9-10) are what binning non-identical forecasts adds, so (1) holds to float precision
+(Stephenson et al. 2008) are what binning non-identical forecasts adds, so (1) holds to float precision
 for any bins. A constant forecast equal to the base rate has one bin with p̄ = ō: REL = RES = WBV = WBC = 0 and
 BS = UNC. It is perfectly calibrated and has no resolution: the lowest score reachable without looking at the image.
 
@@ -40,7 +40,7 @@ Multi-label (the course's :func:`helpers.metrics.multilabel_brier` is the MEAN o
 
 NLL: the calibration–refinement decomposition of a proper score (DeGroot & Fienberg 1983; Bröcker 2009)
 --------------------------------------------------------------------------------------------------------
-For a proper score S and forecasts p with recalibrated forecast π(p) = P(Y | p), Bröcker (2009, eq. 16) shows
+For a proper score S and forecasts p with recalibrated forecast π(p) = P(Y | p), Bröcker (2009) shows
 
     E S(p, Y) = E d(p, π(p))  +  E S(π(p), Y),            E S(π(p), Y) = UNC - RES,                   (2)
                 [calibration]    [refinement]
@@ -79,9 +79,10 @@ miscalibration at equal confidence is missed), and the resolution is computed as
 Bias of the estimates (they are estimates, not the population values): fitting the map on the evaluated data
 makes NLL(q) optimistic, so the calibration term and the resolution are OVER-estimated (most at small N and with
 many isotonic steps or bins; for a calibrated model the calibration term stays > 0 on average, as binned ECE does,
-notebook 01 section 3); restricting the map (bins, monotone, top-label only) pulls the other way, UNDER-estimating
-the calibration term. The same holds for REL and RES in (1): REL of a calibrated forecast is > 0 on average by
-about (number of non-empty bins) x ō(1 - ō) / N. Compare models on the same test set and bins, as the course does.
+notebook 01 section 3); restricting the map (bins, monotone, rank by rank) pulls the other way, UNDER-estimating
+the calibration term. The same holds for REL and RES in (1): the sampling noise of the bin frequencies adds about
+sum_b p̄_b (1 - p̄_b) / N (at most n_bins / (4 N) per class) to both, so a calibrated forecast has REL > 0 on average.
+Compare models on the same test set and bins, as the course does.
 
 References: A. H. Murphy (1973) "A new vector partition of the probability score", J. Appl. Meteor. 12: 595-600;
 D. B. Stephenson, C. A. S. Coelho & I. T. Jolliffe (2008) "Two extra components in the Brier score decomposition",
@@ -92,8 +93,9 @@ proper scores", Q. J. R. Meteorol. Soc. 135: 1512-1519.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -103,12 +105,26 @@ from sklearn.isotonic import IsotonicRegression
 from helpers import metrics, stats
 
 # the metrics' own input checks and binning, so the decomposition and the metrics read inputs and bins alike
-from helpers.metrics import _check_n_bins, _equal_width_bin_index, _multiclass_inputs, _multilabel_inputs
+from helpers.metrics import (
+    _check_n_bins,
+    _equal_width_bin_index,
+    _multiclass_inputs,
+    _multilabel_inputs,
+)
 
 __all__ = [
-    "BrierDecomposition", "ScoreDecomposition", "RECALIBRATIONS",
-    "brier_decomposition", "multilabel_brier_decomposition", "nll_decomposition", "multilabel_nll_decomposition",
-    "decomposition_summaries", "decomposition_table", "decomposition_grid", "results_record", "COLUMNS",
+    "COLUMNS",
+    "RECALIBRATIONS",
+    "BrierDecomposition",
+    "ScoreDecomposition",
+    "brier_decomposition",
+    "decomposition_grid",
+    "decomposition_summaries",
+    "decomposition_table",
+    "multilabel_brier_decomposition",
+    "multilabel_nll_decomposition",
+    "nll_decomposition",
+    "results_record",
 ]
 
 RECALIBRATIONS = ("isotonic", "binned")
@@ -140,7 +156,8 @@ class BrierDecomposition:
 
 @dataclass(frozen=True)
 class ScoreDecomposition:
-    """NLL = calibration + refinement, refinement = uncertainty - resolution (eq. 2), estimated with ``recalibration``."""
+    """NLL = calibration + refinement, refinement = uncertainty - resolution (eq. 2), estimated by ``recalibration``
+    (the map fitted on the evaluated data: "isotonic" or "binned")."""
 
     score: float
     calibration: float
