@@ -351,6 +351,11 @@ def decomposition_summaries(probs_by_model: Mapping[str, Sequence[Any]], labels:
     return out
 
 
+def _rounded(value: float, digits: int) -> float:
+    """round(value, digits), with a rounded -0.0 shown as 0.0."""
+    return round(value, digits) + 0.0
+
+
 COLUMNS = {
     "brier": "Brier", "brier_reliability": "reliability", "brier_resolution": "resolution",
     "brier_uncertainty": "uncertainty", "brier_within_bin": "within-bin",
@@ -367,7 +372,7 @@ def decomposition_table(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]]
     missing = [m for m in models if m not in summaries]
     if missing:
         raise KeyError(f"no decomposition for model(s) {missing}; computed: {list(summaries)}")
-    rows = {m: {header: round(summaries[m][key]["mean"], digits) for key, header in columns.items()} for m in models}
+    rows = {m: {header: _rounded(summaries[m][key]["mean"], digits) for key, header in columns.items()} for m in models}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("model")
 
 
@@ -383,7 +388,7 @@ def decomposition_grid(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]],
     missing = sorted({key for groups in grid.values() for key in groups.values() if key not in summaries})
     if missing:
         raise KeyError(f"no decomposition for model(s) {missing}; computed: {list(summaries)}")
-    rows = {row: {(group, header): round(summaries[key][component]["mean"], digits)
+    rows = {row: {(group, header): _rounded(summaries[key][component]["mean"], digits)
                   for group, key in groups.items() for component, header in components.items()}
             for row, groups in grid.items()}
     table = pd.DataFrame.from_dict(rows, orient="index")

@@ -213,3 +213,9 @@ def test_results_record_names_the_method_and_keeps_every_model():
     record = decomposition.results_record(summaries, multilabel=True)
     assert "per label" in record["method"]["brier"] and "isotonic" in record["method"]["nll"]
     assert record["models"]["m"]["nll_calibration"] == summaries["m"]["nll_calibration"]
+
+
+def test_table_shows_a_tiny_negative_component_as_zero_not_minus_zero():
+    summaries = {"m": {key: {"mean": -1e-17, "sd": None, "per_seed": [-1e-17]} for key in decomposition.COLUMNS}}
+    table = decomposition.decomposition_table(summaries, digits=4)
+    assert str(table.loc["m", "within-bin"]) == "0.0"
