@@ -59,6 +59,8 @@ The first sum is exact by construction. Recalibration maps (``recalibration=``):
   maps (Barlow et al. 1972; Brümmer & du Preez 2013); the identity is one of them, so NLL(q) <= NLL(p) and the
   calibration term is >= 0 on the fitted data. Its level sets are blocks whose value is the blocks' outcome
   frequency, so q is calibrated in-sample and, for binary forecasts, refinement = UNC - E KL(q || ō) exactly.
+  For binary forecasts this is the CORP decomposition of Dimitriadis, Gneiting & Jordan (2021): calibration =
+  their MCB, resolution = their DSC (also in the R package reliabilitydiag and the Python package model-diagnostics).
   Binary isotonic refinement depends on the forecasts only through their ranks: any strictly increasing map of p
   (a temperature, Platt scaling) leaves it unchanged, which is why such maps cannot buy resolution.
 * ``"binned"``: q = the outcome frequency of the forecast's equal-width bin (histogram binning). Also calibrated
@@ -88,7 +90,8 @@ References: A. H. Murphy (1973) "A new vector partition of the probability score
 D. B. Stephenson, C. A. S. Coelho & I. T. Jolliffe (2008) "Two extra components in the Brier score decomposition",
 Weather and Forecasting 23: 752-757; M. H. DeGroot & S. E. Fienberg (1983) "The comparison and evaluation of
 forecasters", The Statistician 32: 12-22; J. Bröcker (2009) "Reliability, sufficiency, and the decomposition of
-proper scores", Q. J. R. Meteorol. Soc. 135: 1512-1519.
+proper scores", Q. J. R. Meteorol. Soc. 135: 1512-1519; T. Dimitriadis, T. Gneiting & A. I. Jordan (2021) "Stable
+reliability diagrams for probabilistic classifiers", PNAS 118: e2016191118.
 """
 
 from __future__ import annotations
