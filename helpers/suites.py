@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable
 import torch
 from torch import nn
 
-from . import course, data, experiments, models
+from . import course, data, experiments, models, run_log
 from .losses import (DCA, FLSD53, MDCA, CrossEntropy, FocalLoss, LabelSmoothing, LSPlus, MbLS,
                      class_accuracy_from_predictions, class_frequencies)
 
@@ -120,8 +120,11 @@ def _ccl_loss(cfg: Any, bundle: Any, model: str, lr_ccl: float, seed: int) -> nn
 
 
 RunKey = tuple[str, str, int]  # (recipe, loss display name, seed)
+#: every suite below prints one summary line for the runs it loads (helpers.run_log; CALIBMED_VERBOSE=1 lists them)
+summarised = run_log.summarised(lambda: experiments.training_version())
 
 
+@summarised
 def multiclass_runs(cfg: Any, bundle: Any, losses: Iterable[str] = MULTICLASS_LOSSES,
                     recipes: Iterable[str] = RECIPE_NAMES) -> dict[RunKey, experiments.TrainedRun]:
     """Every (recipe, loss, seed) run of the course's multi-class comparison.
@@ -147,6 +150,7 @@ def multiclass_runs(cfg: Any, bundle: Any, losses: Iterable[str] = MULTICLASS_LO
     return runs
 
 
+@summarised
 def margin_sweep_runs(cfg: Any, bundle: Any) -> dict[tuple[float, int], experiments.TrainedRun]:
     """Notebook 03: MbLS at each margin of ``cfg.sweep_margins`` under ``cfg.sweep_recipe``, every seed."""
     recipe = cfg.sweep_recipe
@@ -160,6 +164,7 @@ def margin_sweep_runs(cfg: Any, bundle: Any) -> dict[tuple[float, int], experime
     return runs
 
 
+@summarised
 def ccl_sweep_runs(cfg: Any, bundle: Any) -> dict[tuple[str, int], experiments.TrainedRun]:
     """Notebook 05: CCL-Net at each rate of ``cfg.sweep_lr_ccl`` and the label-smoothing baselines LSR-u / LSR-a
     at each ε of ``cfg.smoothing_epsilons``, under ``cfg.sweep_recipe``, every seed."""
@@ -183,6 +188,7 @@ def ccl_sweep_runs(cfg: Any, bundle: Any) -> dict[tuple[str, int], experiments.T
     return runs
 
 
+@summarised
 def synthetic_ccl_runs(cfg: Any, synthetic: Any) -> dict[int, experiments.TrainedRun]:
     """Notebook 05: CCL-Net on the synthetic DermaMNIST-like set (whose true class similarity is known)."""
     recipe = cfg.sweep_recipe
@@ -197,6 +203,7 @@ def synthetic_ccl_runs(cfg: Any, synthetic: Any) -> dict[int, experiments.Traine
 # multi-label (notebooks 08–11)
 
 
+@summarised
 def multilabel_runs(cfg: Any, bundle: Any, losses: Iterable[str]) -> dict[tuple[str, int], experiments.TrainedRun]:
     """Every (loss, seed) run of the multi-label comparison on ``bundle`` (losses by
     :func:`helpers.multilabel_analysis.course_losses` name)."""
@@ -240,6 +247,7 @@ def _declare_05(cfg: Any) -> None:
 SPA_LPR_LOSSES = ("BCE", "focal", "ASL", "SPA", "SPA+LPR", "BCE+LPR")
 
 
+@summarised
 def spa_lpr_runs(cfg: Any, bundles: dict[str, Any]) -> dict[str, dict[tuple[str, int], experiments.TrainedRun]]:
     """Notebook 08: the runs of :data:`SPA_LPR_LOSSES` among ``cfg.losses`` on ``bundles["coupled"]`` and among
     ``cfg.independent_losses`` on ``bundles["independent"]`` (when that set is configured)."""
