@@ -34,8 +34,8 @@ older code until retrained.
 
 **Local cache** (``runs/cache/<key>-<training version>.pt``, never committed): runs of other profiles, with their
 weights, keyed by the definition *and* the training version, so any change of behaviour retrains.
-``CALIBMED_NO_CACHE=1`` bypasses the local cache; ``CALIBMED_RETRAIN=1`` also ignores stored runs and retrains (and
-re-stores) them.
+``CALIBMED_NO_CACHE=1`` bypasses the local cache; ``CALIBMED_RETRAIN=1`` also retrains (and re-stores) every stored
+run whose training version is not today's, and loads the others: a retrain ends, and resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -357,6 +357,16 @@ def is_current(meta: dict[str, Any]) -> bool:
     return meta.get("training_version") == training_version()
 
 
+def _from_older_code(path: Path) -> bool:
+    """Whether a stored run was trained by older training code (or its metadata cannot be read): what
+    ``CALIBMED_RETRAIN=1`` retrains. Runs of today's code are kept, so a retrain ends and resumes where it stopped."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            return not is_current(json.loads(stored["meta"].tobytes()))
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return True
+
+
 def _report_run(run: TrainedRun, bundle: Any, config: train.TrainConfig, line: str | None,
                 meta: dict[str, Any]) -> None:
     """Hand a loaded or trained run to :func:`helpers.run_log.report` (one summary per suite)."""
@@ -381,7 +391,7 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
     cache = cache and not _flag("CALIBMED_NO_CACHE") and not retrain
     key = run_key(bundle, model_name, loss, config)
     store_path = stored_run_path(bundle, key, stored_dir)
-    if stored and not retrain and store_path.exists():
+    if stored and store_path.exists() and not (retrain and _from_older_code(store_path)):
         try:
             meta, run = load_stored_run(store_path, bundle, loss, key)
             run.name = name

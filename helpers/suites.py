@@ -10,7 +10,8 @@ it does not (:func:`helpers.experiments.train_run`). The command
 builds the same configurations from each notebook's ``PROFILES`` table and trains every declared run that is not
 stored yet, one at a time (or ``--workers`` processes side by side on a GPU), storing each as it finishes: stop it
 at any point and it resumes where it stopped. In the ``reference`` profile runs are stored in ``stored_runs/``
-(committed); in the other profiles they go to the local cache. ``CALIBMED_RETRAIN=1`` retrains stored runs.
+(committed); in the other profiles they go to the local cache. ``CALIBMED_RETRAIN=1`` retrains the stored runs
+that older training code produced (:func:`helpers.experiments.is_current`), so a retrain resumes too.
 
 Training seeds: a configuration's ``seeds`` knob (``[0, 1, 2]`` in the reference profile), else ``[seed]``.
 """

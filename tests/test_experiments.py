@@ -181,9 +181,29 @@ def test_a_stored_run_for_other_test_images_or_a_damaged_file_is_not_served(tmp_
     again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
                                   stored_dir=tmp_path)
     assert again.source == "trained" and str(path) in capsys.readouterr().out
+
+
+def test_retrain_replaces_stored_runs_of_older_code_and_keeps_current_ones(tmp_path, monkeypatch):
+    """CALIBMED_RETRAIN=1 (make reference-runs RETRAIN=1) retrained every stored run in every planning round of
+    helpers.suites.train_declared, so the command never ended; now it retrains the runs whose training version is
+    not today's, so it ends, and an interrupted retrain resumes where it stopped."""
+    bundle = tiny_bundle()
+    monkeypatch.setattr(experiments, "training_version", lambda: "older-code")
+    experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    monkeypatch.setattr(experiments, "training_version", lambda: "today")
     monkeypatch.setenv("CALIBMED_RETRAIN", "1")
-    assert experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
-                                 stored_dir=tmp_path).source == "trained"
+    with experiments.planning() as plan:
+        experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    assert len(plan) == 1  # planned: its stored run is older code
+    retrained = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
+                                      stored_dir=tmp_path)
+    assert retrained.source == "trained"
+    path = experiments.stored_run_path(bundle, retrained.key, tmp_path)
+    assert experiments.load_stored_run(path, bundle, CrossEntropy(), retrained.key)[0]["training_version"] == "today"
+    with experiments.planning() as plan:
+        again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
+                                      stored_dir=tmp_path)
+    assert plan == [] and again.source == "stored"
 
 
 def test_cache_can_be_disabled(tmp_path, monkeypatch):
