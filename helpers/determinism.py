@@ -32,9 +32,11 @@ import torch  # noqa: E402  (after the variable: CUDA must not start before it i
 
 
 def check_cublas_workspace() -> None:
-    """Raise when CUDA runs with a cuBLAS workspace setting that is not deterministic."""
+    """Raise when CUDA runs with a cuBLAS workspace setting that is not deterministic. Only an initialised CUDA is
+    asked (``is_available`` would start the driver before ``helpers.suites`` forks its workers); before that,
+    PyTorch itself refuses a cuBLAS call in deterministic mode without the setting."""
     value = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
-    if torch.cuda.is_available() and value not in _DETERMINISTIC_WORKSPACES:
+    if torch.cuda.is_initialized() and value not in _DETERMINISTIC_WORKSPACES:
         raise RuntimeError(f"CUBLAS_WORKSPACE_CONFIG is {value!r}: deterministic training on CUDA needs "
                            f"{CUBLAS_WORKSPACE!r} (or ':16:8'), set before CUDA initialises. Unset it or export "
                            f"CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} and restart the kernel.")

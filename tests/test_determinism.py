@@ -4,6 +4,7 @@ how it was trained."""
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -72,7 +73,7 @@ def test_deterministic_mode_restores_the_previous_settings_even_after_an_error()
 
 
 def test_a_cublas_setting_that_is_not_deterministic_is_refused_on_cuda(monkeypatch):
-    monkeypatch.setattr(determinism.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(determinism.torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":0:0")
     with pytest.raises(RuntimeError, match="CUBLAS_WORKSPACE_CONFIG is ':0:0'.*:4096:8"):
         with determinism.deterministic():
@@ -86,6 +87,8 @@ def test_importing_the_training_engine_sets_the_cublas_workspace_before_cuda_sta
     environment = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
     code = ("import os, helpers.train, torch; "
             "print(os.environ['CUBLAS_WORKSPACE_CONFIG'], torch.cuda.is_initialized())")
-    done = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=300)
+    root = Path(determinism.__file__).resolve().parent.parent  # "-c" puts the working folder first on the path
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=environment, capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == [":4096:8", "False"]
