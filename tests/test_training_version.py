@@ -33,7 +33,7 @@ def test_the_probe_covers_every_trained_loss_and_model():
     names = [name for name, _ in training_version.probe_outputs()]
     assert {f"loss {n}" for n in multilabel_analysis.LOSS_NAMES} <= set(names)
     multiclass = set(suites.MULTICLASS_LOSSES) - {"CCL-Net"}  # CCL-Net's hooks are probed through fit
-    assert {f"loss {n}" for n in multiclass} <= set(names) and "fit CCL-Net history" in names
+    assert {f"loss {n}" for n in multiclass} <= set(names) and "CCL-Net head step" in names
     assert {"model small_cnn", "model small_cnn_wide", "model resnet18"} <= set(names)
 
 
@@ -47,11 +47,23 @@ def test_an_unused_metric_leaves_the_version_and_a_loss_edit_changes_it(monkeypa
     assert training_version.compute_training_version() != today
 
 
-def test_rounding_hides_last_bits_only():
-    a = torch.tensor([1.0, -0.0, 123456.789, float("nan")], dtype=torch.float64)
-    b = a + torch.tensor([1e-12, 0.0, 1e-9, 0.0], dtype=torch.float64)
-    assert training_version._rounded(a, 8) == training_version._rounded(b, 8) == "1,0,123456.79,nan"
-    assert training_version._rounded(a * 1.0001, 8) != training_version._rounded(a, 8)
+def test_rounding_hides_last_bits_only_also_near_zero():
+    a = torch.tensor([1e-12, -0.0, 0.5, -0.123456789, float("nan")], dtype=torch.float64)
+    b = a + torch.tensor([3e-12, 0.0, 1e-12, -1e-12, 0.0], dtype=torch.float64)
+    assert training_version._rounded(a, 4) == training_version._rounded(b, 4) == "1:0,0,5000,-1235,nan"
+    assert training_version._rounded(a * 1.001, 4) != training_version._rounded(a, 4)
+
+
+def test_the_version_is_the_same_with_plain_and_vectorised_cpu_kernels():
+    """Another CPU runs other kernels: PyTorch's plain ones (ATEN_CPU_CAPABILITY=default) must give today's version."""
+    environment = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    done = subprocess.run([sys.executable, "-c", VERSION_SCRIPT.replace("ex.training_version()",
+                                                                        "ex.training_version(), 'cpu': __import__("
+                                                                        "'torch').backends.cpu.get_cpu_capability()")],
+                          cwd=HELPERS.parent, env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outcome == {"version": training_version.training_version(), "cpu": "DEFAULT"}
 
 
 def _copy_of_helpers(root: Path) -> Path:
