@@ -3,7 +3,7 @@
 Issue 19 measured on an H100 that, under the over-fitting recipe, a run's numbers depend on which kernels ran: two
 runs of one seed with cuDNN's autotuner agreed, but deterministic cuDNN algorithms gave a third answer (test NLL
 1.600 against 1.073). :func:`deterministic` therefore wraps every training run (:func:`helpers.train.fit`) and
-prediction of a stored run:
+the prediction of the logits a trained run stores (:func:`helpers.experiments.train_run`):
 
 * ``torch.use_deterministic_algorithms(True)``: an operation without a deterministic implementation raises
   instead of silently varying (PyTorch, "Reproducibility");
