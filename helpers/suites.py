@@ -367,8 +367,9 @@ def train_declared(notebooks: list[str], profile: str, knobs: dict[str, Any], wo
 
 def stored_run_records(root: Any = None) -> list[dict[str, Any]]:
     """One record per stored reference run (``stored_runs/<dataset>/<key>.npz``, or under ``root``), read from its
-    metadata only: dataset, model, epochs, training images, schedule, name, device and the seconds it trained
-    (notebook 00 tabulates them). Sorted by dataset, model and name."""
+    metadata only: dataset, model, epochs, training images, schedule, name, device, the seconds it trained (notebook
+    00 tabulates them), its key and whether it is current (:func:`helpers.experiments.is_current`). Sorted by
+    dataset, model and name."""
     import json
     from pathlib import Path
 
@@ -384,11 +385,23 @@ def stored_run_records(root: Any = None) -> list[dict[str, Any]]:
                             "epochs": int(definition["config"]["epochs"]),
                             "n_train": int(definition["split_sizes"]["train"]),
                             "schedule": definition["config"]["schedule"], "name": meta["name"],
-                            "device": meta.get("device", ""), "seconds": float(meta["seconds"])})
+                            "device": meta.get("device", ""), "seconds": float(meta["seconds"]),
+                            "key": path.stem, "current": experiments.is_current(meta)})
         except (OSError, ValueError, KeyError) as error:
             raise experiments.DamagedRunError(f"{path}: cannot read this stored run's metadata "
                                               f"({type(error).__name__}: {error})") from error
     return sorted(records, key=lambda r: (r["dataset"], r["model"], r["name"]))
+
+
+def report_runs_of_older_code(root: Any = None) -> None:
+    """Name the stored runs of older training code. After ``CALIBMED_RETRAIN=1`` every declared run is current, so
+    these are runs no notebook declares any more (an LS+ run's key follows its retrained cross-entropy run)."""
+    older = [record for record in stored_run_records(root) if not record["current"]]
+    if older:
+        print(f"{len(older)} stored run(s) of older training code remain; after a complete RETRAIN=1 no notebook "
+              "declares them (git rm them):")
+        for record in older:
+            print(f"  stored_runs/{record['dataset']}/{record['key']}.npz  ({record['name']})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -413,6 +426,8 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     count = train_declared(notebooks, args.profile, knobs, args.workers)
     print(f"trained {count} runs in {time.perf_counter() - started:.0f} s; every declared run is present", flush=True)
+    if args.profile == "reference":
+        report_runs_of_older_code()
 
 
 if __name__ == "__main__":
