@@ -67,7 +67,7 @@ def test_deterministic_mode_restores_the_previous_settings_even_after_an_error()
     with pytest.raises(ZeroDivisionError):
         with determinism.deterministic():
             assert torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.benchmark
-            1 / 0
+            raise ZeroDivisionError("a failing training step")
     assert (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark,
             torch.backends.cudnn.deterministic) == before
 

@@ -1,7 +1,5 @@
 """Recipes and the run cache: a cached run must reproduce the trained one, and any change must miss the cache."""
 
-from pathlib import Path
-
 import pytest
 import torch
 
