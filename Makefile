@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # PROFILE=reference re-executes the committed notebooks from the stored runs in stored_runs/ (minutes);
-# RETRAIN=1 trains every run again instead of loading it (hours on a CPU, minutes on a GPU).
+# RETRAIN=1 trains again every stored run that older training code produced (hours on a CPU, minutes on a GPU).
 course: venv
 	$(if $(RETRAIN),CALIBMED_RETRAIN=1) $(PY) -m helpers.course run $(if $(PROFILE),--profile $(PROFILE))
 
@@ -79,6 +79,7 @@ bench: venv
 	$(PY) bench/bench_metrics.py
 	$(PY) bench/bench_multilabel_losses.py
 	$(PY) bench/bench_paired_bootstrap.py
+	$(PY) bench/bench_determinism.py
 
 clean:
 	rm -rf build runs

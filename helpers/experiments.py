@@ -13,39 +13,47 @@ over-correct. Every comparison therefore runs under two recipes, defined here on
 **What defines a run** (:func:`run_definition`): the data set's name, the size and content (a hash) of its
 training, validation *and* test splits, the model, the loss (class, hyper-parameters and initial state), the
 training configuration (recipe settings, epochs, batch size, rate, seed). Where the data live, the device and the
-code version do not define a run: the key (:func:`run_key`) is a hash of the definition.
+training version do not define a run: the key (:func:`run_key`) is a hash of the definition.
 
 **Stored reference runs** (``stored_runs/<dataset>/<key>.npz``, committed): the validation and test logits, the
-training history and the loss's final state (e.g. the CCL-Net dictionary), with the definition, the device and the
-code version (:func:`code_version`, a hash of the training modules' syntax trees) that produced them. No weights:
-every notebook works from logits. A notebook run in the ``reference`` profile loads a stored run when present,
-trains and stores it when absent, and says which; when the training code has changed since a run was stored it
-says so, with the command that retrains. ``python -m helpers.suites train`` trains every declared run, one at a
-time, storing each as it finishes (so it resumes where it stopped).
+training history and the loss's final state (e.g. the CCL-Net dictionary), with the definition, the device's name,
+whether it was trained deterministically (:mod:`helpers.determinism`), the torch, CUDA and cuDNN versions, and the
+training version that produced them. No weights: every notebook works from logits. A notebook run in the
+``reference`` profile loads a stored run when present and trains and stores it when absent; each suite of runs
+prints one summary line (:mod:`helpers.run_log`; ``CALIBMED_VERBOSE=1`` lists every run). ``python -m
+helpers.suites train`` trains every declared run, one at a time, storing each as it finishes (so it resumes where
+it stopped).
 
-**Local cache** (``runs/cache/<key>-<code>.pt``, never committed; ``CALIBMED_CACHE_DIR`` moves it): runs of other
-profiles, with their weights, keyed by the definition *and* the code version, so any code change retrains.
-``CALIBMED_NO_CACHE=1`` bypasses the local cache; ``CALIBMED_RETRAIN=1`` also ignores stored runs and retrains (and
-re-stores) them. A trained run whose file cannot be written (a read-only or full folder) is returned all the same,
-with one :class:`RunNotSavedWarning` per folder.
+**Training version** (:func:`training_version`, :mod:`helpers.training_version`): the hash of what the training
+code loaded in this process *does* on a short fixed CPU probe (every loss, the models, a few training steps), not
+of its source text: an edit of a docstring or of a metric that training does not use keeps it, an edit of a loss's
+arithmetic changes it. A stored run is current when its training version equals today's; runs from older code are
+still loaded, and one warning line (once per process) says so, with the command that retrains them. Runs stored
+before the training version existed recorded a ``code_version`` (a hash of the source) instead: they count as
+older code until retrained.
+
+**Local cache** (``runs/cache/<key>-<training version>.pt``, never committed; ``CALIBMED_CACHE_DIR`` moves it):
+runs of other profiles, with their weights, keyed by the definition *and* the training version, so any change of
+behaviour retrains.
+``CALIBMED_NO_CACHE=1`` bypasses the local cache; ``CALIBMED_RETRAIN=1`` also retrains (and re-stores) every stored
+run whose training version is not today's, and loads the others: a retrain ends, and resumes where it stopped.
+A trained run whose file cannot be written (a read-only or full folder) is returned all the same, with one
+:class:`RunNotSavedWarning` per folder.
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import functools
 import hashlib
 import io
 import json
 import math
 import os
 import pickle
-import textwrap
 import time
 import warnings
 import zipfile
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +61,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import atomic, course, models, train
+from . import atomic, course, determinism, models, run_log, train
 from .paths import display_path
+from .training_version import training_version
 
 RECIPES: dict[str, dict[str, Any]] = {
     "well-regularised": dict(optimizer="sgd", momentum=0.9, weight_decay=5e-4, schedule="onecycle", augment=True,
@@ -67,9 +76,6 @@ CACHE_DIR = course.REPO_ROOT / "runs" / "cache"
 CACHE_DIR_ENV = "CALIBMED_CACHE_DIR"
 STORED_RUNS_DIR = course.REPO_ROOT / "stored_runs"
 STORE_FORMAT = 1
-# metrics.py is here because fit keeps the epoch its validation metrics pick (val_nll, val_ece)
-_SOURCE_FILES = ("train.py", "models.py", "metrics.py", "experiments.py", "losses/base.py", "losses/multiclass.py",
-                 "losses/multilabel.py", "cclnet.py")
 # settings of a TrainConfig that do not change what is trained
 _NOT_DEFINING = ("device", "progress", "checkpoint_path", "resume", "eval_batch_size")
 
@@ -105,6 +111,7 @@ class TrainedRun:
     source: str
     key: str
     device: str = ""
+    software: dict[str, Any] = field(default_factory=dict)  # helpers.determinism.software_record when trained
 
     @property
     def from_cache(self) -> bool:
@@ -123,37 +130,6 @@ class TrainedRun:
 
 # ----------------------------------------------------------------------------------------------------------------
 # what defines a run
-
-
-def _without_docstrings(tree: ast.AST) -> ast.AST:
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return tree
-
-
-def code_version() -> str:
-    """A hash of the training modules' syntax trees: comments, docstrings and layout do not change it.
-
-    Parsing eight modules takes seconds and every stored-run load asks for it, so the hash is kept per state of
-    the files (name, modification time, size) and recomputed only when one of them changes."""
-    package = Path(__file__).resolve().parent
-    stamps = tuple((name, (package / name).stat().st_mtime_ns, (package / name).stat().st_size)
-                   for name in _SOURCE_FILES)
-    return _code_version_of(stamps)
-
-
-@functools.lru_cache(maxsize=4)
-def _code_version_of(stamps: tuple[tuple[str, int, int], ...]) -> str:
-    digest = hashlib.sha256()
-    package = Path(__file__).resolve().parent
-    for name, _, _ in stamps:
-        tree = _without_docstrings(ast.parse((package / name).read_text(encoding="utf-8")))
-        digest.update(name.encode())
-        digest.update(ast.dump(tree, annotate_fields=False).encode())
-    return digest.hexdigest()[:16]
 
 
 def _tensor_hash(*tensors: torch.Tensor) -> str:
@@ -253,8 +229,8 @@ def _finite_history(history: list[dict[str, float]]) -> list[dict[str, Any]]:
 def save_stored_run(path: Path, run: TrainedRun, definition: dict[str, Any]) -> None:
     """Write a stored reference run (logits, history, loss state, provenance) atomically."""
     meta = {"format": STORE_FORMAT, "key": run.key, "name": run.name, "definition": definition,
-            "code_version": code_version(), "device": run.device, "seconds": run.seconds,
-            "torch": torch.__version__, "stored_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "training_version": training_version(), "device": run.device, "seconds": run.seconds,
+            "torch": torch.__version__, **run.software, "stored_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "history": _finite_history(run.history)}
     arrays = {"val_logits": run.val_logits.float().numpy(), "test_logits": run.test_logits.float().numpy(),
               "loss_state": _state_bytes(run.loss), "meta": _json_bytes(meta)}
@@ -352,7 +328,7 @@ def load_stored_run(path: Path, bundle: Any, loss: nn.Module, key: str) -> tuple
 def _save_cached_run(path: Path, run: TrainedRun) -> None:
     payload = {"model": run.model.state_dict(), "loss": run.loss.state_dict(), "history": run.history,
                "val_logits": run.val_logits, "test_logits": run.test_logits, "seconds": run.seconds,
-               "device": run.device}
+               "device": run.device, "software": run.software}
     _atomic_write(path, lambda file: torch.save(payload, file))
 
 
@@ -390,7 +366,7 @@ def _load_cached_run(path: Path, name: str, model: nn.Module, loss: nn.Module, b
         raise DamagedRunError(f"{path}: cannot read this cached run ({type(error).__name__}: {error})") from error
     _check_logits(path, {k: stored[k] for k in ("val_logits", "test_logits")}, bundle)
     return TrainedRun(name, model, loss, stored["history"], stored["val_logits"], stored["test_logits"],
-                      stored["seconds"], "cache", key, stored.get("device", ""))
+                      stored["seconds"], "cache", key, stored.get("device", ""), stored.get("software", {}))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -429,30 +405,39 @@ def _flag(name: str) -> bool:
     return os.environ.get(name, "") not in ("", "0")
 
 
-_code_change_reported: set[str] = set()
-_LINE_WIDTH = 110  # notebook outputs keep printed lines under 120 characters (helpers.notebook_outputs.MAX_LINE)
+_LINE_WIDTH = run_log.LINE_WIDTH
 
 
-def _stored_run_line(name: str, where: str, meta: dict[str, Any], tag: str) -> str:
-    """"<name>: stored run <data set>/<key> (trained on <device> in <s> s)<tag>", the parenthesis on a second,
-    indented line when one line would be longer than the notebooks' line limit."""
+def _stored_run_line(name: str, where: str, meta: dict[str, Any]) -> str:
+    """"<name>: stored run <data set>/<key> (trained on <device> in <s> s)", the parenthesis on a second, indented
+    line when one line would be longer than the notebooks' line limit."""
     head = f"{name}: stored run {where}"
-    detail = f"(trained on {meta.get('device') or '?'} in {meta['seconds']:.0f} s){tag}"
+    detail = f"(trained on {meta.get('device_name') or meta.get('device') or '?'} in {meta['seconds']:.0f} s)"
     return f"{head} {detail}" if len(head) + 1 + len(detail) <= _LINE_WIDTH else f"{head}\n  {detail}"
 
 
-def _report_code_change(meta: dict[str, Any]) -> str:
-    """An empty string when the stored run's code version is today's, else a short tag (and, once, the whole note)."""
-    stored, current = meta.get("code_version"), code_version()
-    if stored == current:
-        return ""
-    if stored not in _code_change_reported:
-        _code_change_reported.add(stored)
-        print(textwrap.fill(f"note: stored runs marked (*) were produced by training code {stored}; the code is now "
-                            f"{current}. Their numbers are those of the older code. Retrain them with "
-                            "`CALIBMED_RETRAIN=1 python -m helpers.suites train` (or `make reference-runs RETRAIN=1`).",
-                            width=_LINE_WIDTH, break_long_words=False, break_on_hyphens=False))
-    return " (*)"
+def is_current(meta: dict[str, Any]) -> bool:
+    """Whether a stored run's training version is today's (runs stored before it existed have none)."""
+    return meta.get("training_version") == training_version()
+
+
+def _from_older_code(path: Path) -> bool:
+    """Whether a stored run was trained by older training code (or its metadata cannot be read): what
+    ``CALIBMED_RETRAIN=1`` retrains. Runs of today's code are kept, so a retrain ends and resumes where it stopped."""
+    try:
+        return not is_current(read_stored_meta(path))
+    except DamagedRunError:
+        return True
+
+
+def _report_run(run: TrainedRun, bundle: Any, config: train.TrainConfig, line: str | None,
+                meta: dict[str, Any]) -> None:
+    """Hand a loaded or trained run to :func:`helpers.run_log.report` (one summary per suite)."""
+    software = meta if run.source == "stored" else run.software
+    record = run_log.RunRecord(run.name, run.source, bundle.name, config.seed,
+                               software.get("device_name") or run.device, software.get("deterministic"),
+                               is_current(meta) if run.source == "stored" else True)
+    run_log.report(record, line)
 
 
 def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: train.TrainConfig,
@@ -461,28 +446,30 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
     """Train ``model_name`` with ``loss`` on ``bundle`` through :func:`helpers.train.fit`, or load it.
 
     With ``stored=True`` (the ``reference`` profile) a stored reference run is loaded when present and a trained
-    run is stored. Otherwise the local cache is used (``cache``). Prints which of these happened, so every notebook
-    output says whether its numbers were trained here. A damaged file is named and the run retrained.
+    run is stored. Otherwise the local cache is used (``cache``). Which of these happened is reported through
+    :mod:`helpers.run_log` (a line per run outside a suite, one summary line per suite), so every notebook output
+    says whether its numbers were trained here. A damaged file is named and the run retrained.
     """
     retrain = _flag("CALIBMED_RETRAIN")
     cache = cache and not _flag("CALIBMED_NO_CACHE") and not retrain
     key = run_key(bundle, model_name, loss, config)
     store_path = stored_run_path(bundle, key, stored_dir)
-    if stored and not retrain and store_path.is_file():
+    if stored and store_path.is_file() and not (retrain and _from_older_code(store_path)):
         try:
             meta, run = load_stored_run(store_path, bundle, loss, key)
             run.name = name
-            print(_stored_run_line(name, f"{bundle.name}/{key}", meta, _report_code_change(meta)))
+            _report_run(run, bundle, config, _stored_run_line(name, f"{bundle.name}/{key}", meta), meta)
             return run
         except DamagedRunError as error:
             print(f"{name}: {error}; training it again")
-    cache_path = Path(cache_dir or default_cache_dir()) / f"{key}-{code_version()}.pt"
+    cache_path = Path(cache_dir or default_cache_dir()) / f"{key}-{training_version()}.pt"
     torch.manual_seed(config.seed)
     model = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
     if cache and not stored and cache_path.is_file():
         try:
             run = _load_cached_run(cache_path, name, model, loss, bundle, key)
-            print(f"{name}: loaded from the run cache ({cache_path.name}; trained in {run.seconds:.0f} s)")
+            _report_run(run, bundle, config,
+                        f"{name}: loaded from the run cache ({cache_path.name}; trained in {run.seconds:.0f} s)", {})
             return run
         except DamagedRunError as error:
             print(f"{name}: {error}; training it again")
@@ -504,10 +491,12 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
     definition = run_definition(bundle, model_name, loss, config) if stored else None
     print(f"{name}: training {model_name} with {type(loss).__name__} for {config.epochs} epochs")
     result = train.fit(model, loss, bundle, config)
-    val_logits = train.predict_logits(result.model, bundle.val.images, batch_size=config.eval_batch_size)
-    test_logits = train.predict_logits(result.model, bundle.test.images, batch_size=config.eval_batch_size)
+    with determinism.deterministic():
+        val_logits = train.predict_logits(result.model, bundle.val.images, batch_size=config.eval_batch_size)
+        test_logits = train.predict_logits(result.model, bundle.test.images, batch_size=config.eval_batch_size)
     run = TrainedRun(name, result.model.cpu(), loss.cpu(), result.history, val_logits.cpu(), test_logits.cpu(),
-                     result.seconds, "trained", key, result.device)
+                     result.seconds, "trained", key, result.device, result.software)
+    _report_run(run, bundle, config, None, {})  # its "training" line is printed above
     if stored:
         _save_or_warn(store_path, lambda: save_stored_run(store_path, run, definition), stored=True)
     elif cache:

@@ -16,6 +16,8 @@ Rules (``check_notebook`` returns the problems per rule; ``tests/test_notebook_o
 ``one_parameters_cell``     exactly one cell tagged ``parameters``
 ``takeaway_cell``           a markdown cell headed "Takeaway"
 ``results_json_written``    a cell calls ``course.save_results`` and printed "results written to"
+``quiet_run_logs``          runs load quietly (``helpers.run_log``): no per-run listing, no "(*)" mark, at most
+                            ``MAX_RUN_SUMMARIES`` summary lines and one warning about older training code
 =========================  ============================================================================================
 
 ``clean_notebook`` (command line: ``python -m helpers.course clean-outputs``) only removes or rewrites what carries
@@ -53,9 +55,17 @@ RAW_WARNING = re.compile(r"\.py:\d+: \w*Warning")
 PRINTED_CONFIG = [re.compile(r"profile '(?P<profile>[\w-]+)', dataset '(?P<dataset>[\w-]+)'"),
                   re.compile(r"profile='(?P<profile>[\w-]+)'.*?dataset='(?P<dataset>[\w-]+)'")]
 
+# run logs (issue 16, items 2 and 9): a per-run line of helpers.experiments.train_run (and its wrapped second
+# line), a suite's summary line (helpers.run_log.summary_line) and the once-per-process warning
+RUN_LISTING_LINE = re.compile(r"^.+: (?:stored run \S+/[0-9a-f]{20}|loaded from the run cache \()|^  \(trained on .+ s\)")
+RUN_SUMMARY_LINE = re.compile(r"^\d+ (?:stored runs loaded|runs loaded from the run cache|runs trained here)\b")
+STALE_RUN_WARNING = "come from older training code"
+STALE_MARK = "(*)"
+MAX_RUN_SUMMARIES = 4  # one per suite of runs a notebook loads (05 loads three)
+
 RULES = ("no_progress_bars", "no_absolute_paths", "no_raw_warnings", "no_long_lines", "no_widget_state",
          "outputs_size", "no_errors", "profile_and_data_named", "title_summary_licence", "one_parameters_cell",
-         "takeaway_cell", "results_json_written")
+         "takeaway_cell", "results_json_written", "quiet_run_logs")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -210,6 +220,23 @@ def results_json_written(nb: dict) -> list[str]:
                           for o in cell.get("outputs", []))
             return [] if printed else ["the save_results cell did not print 'results written to'"]
     return ["no cell calls course.save_results"]
+
+
+def run_log_counts(nb: dict) -> dict[str, int]:
+    """Printed run-log lines of a notebook: per-run listing lines, summary lines, "(*)" marks, stale-run warnings."""
+    lines = [line for _, _, kind, text in text_outputs(nb) if kind == "stdout" for line in text.splitlines()]
+    return {"listing": sum(bool(RUN_LISTING_LINE.search(line)) for line in lines),
+            "summaries": sum(bool(RUN_SUMMARY_LINE.search(line)) for line in lines),
+            "marks": sum(line.count(STALE_MARK) for line in lines),
+            "warnings": sum(STALE_RUN_WARNING in line for line in lines)}
+
+
+def quiet_run_logs(nb: dict) -> list[str]:
+    counts = run_log_counts(nb)
+    limits = {"listing": 0, "summaries": MAX_RUN_SUMMARIES, "marks": 0, "warnings": 1}
+    what = {"listing": "per-run log lines (list them only with CALIBMED_VERBOSE=1)", "summaries": "run summaries",
+            "marks": '"(*)" marks', "warnings": "warnings about older training code"}
+    return [f"{counts[key]} {what[key]}, at most {limit}" for key, limit in limits.items() if counts[key] > limit]
 
 
 def check_notebook(nb: dict) -> dict[str, list[str]]:

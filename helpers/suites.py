@@ -10,7 +10,8 @@ it does not (:func:`helpers.experiments.train_run`). The command
 builds the same configurations from each notebook's ``PROFILES`` table and trains every declared run that is not
 stored yet, one at a time (or ``--workers`` processes side by side on a GPU), storing each as it finishes: stop it
 at any point and it resumes where it stopped. In the ``reference`` profile runs are stored in ``stored_runs/``
-(committed); in the other profiles they go to the local cache. ``CALIBMED_RETRAIN=1`` retrains stored runs.
+(committed); in the other profiles they go to the local cache. ``CALIBMED_RETRAIN=1`` retrains the stored runs
+that older training code produced (:func:`helpers.experiments.is_current`), so a retrain resumes too.
 
 Training seeds: a configuration's ``seeds`` knob (``[0, 1, 2]`` in the reference profile), else ``[seed]``.
 """
@@ -28,7 +29,7 @@ from typing import Any, Callable, Iterable
 import torch
 from torch import nn
 
-from . import course, data, experiments, models
+from . import course, data, experiments, models, run_log
 from .losses import (DCA, FLSD53, MDCA, CrossEntropy, FocalLoss, LabelSmoothing, LSPlus, MbLS,
                      class_accuracy_from_predictions, class_frequencies)
 
@@ -120,8 +121,11 @@ def _ccl_loss(cfg: Any, bundle: Any, model: str, lr_ccl: float, seed: int) -> nn
 
 
 RunKey = tuple[str, str, int]  # (recipe, loss display name, seed)
+#: every suite below prints one summary line for the runs it loads (helpers.run_log; CALIBMED_VERBOSE=1 lists them)
+summarised = run_log.summarised(lambda: experiments.training_version())
 
 
+@summarised
 def multiclass_runs(cfg: Any, bundle: Any, losses: Iterable[str] = MULTICLASS_LOSSES,
                     recipes: Iterable[str] = RECIPE_NAMES) -> dict[RunKey, experiments.TrainedRun]:
     """Every (recipe, loss, seed) run of the course's multi-class comparison.
@@ -147,6 +151,7 @@ def multiclass_runs(cfg: Any, bundle: Any, losses: Iterable[str] = MULTICLASS_LO
     return runs
 
 
+@summarised
 def margin_sweep_runs(cfg: Any, bundle: Any) -> dict[tuple[float, int], experiments.TrainedRun]:
     """Notebook 03: MbLS at each margin of ``cfg.sweep_margins`` under ``cfg.sweep_recipe``, every seed."""
     recipe = cfg.sweep_recipe
@@ -160,6 +165,7 @@ def margin_sweep_runs(cfg: Any, bundle: Any) -> dict[tuple[float, int], experime
     return runs
 
 
+@summarised
 def ccl_sweep_runs(cfg: Any, bundle: Any) -> dict[tuple[str, int], experiments.TrainedRun]:
     """Notebook 05: CCL-Net at each rate of ``cfg.sweep_lr_ccl`` and the label-smoothing baselines LSR-u / LSR-a
     at each ε of ``cfg.smoothing_epsilons``, under ``cfg.sweep_recipe``, every seed."""
@@ -183,6 +189,7 @@ def ccl_sweep_runs(cfg: Any, bundle: Any) -> dict[tuple[str, int], experiments.T
     return runs
 
 
+@summarised
 def synthetic_ccl_runs(cfg: Any, synthetic: Any) -> dict[int, experiments.TrainedRun]:
     """Notebook 05: CCL-Net on the synthetic DermaMNIST-like set (whose true class similarity is known)."""
     recipe = cfg.sweep_recipe
@@ -197,6 +204,7 @@ def synthetic_ccl_runs(cfg: Any, synthetic: Any) -> dict[int, experiments.Traine
 # multi-label (notebooks 08–11)
 
 
+@summarised
 def multilabel_runs(cfg: Any, bundle: Any, losses: Iterable[str]) -> dict[tuple[str, int], experiments.TrainedRun]:
     """Every (loss, seed) run of the multi-label comparison on ``bundle`` (losses by
     :func:`helpers.multilabel_analysis.course_losses` name)."""
@@ -240,6 +248,7 @@ def _declare_05(cfg: Any) -> None:
 SPA_LPR_LOSSES = ("BCE", "focal", "ASL", "SPA", "SPA+LPR", "BCE+LPR")
 
 
+@summarised
 def spa_lpr_runs(cfg: Any, bundles: dict[str, Any]) -> dict[str, dict[tuple[str, int], experiments.TrainedRun]]:
     """Notebook 08: the runs of :data:`SPA_LPR_LOSSES` among ``cfg.losses`` on ``bundles["coupled"]`` and among
     ``cfg.independent_losses`` on ``bundles["independent"]`` (when that set is configured)."""
@@ -362,8 +371,9 @@ def train_declared(notebooks: list[str], profile: str, knobs: dict[str, Any], wo
 
 def stored_run_records(root: Any = None) -> list[dict[str, Any]]:
     """One record per stored reference run (``stored_runs/<dataset>/<key>.npz``, or under ``root``), read from its
-    metadata only: dataset, model, epochs, training images, schedule, name, device and the seconds it trained
-    (notebook 00 tabulates them). Sorted by dataset, model and name."""
+    metadata only: dataset, model, epochs, training images, schedule, name, device, the seconds it trained (notebook
+    00 tabulates them), its key and whether it is current (:func:`helpers.experiments.is_current`). Sorted by
+    dataset, model and name."""
     from pathlib import Path
 
     records = []
@@ -375,11 +385,23 @@ def stored_run_records(root: Any = None) -> list[dict[str, Any]]:
                             "epochs": int(definition["config"]["epochs"]),
                             "n_train": int(definition["split_sizes"]["train"]),
                             "schedule": definition["config"]["schedule"], "name": meta["name"],
-                            "device": meta.get("device", ""), "seconds": float(meta["seconds"])})
+                            "device": meta.get("device", ""), "seconds": float(meta["seconds"]),
+                            "key": path.stem, "current": experiments.is_current(meta)})
         except (ValueError, KeyError, TypeError) as error:
             raise experiments.DamagedRunError(f"{path}: cannot read this stored run's metadata "
                                               f"({type(error).__name__}: {error})") from error
     return sorted(records, key=lambda r: (r["dataset"], r["model"], r["name"]))
+
+
+def report_runs_of_older_code(root: Any = None) -> None:
+    """Name the stored runs of older training code. After ``CALIBMED_RETRAIN=1`` every declared run is current, so
+    these are runs no notebook declares any more (an LS+ run's key follows its retrained cross-entropy run)."""
+    older = [record for record in stored_run_records(root) if not record["current"]]
+    if older:
+        print(f"{len(older)} stored run(s) of older training code remain; after a complete RETRAIN=1 no notebook "
+              "declares them (git rm them):")
+        for record in older:
+            print(f"  stored_runs/{record['dataset']}/{record['key']}.npz  ({record['name']})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -404,6 +426,8 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     count = train_declared(notebooks, args.profile, knobs, args.workers)
     print(f"trained {count} runs in {time.perf_counter() - started:.0f} s; every declared run is present", flush=True)
+    if args.profile == "reference":
+        report_runs_of_older_code()
 
 
 if __name__ == "__main__":

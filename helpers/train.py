@@ -42,6 +42,7 @@ from torch import nn
 
 from helpers.atomic import write_atomically_with
 from helpers.losses.base import check_number
+from . import determinism
 from .progress import progress_bar
 
 OPTIMIZERS = ("sgd", "adamw")
@@ -180,6 +181,7 @@ class FitResult:
     seconds: float
     stopped_early: bool = False
     monitor: str = "val_nll"
+    software: dict[str, Any] = field(default_factory=dict)  # helpers.determinism.software_record of the run
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -605,8 +607,10 @@ def fit(model: nn.Module, loss: nn.Module, data: Any, config: TrainConfig | None
     ``checkpoint_path`` the full state (model, loss, optimiser, scheduler, scaler, RNG states, history, best
     weights) is saved after every epoch; ``resume=True`` continues from that file and, on the CPU, ends with the
     same weights as an uninterrupted run. A checkpoint trained with another config, model, loss or data is refused
-    (the error says which), and an unusable ``checkpoint_path`` fails before the first step. Seeded and deterministic on the CPU; seed the model's initialisation
-    yourself (``seed_everything(seed)`` before ``build_model``).
+    (the error says which), and an unusable ``checkpoint_path`` fails before the first step. Seeded and
+    deterministic (:func:`helpers.determinism.deterministic`: one seed gives the same weights bit for bit on one
+    machine and software); seed the model's initialisation yourself (``seed_everything(seed)`` before
+    ``build_model``).
 
     History records: epoch (1-based), lr (used by the epoch's last step), train_loss (mean over the epoch's
     batches), val_loss (the training loss on the whole validation split at once), val_nll, val_accuracy, val_ece
@@ -614,14 +618,17 @@ def fit(model: nn.Module, loss: nn.Module, data: Any, config: TrainConfig | None
     ``on_epoch_end`` writes into the last record. The loss's state (``loss.state_dict()``, including
     ``get_extra_state``) is checkpointed with the model and, like the model, restored to the best epoch at the end.
     """
+    with determinism.deterministic():
+        return _fit(model, loss, data, config)
+
+
+def _fit(model: nn.Module, loss: nn.Module, data: Any, config: TrainConfig | None) -> FitResult:
     config = TrainConfig() if config is None else config
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     _check_fit_inputs(model, loss, data)
     started = time.perf_counter()
     device = resolve_device(config.device)
-    if device.type == "cuda":
-        torch.backends.cudnn.benchmark = True  # fixed input sizes: let cuDNN pick the fastest kernels
     seed_everything(config.seed)
     memory_format = preferred_memory_format(device)
     model.to(device, memory_format=memory_format)
@@ -750,4 +757,5 @@ def fit(model: nn.Module, loss: nn.Module, data: Any, config: TrainConfig | None
     model.eval()
     return FitResult(history=progress.history, best_epoch=progress.best_epoch, best_metric=progress.best_metric,
                      model=model, device=str(device), seconds=time.perf_counter() - started,
-                     stopped_early=progress.stopped_early, monitor=config.monitor)
+                     stopped_early=progress.stopped_early, monitor=config.monitor,
+                     software=determinism.software_record(device))

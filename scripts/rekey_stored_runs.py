@@ -3,7 +3,8 @@
 For every declared run that is missing, find the stored run of the same name in the same data set whose
 definition agrees on everything but the loss's printed form (data hashes, split sizes, model, configuration, loss
 class, state names, non-tensor state), and store it again under the new key with the new definition. Runs whose
-definitions disagree on anything else are left alone and listed.
+definitions disagree on anything else are left alone and listed. A re-keyed run keeps its training version and
+software record: re-keying changes how a run is named, not what trained it (so it is no more current than before).
 
     CALIBMED_DATA_DIR=... python scripts/rekey_stored_runs.py [--dry-run]
 """

@@ -2,7 +2,6 @@
 
 import errno
 import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -69,21 +68,12 @@ def test_the_key_follows_the_data_content_not_where_the_data_lives_nor_the_code(
     moved.source = "/somewhere/else/tiny.npz"
     assert experiments.run_key(moved, "small_cnn", CrossEntropy(), config()) == base
     assert experiments.run_key(bundle, "small_cnn", CrossEntropy(), config(device="cuda", progress=True)) == base
-    monkeypatch.setattr(experiments, "code_version", lambda: "edited-code")
+    monkeypatch.setattr(experiments, "training_version", lambda: "edited-code")
     assert experiments.run_key(bundle, "small_cnn", CrossEntropy(), config()) == base
-    # ... but the local cache is per code version: an edit retrains
+    # ... but the local cache is per training version: a change of behaviour retrains
     experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
-    monkeypatch.setattr(experiments, "code_version", lambda: "edited-again")
+    monkeypatch.setattr(experiments, "training_version", lambda: "edited-again")
     assert not experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path).from_cache
-
-
-def test_code_version_ignores_docstrings_and_comments(tmp_path, monkeypatch):
-    import ast
-    tree = ast.parse('def f():\n    """doc"""\n    return 1  # comment\n')
-    plain = ast.parse("def f():\n    return 1\n")
-    assert ast.dump(experiments._without_docstrings(tree)) == ast.dump(plain)
-    changed = ast.parse("def f():\n    return 2\n")
-    assert ast.dump(experiments._without_docstrings(changed)) != ast.dump(plain)
 
 
 def other_test_split(bundle, seed=5):
@@ -285,19 +275,24 @@ def test_stored_run_round_trip_without_weights(tmp_path, capsys):
     assert loaded.loss.epoch_log == trained.loss.epoch_log
     assert "stored run tiny/" in capsys.readouterr().out
     meta = experiments.load_stored_run(path, bundle, CCLNetLoss(feature_dim=128, num_classes=3), trained.key)[0]
-    assert meta["code_version"] == experiments.code_version()
+    assert meta["training_version"] == experiments.training_version()
+    assert meta["deterministic"] is True and meta["torch"] == torch.__version__ and meta["device_name"]
+    assert {"cuda", "cudnn"} <= meta.keys()
     assert meta["definition"]["split_sizes"] == {"train": 96, "val": 96, "test": 96}
 
 
-def test_a_stored_run_from_older_code_is_loaded_with_a_clear_note(tmp_path, capsys, monkeypatch):
+def test_a_stored_run_from_older_code_is_loaded_with_one_warning(tmp_path, capsys, monkeypatch):
     bundle = tiny_bundle()
     experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
-    monkeypatch.setattr(experiments, "code_version", lambda: "newer-code")
+    monkeypatch.setattr(experiments, "training_version", lambda: "newer-code")
+    monkeypatch.setattr(experiments.run_log, "_warned_stale", False)
     capsys.readouterr()
-    loaded = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
-                                   stored_dir=tmp_path)
+    for _ in range(2):
+        loaded = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
+                                       stored_dir=tmp_path)
     out = capsys.readouterr().out
-    assert loaded.source == "stored" and "(*)" in out and "newer-code" in out and "CALIBMED_RETRAIN=1" in out
+    assert loaded.source == "stored" and "(*)" not in out
+    assert out.count("warning:") == 1 and "older training code" in out and "RETRAIN=1" in out
     assert max(len(line) for line in out.splitlines()) <= 120  # a notebook's stored output keeps short lines
 
 
@@ -314,9 +309,29 @@ def test_a_stored_run_for_other_test_images_or_a_damaged_file_is_not_served(tmp_
     again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
                                   stored_dir=tmp_path)
     assert again.source == "trained" and str(path) in capsys.readouterr().out
+
+
+def test_retrain_replaces_stored_runs_of_older_code_and_keeps_current_ones(tmp_path, monkeypatch):
+    """CALIBMED_RETRAIN=1 (make reference-runs RETRAIN=1) retrained every stored run in every planning round of
+    helpers.suites.train_declared, so the command never ended; now it retrains the runs whose training version is
+    not today's, so it ends, and an interrupted retrain resumes where it stopped."""
+    bundle = tiny_bundle()
+    monkeypatch.setattr(experiments, "training_version", lambda: "older-code")
+    experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    monkeypatch.setattr(experiments, "training_version", lambda: "today")
     monkeypatch.setenv("CALIBMED_RETRAIN", "1")
-    assert experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
-                                 stored_dir=tmp_path).source == "trained"
+    with experiments.planning() as plan:
+        experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    assert len(plan) == 1  # planned: its stored run is older code
+    retrained = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
+                                      stored_dir=tmp_path)
+    assert retrained.source == "trained"
+    path = experiments.stored_run_path(bundle, retrained.key, tmp_path)
+    assert experiments.load_stored_run(path, bundle, CrossEntropy(), retrained.key)[0]["training_version"] == "today"
+    with experiments.planning() as plan:
+        again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
+                                      stored_dir=tmp_path)
+    assert plan == [] and again.source == "stored"
 
 
 def test_cache_can_be_disabled(tmp_path, monkeypatch):
@@ -385,30 +400,6 @@ def test_a_cache_dir_that_is_a_file_fails_before_training(tmp_path, monkeypatch)
                               stored_dir=blocker)
 
 
-def test_code_change_note_is_printed_once_in_short_lines(capsys):
-    from helpers import experiments as ex
-
-    ex._code_change_reported.discard("0123456789abcdef")
-    assert ex._report_code_change({"code_version": "0123456789abcdef"}) == " (*)"
-    assert ex._report_code_change({"code_version": "0123456789abcdef"}) == " (*)"
-    lines = capsys.readouterr().out.splitlines()
-    assert "0123456789abcdef" in lines[0] and sum("note:" in line for line in lines) == 1
-    assert max(len(line) for line in lines) <= 120
-
-
-def test_code_change_note_fits_the_notebook_line_limit(monkeypatch, capsys):
-    """The note printed when stored runs come from older training code is stored in notebook outputs, so each of its
-    lines must respect the output rule (it was one 230-character line)."""
-    from helpers import notebook_outputs
-
-    monkeypatch.setattr(experiments, "code_version", lambda: "a" * 16)
-    monkeypatch.setattr(experiments, "_code_change_reported", set())
-    assert experiments._report_code_change({"code_version": "b" * 16}) == " (*)"
-    lines = capsys.readouterr().out.splitlines()
-    assert len(lines) > 1 and "b" * 16 in "".join(lines)
-    assert max(len(line) for line in lines) <= notebook_outputs.MAX_LINE
-
-
 def test_stored_run_line_keeps_within_the_notebook_line_limit():
     """The multi-label runs' names and data set names made this line 121-150 characters (notebook 11's outputs);
     a long line is split before the parenthesis, a short one stays whole, and "stored run" is never split."""
@@ -416,29 +407,10 @@ def test_stored_run_line_keeps_within_the_notebook_line_limit():
 
     meta = {"device": "cuda:0", "seconds": 88.4}
     where = "synthetic_chestmnist_independent/" + "0123456789abcdef0123"
-    long_line = experiments._stored_run_line("SPA+LPR, synthetic_chestmnist_independent, seed 0", where, meta, " (*)")
+    long_line = experiments._stored_run_line("SPA+LPR, synthetic_chestmnist_independent, seed 0", where, meta)
     lines = long_line.splitlines()
     assert len(lines) == 2 and max(len(line) for line in lines) <= notebook_outputs.MAX_LINE
-    assert "stored run synthetic_chestmnist_independent/" in lines[0] and lines[1] == "  (trained on cuda:0 in 88 s) (*)"
-    assert experiments._stored_run_line("BCE", "tiny/abc", meta, "") == "BCE: stored run tiny/abc (trained on cuda:0 in 88 s)"
-
-
-def test_code_version_is_parsed_once_until_a_source_file_changes(monkeypatch):
-    """Loading a stored run asks for the code version; parsing 8 modules each time took ~3 s per run."""
-    import ast
-    import os
-    calls = []
-    real_parse = ast.parse
-    monkeypatch.setattr(experiments.ast, "parse", lambda *a, **k: calls.append(1) or real_parse(*a, **k))
-    experiments._code_version_of.cache_clear()
-    first = experiments.code_version()
-    assert experiments.code_version() == first
-    assert len(calls) == len(experiments._SOURCE_FILES)
-    source = Path(experiments.__file__).resolve().parent / experiments._SOURCE_FILES[0]
-    before = source.stat()
-    try:  # a new modification time (same content) must be noticed: the file is parsed again, the hash is the same
-        os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
-        assert experiments.code_version() == first
-        assert len(calls) == 2 * len(experiments._SOURCE_FILES)
-    finally:
-        os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert "stored run synthetic_chestmnist_independent/" in lines[0] and lines[1] == "  (trained on cuda:0 in 88 s)"
+    assert experiments._stored_run_line("BCE", "tiny/abc", meta) == "BCE: stored run tiny/abc (trained on cuda:0 in 88 s)"
+    named = experiments._stored_run_line("BCE", "tiny/abc", meta | {"device_name": "NVIDIA H100 80GB HBM3"})
+    assert named == "BCE: stored run tiny/abc (trained on NVIDIA H100 80GB HBM3 in 88 s)"

@@ -33,7 +33,9 @@ def good_notebook():
         markdown("Outputs below: profile `quick`, data `dermamnist` (real DermaMNIST)."),
         code('profile = "quick"', tags=["parameters"]),
         code("cfg = course.configure(...)", [stream("[99_x] profile 'quick', dataset 'dermamnist'; knobs: seed=0\n")]),
-        code("fit(...)", [stream("epochs: 3/3 in 12 s (train_loss=0.5)\n")]),
+        code("fit(...)", [stream("epochs: 3/3 in 12 s (train_loss=0.5)\n"),
+                          stream("6 stored runs loaded — dermamnist, seeds 0–2, trained deterministically on NVIDIA "
+                                 "H100 80GB HBM3,\ntraining version 0123456789abcdef\n")]),
         markdown("## Takeaway\n\n* it works"),
         code("course.save_results(cfg, results)", [stream("results written to runs/results/99_x.json\n")]),
     ]}
@@ -63,6 +65,8 @@ BROKEN = {
     "one_parameters_cell": lambda nb: nb["cells"][3]["metadata"].update(tags=["parameters"]),
     "takeaway_cell": lambda nb: nb["cells"][5].update(source="## Summary\n\n* it works"),
     "results_json_written": lambda nb: nb["cells"][6].update(outputs=[]),
+    "quiet_run_logs": lambda nb: nb["cells"][4]["outputs"].append(
+        stream("CE, seed 0: stored run dermamnist/0123456789abcdef0123 (trained on cuda:0 in 45 s) (*)\n")),
 }
 
 
@@ -141,6 +145,30 @@ def test_clean_files_writes_atomically_and_keeps_the_layout(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["99_x.ipynb"]  # no temporary file left behind
 
 
+def test_run_log_rule_counts_listing_lines_marks_summaries_and_warnings():
+    """Issue 16, items 2 and 9: runs load quietly. The rule counts what helpers.run_log and train_run print."""
+    nb = good_notebook()
+    assert rules.run_log_counts(nb) == {"listing": 0, "summaries": 1, "marks": 0, "warnings": 0}
+    outputs = nb["cells"][4]["outputs"]
+    outputs.append(stream("warning: 6 of 6 stored runs come from older training code; retrain them: make x\n"))
+    outputs += [stream("6 stored runs loaded — dermamnist, seed 0, trained on cuda:0, not deterministically, "
+                       "6 of 6 from older training code (today's: 0123)\n")] * 3
+    assert rules.quiet_run_logs(nb) == []  # four summaries (one per suite) and one warning are allowed
+    outputs.append(stream("6 runs trained here — dermamnist, seed 0, trained deterministically on CPU\n"))
+    outputs.append(stream("warning: 6 of 6 stored runs come from older training code; retrain them: make x\n"))
+    outputs.append(stream("BCE, synthetic_chestmnist, seed 0: stored run synthetic_chestmnist/75592910eca2881cdf4c\n"
+                          "  (trained on cuda:0 in 65 s) (*)\nLS, seed 1: loaded from the run cache (k-v.pt; "
+                          "trained in 3 s)\n"))
+    assert rules.run_log_counts(nb) == {"listing": 3, "summaries": 5, "marks": 1, "warnings": 2}
+    assert len(rules.quiet_run_logs(nb)) == 4
+
+
+#: The committed notebooks were executed before runs loaded quietly (issue 16, item 2); they are re-executed once,
+#: at the end, by the lead. Until then their per-run listings and "(*)" marks are expected: set this to True when
+#: the re-executed notebooks are committed (course.publish already checks every rule on executed notebooks).
+RUN_LOG_RULE_ON_COMMITTED = False
+
+
 def committed_cases():
     for path in COMMITTED:
         for rule in rules.RULES:
@@ -149,6 +177,8 @@ def committed_cases():
 
 @pytest.mark.parametrize("path, rule", list(committed_cases()))
 def test_committed_notebook_keeps_rule(path, rule):
+    if rule == "quiet_run_logs" and not RUN_LOG_RULE_ON_COMMITTED:
+        pytest.skip("switched on once the notebooks are re-executed (RUN_LOG_RULE_ON_COMMITTED)")
     nb = json.loads(path.read_text(encoding="utf-8"))
     problems = getattr(rules, rule)(nb)
     assert not problems, f"{path.name} breaks {rule}: " + "; ".join(problems[:5])

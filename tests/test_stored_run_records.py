@@ -1,5 +1,7 @@
 """suites.stored_run_records reads what each stored run's metadata says (notebook 00's table of the stored runs)."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -68,3 +70,23 @@ def test_stored_run_records_names_a_truncated_empty_or_inconsistent_file(tmp_pat
         np.savez_compressed(path, **arrays)
     with pytest.raises(experiments.DamagedRunError, match=rf"{run.key}\.npz"):
         suites.stored_run_records(tmp_path)
+
+
+def test_records_say_which_runs_come_from_older_training_code(tmp_path, monkeypatch, capsys):
+    """After a retrain, the stored runs still of older code are those no notebook declares any more (LS+ runs get new
+    keys when their cross-entropy run is retrained): the train command names them for deletion."""
+    bundle = tiny_bundle()
+    config = TrainConfig(epochs=1, batch_size=32, lr=0.05, device="cpu", progress=False)
+    monkeypatch.setattr(experiments, "training_version", lambda: "older")
+    old = experiments.train_run("old", CrossEntropy(), bundle, "small_cnn", config, stored=True, stored_dir=tmp_path)
+    monkeypatch.setattr(experiments, "training_version", lambda: "today")
+    experiments.train_run("new", CrossEntropy(), bundle, "small_cnn", replace(config, seed=1), stored=True,
+                          stored_dir=tmp_path)
+    records = suites.stored_run_records(tmp_path)
+    assert [(r["name"], r["current"]) for r in records] == [("new", True), ("old", False)]
+    capsys.readouterr()
+    suites.report_runs_of_older_code(tmp_path)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("1 stored run(s) of older training code") and len(lines) == 2
+    assert lines[1] == f"  stored_runs/tiny/{old.key}.npz  (old)"
+

@@ -1,0 +1,138 @@
+"""The training version names what the training code does (issue 19, item 2): a docstring or an unused metric keeps
+it, a loss's arithmetic changes it, and a process keeps the version of the code it loaded."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from helpers import experiments, metrics, training_version
+from helpers.losses import FocalLoss
+
+HELPERS = Path(training_version.__file__).resolve().parent
+FOCAL_LINE = "        return _focal_terms(log_pt, self.gamma).mean()\n"
+FOCAL_EDITED = "        return _focal_terms(log_pt, self.gamma + 0.5).mean()\n"
+
+
+def test_the_version_is_computed_once_per_process_and_is_stable():
+    first = training_version.training_version()
+    assert len(first) == 16 and int(first, 16) >= 0
+    assert training_version.training_version() == first
+    assert training_version.training_version.cache_info().misses <= 1
+    assert training_version.compute_training_version() == first  # the probe is deterministic
+    assert experiments.training_version is training_version.training_version
+
+
+def test_the_probe_covers_every_trained_loss_and_model():
+    from helpers import multilabel_analysis, suites
+
+    names = [name for name, _ in training_version.probe_outputs()]
+    assert {f"loss {n}" for n in multilabel_analysis.LOSS_NAMES} <= set(names)
+    multiclass = set(suites.MULTICLASS_LOSSES) - {"CCL-Net"}  # CCL-Net's hooks are probed through fit
+    assert {f"loss {n}" for n in multiclass} <= set(names) and "CCL-Net head step" in names
+    assert {"model small_cnn", "model small_cnn_wide", "model resnet18"} <= set(names)
+
+
+def test_an_unused_metric_leaves_the_version_and_a_loss_edit_changes_it(monkeypatch):
+    today = training_version.training_version()
+    monkeypatch.setattr(metrics, "true_rms", lambda *args: -1.0)
+    monkeypatch.setattr(metrics, "brier", lambda *args: -1.0)
+    assert training_version.compute_training_version() == today
+    real_forward = FocalLoss.forward
+    monkeypatch.setattr(FocalLoss, "forward", lambda self, logits, target: 1.0001 * real_forward(self, logits, target))
+    assert training_version.compute_training_version() != today
+
+
+def test_rounding_hides_last_bits_only_also_near_zero():
+    a = torch.tensor([1e-12, -0.0, 0.5, -0.123456789, float("nan")], dtype=torch.float64)
+    b = a + torch.tensor([3e-12, 0.0, 1e-12, -1e-12, 0.0], dtype=torch.float64)
+    assert training_version._rounded(a, 4) == training_version._rounded(b, 4) == "1:0,0,5000,-1235,nan"
+    assert training_version._rounded(a * 1.001, 4) != training_version._rounded(a, 4)
+
+
+def test_the_version_is_the_same_with_plain_and_vectorised_cpu_kernels():
+    """Another CPU runs other kernels: PyTorch's plain ones (ATEN_CPU_CAPABILITY=default) must give today's version."""
+    environment = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    done = subprocess.run([sys.executable, "-c", VERSION_SCRIPT.replace("ex.training_version()",
+                                                                        "ex.training_version(), 'cpu': __import__("
+                                                                        "'torch').backends.cpu.get_cpu_capability()")],
+                          cwd=HELPERS.parent, env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outcome == {"version": training_version.training_version(), "cpu": "DEFAULT"}
+
+
+def _copy_of_helpers(root: Path) -> Path:
+    shutil.copytree(HELPERS, root / "helpers", ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def _edit(root: Path, relative: str, old: str, new: str) -> None:
+    path = root / "helpers" / relative
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1, f"{relative}: the text to edit is not there once"
+    path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+VERSION_SCRIPT = """
+import json, pathlib, helpers, helpers.experiments as ex
+assert pathlib.Path(helpers.__file__).resolve().parent == pathlib.Path.cwd().resolve() / "helpers", helpers.__file__
+print(json.dumps({"version": ex.training_version()}))
+"""
+
+# imports the code, then the files change on disk (an edit in another window), then it trains, stores and caches
+OLD_PROCESS_SCRIPT = """
+import json, pathlib, sys, torch, helpers, helpers.experiments as ex
+from helpers.data import DatasetBundle, Split
+from helpers.losses import FocalLoss
+assert pathlib.Path(helpers.__file__).resolve().parent == pathlib.Path.cwd().resolve() / "helpers", helpers.__file__
+source = pathlib.Path("helpers/losses/multiclass.py")
+source.write_text(source.read_text().replace(sys.argv[1], sys.argv[2]))
+g = torch.Generator().manual_seed(0)
+labels = torch.randint(0, 3, (32,), generator=g)
+split = Split(torch.randint(0, 250, (32, 1, 8, 8), generator=g, dtype=torch.uint8), labels)
+bundle = DatasetBundle(name="tiny", task="multi-class", class_names=["a", "b", "c"], train=split, val=split,
+                       test=split, source="test", licence="none", image_size=8)
+config = ex.recipe_config("over-fitting", epochs=1, lr=0.05, batch_size=16, device="cpu", progress=False)
+ex.train_run("focal", FocalLoss(2.0), bundle, "small_cnn", config, stored=True, stored_dir="stored")
+ex.train_run("focal", FocalLoss(2.0), bundle, "small_cnn", config, cache_dir="cache")
+[stored] = pathlib.Path("stored/tiny").glob("*.npz")
+import numpy as np
+meta = json.loads(np.load(stored)["meta"].tobytes())
+print(json.dumps({"version": ex.training_version(), "stored": meta["training_version"],
+                  "cached": [p.stem.split("-")[1] for p in pathlib.Path("cache").glob("*.pt")]}))
+"""
+
+
+def _run(root: Path, script: str, *args: str) -> dict:
+    environment = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", script, *args], cwd=root, env=environment, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_versions_of_edited_copies_and_a_process_that_imported_older_code(tmp_path):
+    """Runs the probe in fresh processes over modified copies of the package: a docstring, a comment and an unused
+    metric keep the version; a loss's arithmetic changes it. A process that imported the code before the loss was
+    edited on disk stores and caches its runs under the version of the code it loaded, never the edited one."""
+    today = training_version.training_version()
+
+    cosmetic = _copy_of_helpers(tmp_path / "cosmetic")
+    _edit(cosmetic, "losses/multiclass.py", "Focal loss ``-(1 - p_t)^γ log p_t`` (Lin et al. 2017)",
+          "Focal loss (Lin et al. 2017): the docstring was edited")
+    _edit(cosmetic, "losses/multiclass.py", FOCAL_LINE, FOCAL_LINE.rstrip("\n") + "  # a comment\n")
+    (cosmetic / "helpers" / "metrics.py").write_text(
+        (cosmetic / "helpers" / "metrics.py").read_text() + "\n\ndef true_rms(probs, true_posteriors):\n    return -1.0\n")
+    assert _run(cosmetic, VERSION_SCRIPT)["version"] == today
+
+    old_process = _copy_of_helpers(tmp_path / "old")
+    outcome = _run(old_process, OLD_PROCESS_SCRIPT, FOCAL_LINE, FOCAL_EDITED)
+    assert FOCAL_EDITED in (old_process / "helpers" / "losses" / "multiclass.py").read_text()  # the edit happened
+    edited = _run(old_process, VERSION_SCRIPT)["version"]  # a new process loads the edited code
+    assert edited != today
+    assert outcome["version"] == outcome["stored"] == today and outcome["cached"] == [today]
