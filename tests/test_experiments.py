@@ -236,7 +236,7 @@ def test_a_cache_file_path_that_is_a_folder_is_named_before_training(tmp_path, m
     bundle = tiny_bundle()
     key = experiments.run_key(bundle, "small_cnn", CrossEntropy(), config())
     folder = (experiments.stored_run_path(bundle, key, tmp_path) if stored
-              else tmp_path / f"{key}-{experiments.code_version()}.pt")
+              else tmp_path / f"{key}-{experiments.training_version()}.pt")
     (folder / "inside").mkdir(parents=True)
     monkeypatch.setattr(experiments.train, "fit", lambda *a, **k: pytest.fail("trained before checking the path"))
     with pytest.raises(IsADirectoryError, match=rf"{folder.name} is a folder.*remove it"):
@@ -250,7 +250,7 @@ def test_the_cache_folder_can_be_moved_by_an_environment_variable(tmp_path, monk
     monkeypatch.setenv("CALIBMED_CACHE_DIR", str(tmp_path / "elsewhere"))
     assert experiments.default_cache_dir() == tmp_path / "elsewhere"
     run = experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config())
-    assert [p.name for p in (tmp_path / "elsewhere").iterdir()] == [f"{run.key}-{experiments.code_version()}.pt"]
+    assert [p.name for p in (tmp_path / "elsewhere").iterdir()] == [f"{run.key}-{experiments.training_version()}.pt"]
     assert experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config()).source == "cache"
     monkeypatch.delenv("CALIBMED_CACHE_DIR")
     assert experiments.default_cache_dir() == experiments.CACHE_DIR
