@@ -7,9 +7,9 @@ Conventions
 * Inputs may be torch tensors (any device; computation stays there) or numpy arrays; results are Python floats.
 * Calibration sums are accumulated in float64 whatever the input dtype.
 * Binned calibration errors use ONE binning routine (in :mod:`helpers.metrics_core`, with the input checks that
-  :mod:`helpers.weighted_metrics` and :mod:`helpers.selective` share: :func:`_equal_width_bin_index` for equal-width bins,
-  :func:`_equal_mass_bin_index` for equal-mass bins, :func:`_bin_sums` for the per-bin sums), shared by
-  :func:`reliability_bins` (what the plots draw) and every ECE-like number.
+  :mod:`helpers.weighted_metrics` and :mod:`helpers.selective` share: :func:`_equal_width_bin_index` for
+  equal-width bins, :func:`_equal_mass_bin_index` for equal-mass bins, :func:`_bin_sums` for the per-bin sums),
+  shared by :func:`reliability_bins` (what the plots draw) and every ECE-like number.
 
 Equal-width bins
     ``n_bins`` bins with edges ``torch.linspace(0, 1, n_bins + 1, dtype=float64)``. Bin b is the half-open
