@@ -66,7 +66,8 @@ site-test: book browser
 student: venv
 	$(PY) -m helpers.student --out build/student
 
-# Strip progress bars, widget state and absolute path prefixes from the committed notebooks' outputs (in place).
+# Strip progress bars, widget state, absolute path prefixes and the execution's paths and times (metadata) from
+# the committed notebooks (in place).
 clean-outputs: venv
 	$(PY) -m helpers.course clean-outputs
 
