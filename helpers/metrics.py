@@ -1,7 +1,7 @@
 """Calibration and classification metrics (functional, torch-native, vectorised).
 
-Conventions
------------
+**Conventions**
+
 * Multi-class: ``probs`` (N, K) rows on the simplex, ``labels`` (N,) integer class indices.
   Multi-label: ``probs`` (N, T) per-label P(y_t = 1), ``labels`` (N, T) in {0, 1}.
 * Inputs may be torch tensors (any device; computation stays there) or numpy arrays; results are Python floats.
@@ -139,19 +139,20 @@ def reliability_bins(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS,
 def ece(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> float:
     """Top-label expected calibration error with equal-width bins.
 
-    ECE = sum_b (|B_b| / N) |acc(B_b) - conf(B_b)| (Naeini et al. 2015; Guo et al. 2017 eq. 3). Bins are
+    ECE = sum_b (``|B_b|`` / N) ``|acc(B_b) - conf(B_b)|`` (Naeini et al. 2015; Guo et al. 2017 eq. 3). Bins are
     (lo, hi] with 0 in the first bin (module doc).
     """
     return reliability_bins(probs, labels, n_bins).ece
 
 
 def mce(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> float:
-    """Top-label maximum calibration error: max over non-empty equal-width bins of |acc - conf| (Guo et al. eq. 5)."""
+    """Top-label maximum calibration error: max over non-empty equal-width bins of ``|acc - conf|``
+    (Guo et al. eq. 5)."""
     return reliability_bins(probs, labels, n_bins).mce
 
 
 def average_calibration_error(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> float:
-    """Top-label average calibration error: the unweighted mean of |acc - conf| over the NON-EMPTY equal-width bins.
+    """Top-label average calibration error: the unweighted mean of ``|acc - conf|`` over the NON-EMPTY equal-width bins.
 
     Neumann et al. 2018 ("Relaxed softmax", ACE); the "ACE" of the SPA and LDACE papers. Unlike ECE a bin with one
     sample weighs as much as a bin with thousands, so ACE is noisier on small test sets.
@@ -160,14 +161,14 @@ def average_calibration_error(probs: Any, labels: Any, n_bins: int = DEFAULT_N_B
 
 
 def adaptive_ece(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> float:
-    """Top-label ECE with equal-mass bins (sample-weighted |acc - conf|): the "AdaECE" of Mukhoti et al. 2020
+    """Top-label ECE with equal-mass bins (sample-weighted ``|acc - conf|``): the "AdaECE" of Mukhoti et al. 2020
     ("Calibrating deep neural networks using focal loss", NeurIPS), and the "ACE" of the LS+ paper.
 
     Bins: the samples sorted by confidence and cut into ``n_bins`` contiguous chunks of sizes floor/ceil(N / n_bins)
     (rank r goes to bin floor(r n_bins / N); ties keep their input order and may be split between neighbouring
     chunks). Not Nixon et al. 2019's ACE ("Measuring calibration in deep learning"), which borrows only the
     equal-mass ("adaptive") ranges: their ACE is class-wise (ranges of every class's p_k, outcomes 1[y = k]) and
-    unweighted, (1 / KR) Σ_k Σ_r |acc(r, k) − conf(r, k)|. The LS+ numbers (ACE close to ECE, far from SCE) indicate
+    unweighted, (1 / KR) Σ_k Σ_r ``|acc(r, k) − conf(r, k)|``. The LS+ numbers (ACE close to ECE, far from SCE) indicate
     the top-label, sample-weighted form computed here.
     """
     _check_n_bins(n_bins)
@@ -180,7 +181,7 @@ def adaptive_ece(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> float
 def classwise_ece(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> float:
     """Class-wise ECE, the LS+ paper's "SCE" (static calibration error, Nixon et al. 2019).
 
-    SCE = (1/K) sum_k sum_b (|B_bk| / N) |acc(b, k) - conf(b, k)|, where for class k every sample is the
+    SCE = (1/K) sum_k sum_b (``|B_bk|`` / N) ``|acc(b, k) - conf(b, k)|``, where for class k every sample is the
     one-vs-rest forecast p_k with outcome 1[y = k], binned by p_k in equal-width bins (module doc).
     """
     _check_n_bins(n_bins)
@@ -267,7 +268,7 @@ def multilabel_mce(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS, per_la
 multilabel_ece.__doc__ = "Multi-label ECE (sample-weighted, equal-width bins).\n" + _MULTILABEL_DEFINITION
 multilabel_average_calibration_error.__doc__ = (
     "Multi-label average calibration error (Neumann et al. 2018; the ACE of the SPA and LDACE papers):\n"
-    "    the unweighted mean of |freq - conf| over non-empty equal-width bins.\n" + _MULTILABEL_DEFINITION
+    "    the unweighted mean of ``|freq - conf|`` over non-empty equal-width bins.\n" + _MULTILABEL_DEFINITION
 )
 multilabel_mce.__doc__ = (
     "Multi-label maximum calibration error (the MCE of the SPA and LDACE papers, Naeini et al. 2015).\n"
@@ -401,8 +402,8 @@ def auroc_ovr(probs: Any, labels: Any) -> float:
 class TrueCalibrationError(NamedTuple):
     """Estimation error of p_hat against the known posterior p (all entries), and its top-label form.
 
-    ``mean_abs`` = mean over all entries |p_hat - p|, ``rms`` = sqrt(mean (p_hat - p)^2);
-    ``top_label`` = mean_i |p_hat_i(yhat_i) - p_i(yhat_i)| for multi-class (None for multi-label).
+    ``mean_abs`` = mean over all entries ``|p_hat - p|``, ``rms`` = sqrt(mean (p_hat - p)^2);
+    ``top_label`` = mean_i ``|p_hat_i(yhat_i) - p_i(yhat_i)|`` for multi-class (None for multi-label).
     """
 
     mean_abs: float
@@ -414,7 +415,7 @@ def true_calibration_error(probs: Any, true_posteriors: Any, multilabel: bool = 
     """Distance between predicted probabilities and the exact posteriors of a synthetic data set.
 
     This is the error of the probability estimate itself. It upper-bounds the true calibration error: by Jensen,
-    |E[p(x) | p_hat(x)] - p_hat(x)| <= E[|p(x) - p_hat(x)| | p_hat(x)], so ``top_label`` bounds the true
+    ``|E[p(x) | p_hat(x)] - p_hat(x)| <= E[|p(x) - p_hat(x)| | p_hat(x)]``, so ``top_label`` bounds the true
     top-label ECE and ``mean_abs`` (multi-label) bounds the true pooled multi-label ECE; both are 0 when
     probs equal the posteriors, where a binned ECE estimate is still positive (its bias).
 
@@ -571,7 +572,7 @@ def smooth_ece(probs: Any, labels: Any) -> float:
     """Top-label smooth ECE (Błasiok & Nakkiran 2023, "Smooth ECE: principled reliability diagrams via kernel
     smoothing"), computed by ``relplot.smECE`` on the top-label confidences and their correctness.
 
-    smECE_σ = ∫ |r̂_σ(t)| δ̂_σ(t) dt, where r̂_σ is the Nadaraya-Watson kernel regression of the residual
+    smECE_σ = ∫ ``|r̂_σ(t)|`` δ̂_σ(t) dt, where r̂_σ is the Nadaraya-Watson kernel regression of the residual
     confidence − correctness on the confidence (reflected Gaussian kernel of bandwidth σ) and δ̂_σ the kernel
     density of the confidences; the bandwidth is the fixed point σ* = smECE_σ* (found by relplot's bisection).
     No bin count to choose, and a consistent calibration measure in the paper's sense (within constant factors of

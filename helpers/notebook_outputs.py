@@ -2,24 +2,24 @@
 
 Rules (``check_notebook`` returns the problems per rule; ``tests/test_notebook_outputs.py`` enforces them):
 
-=========================  ============================================================================================
-``no_progress_bars``        no tqdm redraws stored (``helpers.progress`` prints one final line in headless runs)
-``no_absolute_paths``       no absolute path of the executing machine anywhere in the notebook's JSON: text outputs
-                            (``helpers.paths``), cell sources, and notebook, cell and output metadata (images aside)
-``no_timestamps``           no date-and-time anywhere in the notebook's JSON (papermill's and Jupyter's execution
-                            times in the metadata are removed by ``clean_notebook``)
-``no_raw_warnings``         no stderr output containing "Warning", no ``file.py:12: UserWarning`` line anywhere
-``no_long_lines``           no printed line longer than ``MAX_LINE`` characters (tables: DataFrames or markdown)
-``no_widget_state``         no saved ipywidgets state (``metadata.widgets``)
-``outputs_size``            at most ``MAX_OUTPUT_BYTES`` of stored outputs
-``no_errors``               no error output
-``profile_and_data_named``  the profile and dataset are printed (``course.configure``) and named in a markdown cell
-                            among the first ``TOP_CELLS`` cells
-``title_summary_licence``   the first cell: ``# title``, a summary paragraph, the licences
-``one_parameters_cell``     exactly one cell tagged ``parameters``
-``takeaway_cell``           a markdown cell headed "Takeaway"
-``results_json_written``    a cell calls ``course.save_results`` and printed "results written to"
-=========================  ============================================================================================
+============================  ==========================================================================================
+``no_progress_bars``          no tqdm redraws stored (``helpers.progress`` prints one final line in headless runs)
+``no_absolute_paths``         no absolute path of the executing machine anywhere in the notebook's JSON: text outputs
+                              (``helpers.paths``), cell sources, and notebook, cell and output metadata (images aside)
+``no_timestamps``             no date-and-time anywhere in the notebook's JSON (papermill's and Jupyter's execution
+                              times in the metadata are removed by ``clean_notebook``)
+``no_raw_warnings``           no stderr output containing "Warning", no ``file.py:12: UserWarning`` line anywhere
+``no_long_lines``             no printed line longer than ``MAX_LINE`` characters (tables: DataFrames or markdown)
+``no_widget_state``           no saved ipywidgets state (``metadata.widgets``)
+``outputs_size``              at most ``MAX_OUTPUT_BYTES`` of stored outputs
+``no_errors``                 no error output
+``profile_and_data_named``    the profile and dataset are printed (``course.configure``) and named in a markdown cell
+                              among the first ``TOP_CELLS`` cells
+``title_summary_licence``     the first cell: ``# title``, a summary paragraph, the licences
+``one_parameters_cell``       exactly one cell tagged ``parameters``
+``takeaway_cell``             a markdown cell headed "Takeaway"
+``results_json_written``      a cell calls ``course.save_results`` and printed "results written to"
+============================  ==========================================================================================
 
 ``clean_notebook`` (command line: ``python -m helpers.course clean-outputs``) only removes or rewrites what carries
 no result: tqdm redraws (the last one is kept as the one-line summary a headless run now prints), whitespace-only

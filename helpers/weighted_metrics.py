@@ -3,7 +3,7 @@
 A bootstrap resample of the N test rows is represented by its multiplicity weights: w_i is how often row i was drawn
 (Σ_i w_i = N). Every metric below is a function of weighted sums of per-row quantities, so B resamples become one
 (B, N) weight matrix and a few matrix products, cumulative sums and searches, instead of B calls of the metric on
-``probs[idx]``. Example: ECE = Σ_b |Σ_i w_i 1[i in bin b] (correct_i − conf_i)| / N.
+``probs[idx]``. Example: ECE = Σ_b ``|Σ_i w_i 1[i in bin b] (correct_i − conf_i)|`` / N.
 
 ``metrics.weighted_evaluator(metric, probs, labels)`` picks the weighted form of a metric here (the table
 ``metrics.WEIGHTED_METRICS``), which validates the inputs and precomputes the per-row quantities once, and returns
