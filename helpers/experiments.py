@@ -62,9 +62,10 @@ RECIPES: dict[str, dict[str, Any]] = {
 CACHE_DIR = course.REPO_ROOT / "runs" / "cache"
 STORED_RUNS_DIR = course.REPO_ROOT / "stored_runs"
 STORE_FORMAT = 1
-# metrics.py is here because fit keeps the epoch its validation metrics pick (val_nll, val_ece)
-_SOURCE_FILES = ("train.py", "models.py", "metrics.py", "experiments.py", "losses/base.py", "losses/multiclass.py",
-                 "losses/multilabel.py", "cclnet.py")
+# metrics.py (and metrics_core.py: its input checks and binning) are here because fit keeps the epoch its
+# validation metrics pick (val_nll, val_ece)
+_SOURCE_FILES = ("train.py", "models.py", "metrics.py", "metrics_core.py", "experiments.py", "losses/base.py",
+                 "losses/multiclass.py", "losses/multilabel.py", "cclnet.py")
 # settings of a TrainConfig that do not change what is trained
 _NOT_DEFINING = ("device", "progress", "checkpoint_path", "resume", "eval_batch_size")
 
@@ -132,7 +133,7 @@ def _without_docstrings(tree: ast.AST) -> ast.AST:
 def code_version() -> str:
     """A hash of the training modules' syntax trees: comments, docstrings and layout do not change it.
 
-    Parsing eight modules takes seconds and every stored-run load asks for it, so the hash is kept per state of
+    Parsing the nine modules takes seconds and every stored-run load asks for it, so the hash is kept per state of
     the files (name, modification time, size) and recomputed only when one of them changes."""
     package = Path(__file__).resolve().parent
     stamps = tuple((name, (package / name).stat().st_mtime_ns, (package / name).stat().st_size)

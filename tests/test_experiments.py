@@ -313,3 +313,13 @@ def test_code_version_is_parsed_once_until_a_source_file_changes(monkeypatch):
         assert len(calls) == 2 * len(experiments._SOURCE_FILES)
     finally:
         os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+
+def test_code_version_covers_the_input_checks_and_binning_of_the_metrics_fit_uses():
+    """fit keeps the epoch its validation metrics pick (metrics.py): the input checks and binning those metrics use
+    live in metrics_core.py since the import circle was broken, so a change there must change the code version too
+    (else a cached run trained with the old binning would be served)."""
+    source = (Path(experiments.__file__).resolve().parent / "metrics.py").read_text(encoding="utf-8")
+    assert "from helpers.metrics_core import" in source
+    assert {"metrics.py", "metrics_core.py"} <= set(experiments._SOURCE_FILES)
