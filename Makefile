@@ -44,9 +44,11 @@ notebooks-smoke: venv
 	$(PY) -m helpers.course check $(SMOKE)
 
 # The website: the committed, executed notebooks as they are (never re-executed), the notes in docs/, the README as
-# the landing page. -W: any warning (broken reference, missing image, unknown output) fails the build.
+# the landing page, and the API reference generated from the docstrings of helpers/ (autosummary writes its pages
+# into book/generated/, rebuilt here). -W: any warning (broken reference, missing image, unknown output, a docstring
+# that is not valid reStructuredText) fails the build.
 book: venv
-	rm -rf build/site
+	rm -rf build/site book/generated
 	$(PY) -m sphinx -W --keep-going -q -b html -c book . build/site
 	@echo "website: build/site/index.html"
 
@@ -66,7 +68,8 @@ site-test: book browser
 student: venv
 	$(PY) -m helpers.student --out build/student
 
-# Strip progress bars, widget state and absolute path prefixes from the committed notebooks' outputs (in place).
+# Strip progress bars, widget state, absolute path prefixes and the execution's paths and times (metadata) from
+# the committed notebooks (in place).
 clean-outputs: venv
 	$(PY) -m helpers.course clean-outputs
 

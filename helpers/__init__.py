@@ -1,3 +1,9 @@
 """CalibMed helpers: the shared library behind the course notebooks."""
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    # the one place the version lives is pyproject.toml ([project] version); see CHANGELOG.md
+    __version__ = version("calibmed")
+except PackageNotFoundError:  # imported from a checkout without `pip install -e .`
+    __version__ = "unknown (install the package: pip install -e .)"

@@ -190,9 +190,9 @@ def calibrated_batch_penalties(prior: Sequence[float] | torch.Tensor, batch_size
     """Expected DCA and MDCA penalties (without their weight β) of the constant class-prior predictor — the least
     sharp calibrated model — on batches of ``batch_size`` labels drawn i.i.d. from ``prior``.
 
-    DCA (Liang et al., BMVC 2020) is |mean confidence − batch accuracy| and MDCA (Hebbalaguppe et al., CVPR 2022)
-    (1/K) Σ_k |mean p_k − batch frequency of k|. For the prior predictor p ≡ π, the batch count C_k of class k is
-    Binomial(B, π_k), so each class term is |π_k − C_k / B|, whose expectation is computed exactly from the binomial
+    DCA (Liang et al., BMVC 2020) is ``|mean confidence − batch accuracy|`` and MDCA (Hebbalaguppe et al., CVPR 2022)
+    (1/K) Σ_k ``|mean p_k − batch frequency of k|``. For the prior predictor p ≡ π, the batch count C_k of class k is
+    Binomial(B, π_k), so each class term is ``|π_k − C_k / B|``, whose expectation is computed exactly from the binomial
     probabilities; DCA is the term of the arg-max class of π (confidence π_max, accuracy C_max / B). Calibration
     makes the *signed* batch differences zero in expectation, not their absolute values: a calibrated model pays
     E|·| ≈ sqrt(2/π) · sd of the batch mean. That sd depends on the model's sharpness: for a calibrated model

@@ -626,11 +626,13 @@ def _outputs_command(args: argparse.Namespace) -> None:
 
     paths = args.notebooks or sorted(NOTEBOOK_DIR.glob("*.ipynb"))
     if args.command == "clean-outputs":
-        print("| notebook | output bytes before | after | outputs removed | widget state removed | rules failing |")
-        print("|---|---:|---:|---:|---|---|")
+        print("| notebook | output bytes before | after | outputs removed | widget state removed "
+              "| run paths and times removed | rules failing |")
+        print("|---|---:|---:|---:|---|---:|---|")
         for row in notebook_outputs.clean_files(paths, args.repo_root):
             print(f"| {row['notebook']} | {row['bytes_before']:,} | {row['bytes_after']:,} | {row['outputs_removed']} "
-                  f"| {'yes' if row['widget_state_removed'] else 'no'} | {', '.join(row['rules_failing']) or 'none'} |")
+                  f"| {'yes' if row['widget_state_removed'] else 'no'} | {row['run_metadata_removed']} "
+                  f"| {', '.join(row['rules_failing']) or 'none'} |")
     else:
         print(notebook_outputs.report_table(paths))
 

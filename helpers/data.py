@@ -140,7 +140,7 @@ def repo_root() -> Path:
 
 
 def resolve_data_dir(path: str | os.PathLike | None = None) -> Path:
-    """The data directory: ``path`` if given, else $CALIBMED_DATA_DIR, else ``<repo root>/data``."""
+    """The data directory: ``path`` if given, else ``$CALIBMED_DATA_DIR``, else ``<repo root>/data``."""
     if path is not None:
         return Path(path).expanduser()
     from_env = os.environ.get(DATA_DIR_ENV)

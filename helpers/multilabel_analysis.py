@@ -99,6 +99,7 @@ def loss_properties(loss: nn.Module, recover: Callable[[torch.Tensor], torch.Ten
     * recover η: the map η ↦ minimiser is injective (minimising logits strictly increasing, none at the range
       end), so some map recovers η; if ``recover`` (e.g. φ of eq. 14 applied to σ(v*)) is given, it must also
       return η to ``tolerance`` on the η where the minimiser is interior.
+
     Returns the three booleans plus the measured maximum errors.
     """
     eta = torch.linspace(0.005, 0.995, grid, dtype=torch.float64)

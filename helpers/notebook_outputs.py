@@ -2,27 +2,33 @@
 
 Rules (``check_notebook`` returns the problems per rule; ``tests/test_notebook_outputs.py`` enforces them):
 
-=========================  ============================================================================================
-``no_progress_bars``        no tqdm redraws stored (``helpers.progress`` prints one final line in headless runs)
-``no_absolute_paths``       no absolute path of the executing machine in a text output (``helpers.paths``)
-``no_raw_warnings``         no stderr output containing "Warning", no ``file.py:12: UserWarning`` line anywhere
-``no_long_lines``           no printed line longer than ``MAX_LINE`` characters (tables: DataFrames or markdown)
-``no_widget_state``         no saved ipywidgets state (``metadata.widgets``)
-``outputs_size``            at most ``MAX_OUTPUT_BYTES`` of stored outputs
-``no_errors``               no error output
-``profile_and_data_named``  the profile and dataset are printed (``course.configure``) and named in a markdown cell
-                            among the first ``TOP_CELLS`` cells
-``title_summary_licence``   the first cell: ``# title``, a summary paragraph, the licences
-``one_parameters_cell``     exactly one cell tagged ``parameters``
-``takeaway_cell``           a markdown cell headed "Takeaway"
-``results_json_written``    a cell calls ``course.save_results`` and printed "results written to"
-``quiet_run_logs``          runs load quietly (``helpers.run_log``): no per-run listing, no "(*)" mark, at most
-                            ``MAX_RUN_SUMMARIES`` summary lines and one warning about older training code
-=========================  ============================================================================================
+============================  ==========================================================================================
+``no_progress_bars``          no tqdm redraws stored (``helpers.progress`` prints one final line in headless runs)
+``no_absolute_paths``         no absolute path of the executing machine anywhere in the notebook's JSON: text outputs
+                              (``helpers.paths``), cell sources, and notebook, cell and output metadata (images aside)
+``no_timestamps``             no date-and-time anywhere in the notebook's JSON (papermill's and Jupyter's execution
+                              times in the metadata are removed by ``clean_notebook``)
+``no_raw_warnings``           no stderr output containing "Warning", no ``file.py:12: UserWarning`` line anywhere
+``no_long_lines``             no printed line longer than ``MAX_LINE`` characters (tables: DataFrames or markdown)
+``no_widget_state``           no saved ipywidgets state (``metadata.widgets``)
+``outputs_size``              at most ``MAX_OUTPUT_BYTES`` of stored outputs
+``no_errors``                 no error output
+``profile_and_data_named``    the profile and dataset are printed (``course.configure``) and named in a markdown cell
+                              among the first ``TOP_CELLS`` cells
+``title_summary_licence``     the first cell: ``# title``, a summary paragraph, the licences
+``one_parameters_cell``       exactly one cell tagged ``parameters``
+``takeaway_cell``             a markdown cell headed "Takeaway"
+``results_json_written``      a cell calls ``course.save_results`` and printed "results written to"
+``quiet_run_logs``            runs load quietly (``helpers.run_log``): no per-run listing, no "(*)" mark, at most
+                              ``MAX_RUN_SUMMARIES`` summary lines and one warning about older training code
+============================  ==========================================================================================
 
 ``clean_notebook`` (command line: ``python -m helpers.course clean-outputs``) only removes or rewrites what carries
 no result: tqdm redraws (the last one is kept as the one-line summary a headless run now prints), whitespace-only
-stderr outputs, saved widget state, and the executing checkout's absolute path prefix in text outputs.
+stderr outputs, saved widget state, the executing checkout's absolute path prefix in text outputs, and what
+an execution writes into the metadata: papermill's ``input_path``, ``output_path``, start and end times and
+duration (notebook and cells) and Jupyter's per-cell ``execution`` timestamps. ``course publish`` cleans every
+notebook this way, so the committed notebooks stay free of machine paths and timestamps after each re-execution.
 """
 
 from __future__ import annotations
@@ -52,6 +58,12 @@ TQDM_FINAL = re.compile(r"(?P<desc>[^\r\n:]*): *\d+%\|[^|]*\| *(?P<n>\d+)/(?P<to
 ABSOLUTE_PATH = re.compile(r"(?<![\w.~$/:-])/(?:[\w.+-]+/)+[\w.+-]*|\b[A-Za-z]:\\\\?[\w.-]+\\")
 LICENCE = re.compile(r"licen[cs]e|\bCC[- ]BY|\bCC0\b|\bMIT\b", re.IGNORECASE)
 RAW_WARNING = re.compile(r"\.py:\d+: \w*Warning")
+# a date and a time, as papermill and Jupyter write them ("2026-11-22T20:37:32.775667+00:00") or printed
+TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
+# what executing a notebook writes into its metadata: where the machine read and wrote it, and when (None: the
+# whole entry); removed by clean_notebook
+RUN_METADATA = {"papermill": ("input_path", "output_path", "start_time", "end_time", "duration")}
+CELL_RUN_METADATA = {"papermill": ("start_time", "end_time", "duration"), "execution": None}
 PRINTED_CONFIG = [re.compile(r"profile '(?P<profile>[\w-]+)', dataset '(?P<dataset>[\w-]+)'"),
                   re.compile(r"profile='(?P<profile>[\w-]+)'.*?dataset='(?P<dataset>[\w-]+)'")]
 
@@ -63,9 +75,9 @@ STALE_RUN_WARNING = "come from older training code"
 STALE_MARK = "(*)"
 MAX_RUN_SUMMARIES = 4  # one per suite of runs a notebook loads (05 loads three)
 
-RULES = ("no_progress_bars", "no_absolute_paths", "no_raw_warnings", "no_long_lines", "no_widget_state",
-         "outputs_size", "no_errors", "profile_and_data_named", "title_summary_licence", "one_parameters_cell",
-         "takeaway_cell", "results_json_written", "quiet_run_logs")
+RULES = ("no_progress_bars", "no_absolute_paths", "no_timestamps", "no_raw_warnings", "no_long_lines",
+         "no_widget_state", "outputs_size", "no_errors", "profile_and_data_named", "title_summary_licence",
+         "one_parameters_cell", "takeaway_cell", "results_json_written", "quiet_run_logs")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -90,6 +102,48 @@ def text_outputs(nb: dict) -> Iterator[tuple[int, dict, str, str]]:
                         yield index, output, mime, _text(output["data"][mime])
             elif kind == "error":
                 yield index, output, "error", "\n".join(output.get("traceback", []))
+
+
+def _strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for position, item in enumerate(value):
+            yield from _strings(item, f"{where}[{position}]")
+    elif isinstance(value, str):
+        yield where, value
+
+
+def notebook_strings(nb: dict) -> Iterator[tuple[str, str]]:
+    """(where, text) for every string of the notebook's JSON — metadata, cell sources, outputs and their metadata —
+    except image data (base64 PNGs, SVG drawings), which holds no path or time; ``where`` reads like
+    ``metadata.papermill.input_path`` or ``cells[3].outputs[0].text[2]``."""
+    for key, value in nb.items():
+        if key != "cells":
+            yield from _strings(value, key)
+    for index, cell in enumerate(nb.get("cells", [])):
+        for key, value in cell.items():
+            if key != "outputs":
+                yield from _strings(value, f"cells[{index}].{key}")
+                continue
+            for number, output in enumerate(value):
+                for field, content in output.items():
+                    if field == "data":
+                        content = {mime: data for mime, data in content.items() if not mime.startswith("image/")}
+                    yield from _strings(content, f"cells[{index}].outputs[{number}].{field}")
+
+
+def _found_in_strings(nb: dict, pattern: re.Pattern) -> list[str]:
+    """One problem per place (a text output, a cell's source, a metadata entry) where ``pattern`` matches."""
+    found: dict[str, set[str]] = {}
+    for where, text in notebook_strings(nb):
+        matches = pattern.findall(text)
+        if matches:
+            place = re.sub(r"\[\d+\]$", "", where)  # the lines of one source or one stream count once
+            found.setdefault(place, set()).update(matches)
+    return [f"{place}: {', '.join(sorted(matches)[:3])}" + (" …" if len(matches) > 3 else "")
+            for place, matches in found.items()]
 
 
 def output_bytes(nb: dict) -> int:
@@ -122,12 +176,11 @@ def no_progress_bars(nb: dict) -> list[str]:
 
 
 def no_absolute_paths(nb: dict) -> list[str]:
-    problems = []
-    for index, _, kind, text in text_outputs(nb):
-        found = sorted(set(ABSOLUTE_PATH.findall(text)))
-        if found:
-            problems.append(f"cell {index} ({kind}): {', '.join(found[:3])}" + (" …" if len(found) > 3 else ""))
-    return problems
+    return _found_in_strings(nb, ABSOLUTE_PATH)
+
+
+def no_timestamps(nb: dict) -> list[str]:
+    return _found_in_strings(nb, TIMESTAMP)
 
 
 def no_raw_warnings(nb: dict) -> list[str]:
@@ -312,14 +365,32 @@ def _relative_paths(output: dict, prefixes: list[str]) -> dict:
     return output
 
 
+def _remove_run_metadata(metadata: dict, entries: dict[str, tuple[str, ...] | None]) -> int:
+    """Remove the listed keys of each entry (or the whole entry for None) from ``metadata``; how many were there."""
+    removed = 0
+    for entry, keys in entries.items():
+        if entry not in metadata:
+            continue
+        if keys is None:
+            del metadata[entry]
+            removed += 1
+        elif isinstance(metadata[entry], dict):
+            removed += sum(metadata[entry].pop(key, None) is not None for key in keys)
+    return removed
+
+
 def clean_notebook(nb: dict, repo_roots: list[str] | None = None) -> tuple[dict, dict[str, Any]]:
-    """A copy of ``nb`` without progress-bar redraws, blank stderr outputs and widget state, with every
-    ``repo_roots`` prefix (default: this checkout) made relative in text outputs; and what was changed."""
+    """A copy of ``nb`` without progress-bar redraws, blank stderr outputs, widget state and the execution's
+    paths and times in the metadata (``RUN_METADATA``, ``CELL_RUN_METADATA``), with every ``repo_roots`` prefix
+    (default: this checkout) made relative in text outputs; and what was changed."""
     prefixes = sorted({os.path.abspath(p) for p in (repo_roots or [str(REPO_ROOT)])}, key=len, reverse=True)
     nb = copy.deepcopy(nb)
+    metadata = nb.setdefault("metadata", {})
     report: dict[str, Any] = {"bytes_before": output_bytes(nb), "outputs_removed": 0,
-                              "widget_state_removed": bool(nb.get("metadata", {}).pop("widgets", None))}
+                              "widget_state_removed": bool(metadata.pop("widgets", None)),
+                              "run_metadata_removed": _remove_run_metadata(metadata, RUN_METADATA)}
     for cell in nb["cells"]:
+        report["run_metadata_removed"] += _remove_run_metadata(cell.get("metadata", {}), CELL_RUN_METADATA)
         if cell.get("cell_type") == "code":
             cell["outputs"], removed = _clean_outputs(cell.get("outputs", []), prefixes)
             report["outputs_removed"] += removed

@@ -323,7 +323,7 @@ def link_plot(logits: Any, links: Mapping[str, Any], ax: Axes | None = None, tit
 
 def retrieval_curve(map_by_length: Mapping[str, Mapping[int, float]], ax: Axes | None = None,
                     title: str | None = None) -> Figure:
-    """Retrieval mAP against the query length |P| + |N|, one line per model (SPA paper, Fig. 3)."""
+    """Retrieval mAP against the query length ``|P|`` + ``|N|``, one line per model (SPA paper, Fig. 3)."""
     if not map_by_length:
         raise ValueError("map_by_length is empty; pass {model: RetrievalResult.map_by_length()}")
     figure, ax = _figure_and_axes(ax, (5.0, 3.8))
@@ -464,7 +464,7 @@ def correlation_comparison(correlations: Mapping[str, Any], names: Sequence[str]
     """Label-correlation matrices side by side (e.g. real ChestX-ray14 vs synthetic), one panel per entry.
 
     Off-diagonal entries only (the unit diagonal would swamp the scale); a diverging colour map centred at 0 with
-    one symmetric range shared by all panels (``limit``, default the largest |value|), so negative correlations
+    one symmetric range shared by all panels (``limit``, default the largest ``|value|``), so negative correlations
     are visible and panels compare cell by cell; values annotated in black on the light middle of the map.
     """
     matrices = {title: _numpy(matrix).astype(float) for title, matrix in correlations.items()}
@@ -727,7 +727,7 @@ __all__ += ["negative_weight_plot", "validation_curves"]
 
 def negative_weight_plot(probability: Any, weights: Mapping[str, Any], ax: Axes | None = None,
                          title: str | None = None) -> Figure:
-    """Gradient weight of one negative label relative to BCE's at the same logit, |ℓ₋'(v)| / σ(v), against the
+    """Gradient weight of one negative label relative to BCE's at the same logit, ``|ℓ₋'(v)|`` / σ(v), against the
     predicted probability σ(v) of "present" (log-log): how strongly each loss pushes down a negative of a given
     difficulty (easy negatives on the left). ``weights``: name -> (G,) ratios on the grid ``probability``."""
     if not weights:
@@ -889,7 +889,7 @@ __all__ += ["retrieval_curve_spread", "binned_output_plot"]
 
 def retrieval_curve_spread(map_by_length: Mapping[str, Mapping[int, tuple[float, float]]], ax: Axes | None = None,
                            title: str | None = None) -> Figure:
-    """Retrieval mAP against the query length |P| + |N| (SPA paper, Fig. 3) with the spread over training seeds:
+    """Retrieval mAP against the query length ``|P|`` + ``|N|`` (SPA paper, Fig. 3) with the spread over training seeds:
     ``{model: {length: (mean, sd)}}`` (sd None or 0 for a model without seeds, e.g. the exact posteriors), drawn
     as a line with ± sd error bars, in percent."""
     if not map_by_length:

@@ -4,8 +4,8 @@ A query asks for images that have every label in P and none in N. Under label in
 s(x) = Π_{j∈P} η_j(x) Π_{k∈N} (1 − η_j(x)) (eq. 22), estimated by plugging in the model's probabilities (eq. 23).
 Database images are ranked by ŝ — computed in log space, Σ_P log η̂ + Σ_N log(1 − η̂), so long queries do not
 underflow — and each query is scored by average precision (AP) against the ground truth (relevant ⇔ all of P
-present and none of N). Section 5.3 uses every query with |P| ≥ 1 and |P| + |N| ≤ 5 and plots mAP against the
-query length |P| + |N| (Fig. 3).
+present and none of N). Section 5.3 uses every query with ``|P|`` ≥ 1 and ``|P|`` + ``|N|`` ≤ 5 and plots mAP against
+the query length ``|P|`` + ``|N|`` (Fig. 3).
 
 A query is a row of a signed matrix (Q, T) of int8: +1 for labels in P, −1 for labels in N, 0 otherwise.
 Queries with no relevant database image have no AP; they are kept with AP = NaN, counted, and left out of mAP.
@@ -48,7 +48,7 @@ def _check_lengths(n_labels: int, max_length: int) -> None:
 
 
 def count_queries(n_labels: int, max_length: int = 5) -> dict[int, int]:
-    """Number of queries of each length L = |P| + |N| ≤ max_length with |P| ≥ 1: C(T, L)·(2^L − 1)."""
+    """Number of queries of each length L = ``|P|`` + ``|N|`` ≤ max_length with ``|P|`` ≥ 1: C(T, L)·(2^L − 1)."""
     _check_lengths(n_labels, max_length)
     return {length: math.comb(n_labels, length) * (2 ** length - 1)
             for length in range(1, min(max_length, n_labels) + 1)}
@@ -68,7 +68,7 @@ def _queries_of_length(n_labels: int, length: int) -> np.ndarray:
 
 
 def enumerate_queries(n_labels: int, max_length: int = 5) -> torch.Tensor:
-    """All queries with |P| ≥ 1 and |P| + |N| ≤ max_length, shortest first: (Q, T) int8 in {−1, 0, +1}."""
+    """All queries with ``|P|`` ≥ 1 and ``|P|`` + ``|N|`` ≤ max_length, shortest first: (Q, T) int8 in {−1, 0, +1}."""
     total = sum(count_queries(n_labels, max_length).values())
     if total > _MAX_ENUMERATED:
         raise ValueError(f"{total} queries for T = {n_labels}, max_length = {max_length}: too many to enumerate; "
@@ -280,7 +280,7 @@ class RetrievalResult:
 
     @property
     def lengths(self) -> torch.Tensor:
-        """|P| + |N| of each query."""
+        """``|P|`` + ``|N|`` of each query."""
         return (self.queries != 0).sum(dim=1)
 
     @property
@@ -292,7 +292,7 @@ class RetrievalResult:
         return float(self.average_precision[self.evaluated].mean()) if bool(self.evaluated.any()) else math.nan
 
     def map_by_length(self) -> dict[int, float]:
-        """Length |P| + |N| -> mAP over the evaluated queries of that length (the paper's Fig. 3)."""
+        """Length ``|P|`` + ``|N|`` -> mAP over the evaluated queries of that length (the paper's Fig. 3)."""
         return {row["length"]: row["mAP"] for row in self.summary()}
 
     def summary(self) -> list[dict]:
@@ -346,10 +346,10 @@ def _evaluate(score_block, labels: torch.Tensor, queries: torch.Tensor, chunk_el
 def inclusion_exclusion(queries: torch.Tensor) -> tuple[np.ndarray, "scipy.sparse.csr_matrix"]:
     """The exact score of a query, P(y_P = 1, y_N = 0 | x), as a signed sum of "all present" probabilities:
 
-        P(y_P = 1, y_N = 0 | x) = Σ_{M ⊆ N} (−1)^{|M|} μ_{P ∪ M}(x),   μ_S(x) = P(y_t = 1 ∀ t ∈ S | x).
+        P(y_P = 1, y_N = 0 | x) = Σ_{M ⊆ N} (−1)^{``|M|``} μ_{P ∪ M}(x),   μ_S(x) = P(y_t = 1 ∀ t ∈ S | x).
 
     Returns the label subsets needed (bitmasks, bit t = label t, shape (U,)) and the sparse (Q, U) matrix of signs,
-    so that the scores of all queries are ``coefficients @ μ.T``. A query with |N| unwanted labels needs 2^|N| terms
+    so that the scores of all queries are ``coefficients @ μ.T``. A query with ``|N|`` unwanted labels needs 2^|N| terms
     (at most 16 for the queries of sec. 5.3)."""
     from scipy import sparse
 
@@ -422,7 +422,7 @@ def compare_per_query(ap_a, ap_b, lengths, n: int = 1000, seed: int = 0, level: 
     .average_precision``), averaged over seeds first; ``lengths`` (Q,) the query lengths. Per length (and "all"):
     the mean AP difference a − b, its percentile interval from ``n`` bootstrap resamples of the queries (drawn
     within each length, so "all" keeps the length mix), and the shares of queries where a is higher, tied
-    (|Δ| ≤ ``tie_tolerance``) or lower. Queries with no relevant image (NaN AP) are left out.
+    (``|Δ|`` ≤ ``tie_tolerance``) or lower. Queries with no relevant image (NaN AP) are left out.
 
     What the interval covers: the spread of the per-query differences, read as if the queries of a length were an
     independent sample of all queries of that length. It leaves out the variation between training seeds (they

@@ -25,14 +25,14 @@ from typing import Any
 
 import torch
 
-from helpers import metrics
+from helpers import metrics_core
 
 __all__ = ["retention_curve", "r_auc", "retention_area", "confidence_by_correctness"]
 
 
 def _confidences_and_errors(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-label confidence and 0/1 error per sample (float64), after the metrics module's input checks."""
-    p, y = metrics._multiclass_inputs(probs, labels)
+    p, y = metrics_core._multiclass_inputs(probs, labels)
     confidence, predicted = p.double().max(dim=1)
     return confidence, (predicted != y).double()
 

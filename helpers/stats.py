@@ -245,9 +245,7 @@ def resampled_metric(metric: Callable[..., float], probs: Sequence[Any], labels:
                          f"seed: {full}")
     indices = _resample_indices(y.shape[0], n, seed, y.device)
     with metrics._one_cpu_thread():
-        from helpers import weighted_metrics
-
-        evaluators = [weighted_metrics.evaluator(metric, p, y) for p in per_seed]
+        evaluators = [metrics.weighted_evaluator(metric, p, y) for p in per_seed]
         if evaluators[0] is not None:
             chunk = max(1, min(n, metrics._CHUNK_ENTRIES // y.shape[0]))
             values = []

@@ -3,11 +3,13 @@
 Conventions (cell tags, with nbgrader's solution markers but none of its database or grading machinery):
 
 * a cell tagged ``solution`` holds an exercise's solution.
+
   - Code: the lines between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` become ``# YOUR CODE HERE`` and
     ``raise NotImplementedError()``, indented like the marker, so a function keeps its signature and docstring and
     the check after it runs and fails on the stub. A code solution without markers becomes that stub as a whole.
   - Markdown (derive a step, interpret a result): the text between ``<!-- BEGIN SOLUTION -->`` and
     ``<!-- END SOLUTION -->`` (the whole cell without markers) becomes ``*Your answer here.*``.
+
 * a cell tagged ``check`` follows every code solution (before the next solution) and is kept verbatim: it passes with
   the solution and fails on the stub (for instance the student's focal loss against ``helpers.losses.FocalLoss`` on
   random logits).

@@ -14,7 +14,7 @@ from the latent that drew the image (that is the irreducible label noise a calib
 The features are template matches marginalised over position. Template ``k`` (zero-mean per channel) placed at
 each allowed position ``s`` of a set ``S_k`` gives a response ``r_ks(x) = <x / 255, T_k^s>`` and
 
-    phi_k(x) = log( (1/|S_k|) * sum_{s in S_k} exp(beta_k * r_ks(x)) )                                   (1)
+    phi_k(x) = log( (1/``|S_k|``) * sum_{s in S_k} exp(beta_k * r_ks(x)) )                                   (1)
 
 which, up to a constant, is the log-likelihood ratio of "pattern k present at an unknown, uniformly drawn
 position" against white Gaussian noise. The posteriors are
@@ -41,7 +41,7 @@ statistics, the reference-sample averages of the exact posteriors E_x[P(y_t | x)
 the real ones: for (3) c and J jointly by convex moment matching (Newton, exact Hessian by enumeration;
 ``fit_pairwise_moments``); for (4) c and W by Gauss-Newton (``fit_independent_posterior``). Both match to
 float precision (max relative prevalence error < 1e-10, max correlation error < 1e-10; tolerances tested: 10 %
-and 0.02). In (3) labels are coupled given the image (|J| up to 2.5: SPA's conditional-independence assumption 1,
+and 0.02). In (3) labels are coupled given the image (``|J|`` up to 2.5: SPA's conditional-independence assumption 1,
 Cheng & Vasconcelos CVPR 2024, fails); in (4) they are dependent only through the image (assumption 1 holds).
 The fit is deterministic and cached per process (about 10-25 s per variant on 2 shared cores). The DermaMNIST-like
 offsets b (2) are fitted the same way (Newton) to the DermaMNIST class prior. The constants are the same for every
@@ -498,7 +498,7 @@ class SyntheticDermaModel:
 
 def _newton_minimise(objective: Callable[[np.ndarray], tuple[float, np.ndarray, np.ndarray]], start: np.ndarray,
                      what: str) -> np.ndarray:
-    """Damped Newton for a smooth convex objective returning (value, gradient, Hessian); stops at |grad| < 1e-12."""
+    """Damped Newton for a smooth convex objective returning (value, gradient, Hessian); stops at ``|grad|`` < 1e-12."""
     point = start
     value, gradient, hessian = objective(point)
     for _ in range(100):

@@ -3,13 +3,18 @@
 A bootstrap resample of the N test rows is represented by its multiplicity weights: w_i is how often row i was drawn
 (Σ_i w_i = N). Every metric below is a function of weighted sums of per-row quantities, so B resamples become one
 (B, N) weight matrix and a few matrix products, cumulative sums and searches, instead of B calls of the metric on
-``probs[idx]``. Example: ECE = Σ_b |Σ_i w_i 1[i in bin b] (correct_i − conf_i)| / N.
+``probs[idx]``. Example: ECE = Σ_b ``|Σ_i w_i 1[i in bin b] (correct_i − conf_i)|`` / N.
 
-``evaluator(metric, probs, labels)`` validates the inputs and precomputes the per-row quantities once, and returns
+``metrics.weighted_evaluator(metric, probs, labels)`` picks the weighted form of a metric here (the table
+``metrics.WEIGHTED_METRICS``), which validates the inputs and precomputes the per-row quantities once, and returns
 ``evaluate(weights) -> (B,) float64`` (NaN where the metric is undefined on a resample, e.g. a recall of a class
 that the resample does not contain), or None for a metric without a weighted form here (``smooth_ece``: relplot
 computes it; the bootstrap then calls the metric on each resample). ``functools.partial`` of a metric with keyword
 arguments (``n_bins``, ``per_label``, ``threshold``, ``class_index``) is recognised.
+
+The table and the look-up live in :mod:`helpers.metrics`, the floor above: this module imports only
+:mod:`helpers.metrics_core` (the shared input checks and binning) and :mod:`helpers.selective`, so imports flow one
+way.
 
 Each weighted form is tested equal to the metric itself on the resampled rows. One difference by construction:
 equal-mass bins (:func:`helpers.metrics.adaptive_ece`) order tied confidences of *different* rows by row index
@@ -19,14 +24,14 @@ straddle a bin boundary (both are valid equal-mass binnings).
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
 import torch
 
-from helpers import metrics as M
+from helpers import metrics_core as core
+from helpers import selective
 
-__all__ = ["evaluator", "WEIGHTED_METRICS"]
+__all__: list[str] = []  # the weighted forms are private: metrics.weighted_evaluator picks one
 
 Evaluate = Callable[[torch.Tensor], torch.Tensor]
 
@@ -66,68 +71,68 @@ def _cell_statistics(cell: torch.Tensor, confidence: torch.Tensor, outcome: torc
 
 
 def _binned(cell: torch.Tensor, confidence: torch.Tensor, outcome: torch.Tensor, n_groups: int, n_bins: int,
-            reduce: Callable[[M._BinSums], torch.Tensor]) -> Evaluate:
+            reduce: Callable[[core._BinSums], torch.Tensor]) -> Evaluate:
     """Weighted (group, bin) sums reduced per group by ``reduce`` and averaged over groups."""
     n_cells = n_groups * n_bins
     statistics = _cell_statistics(cell, confidence.to(torch.float64), outcome.to(torch.float64), n_cells)
 
     def evaluate(weights: torch.Tensor) -> torch.Tensor:
         sums = (weights @ statistics).reshape(weights.shape[0], 3, n_groups, n_bins)
-        return reduce(M._BinSums(sums[:, 0], sums[:, 1], sums[:, 2])).mean(-1)
+        return reduce(core._BinSums(sums[:, 0], sums[:, 1], sums[:, 2])).mean(-1)
 
     return evaluate
 
 
 def _top_label_binned(probs: Any, labels: Any, n_bins: int,
-                      reduce: Callable[[M._BinSums], torch.Tensor]) -> Evaluate:
-    M._check_n_bins(n_bins)
-    p, y = M._multiclass_inputs(probs, labels)
-    confidence, correct = M._top_label(p, y)
-    return _binned(M._equal_width_bin_index(confidence, n_bins), confidence, correct, 1, n_bins, reduce)
+                      reduce: Callable[[core._BinSums], torch.Tensor]) -> Evaluate:
+    core._check_n_bins(n_bins)
+    p, y = core._multiclass_inputs(probs, labels)
+    confidence, correct = core._top_label(p, y)
+    return _binned(core._equal_width_bin_index(confidence, n_bins), confidence, correct, 1, n_bins, reduce)
 
 
-def _ece(probs: Any, labels: Any, n_bins: int = M.DEFAULT_N_BINS) -> Evaluate:
-    return _top_label_binned(probs, labels, n_bins, M._expected_error)
+def _ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
+    return _top_label_binned(probs, labels, n_bins, core._expected_error)
 
 
-def _mce(probs: Any, labels: Any, n_bins: int = M.DEFAULT_N_BINS) -> Evaluate:
-    return _top_label_binned(probs, labels, n_bins, M._max_error)
+def _mce(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
+    return _top_label_binned(probs, labels, n_bins, core._max_error)
 
 
-def _average_calibration_error(probs: Any, labels: Any, n_bins: int = M.DEFAULT_N_BINS) -> Evaluate:
-    return _top_label_binned(probs, labels, n_bins, M._average_error)
+def _average_calibration_error(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
+    return _top_label_binned(probs, labels, n_bins, core._average_error)
 
 
-def _classwise_ece(probs: Any, labels: Any, n_bins: int = M.DEFAULT_N_BINS) -> Evaluate:
-    M._check_n_bins(n_bins)
-    p, y = M._multiclass_inputs(probs, labels)
+def _classwise_ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
+    core._check_n_bins(n_bins)
+    p, y = core._multiclass_inputs(probs, labels)
     k = p.shape[1]
-    cell = M._cell_index(M._equal_width_bin_index(p, n_bins), n_bins)
+    cell = core._cell_index(core._equal_width_bin_index(p, n_bins), n_bins)
     outcome = torch.nn.functional.one_hot(y, k)
-    return _binned(cell, p, outcome, k, n_bins, M._expected_error)
+    return _binned(cell, p, outcome, k, n_bins, core._expected_error)
 
 
 def _multilabel_binned(probs: Any, labels: Any, n_bins: int, per_label: bool,
-                       reduce: Callable[[M._BinSums], torch.Tensor]) -> Evaluate:
-    M._check_n_bins(n_bins)
-    p, y = M._multilabel_inputs(probs, labels)
-    index = M._equal_width_bin_index(p, n_bins)
+                       reduce: Callable[[core._BinSums], torch.Tensor]) -> Evaluate:
+    core._check_n_bins(n_bins)
+    p, y = core._multilabel_inputs(probs, labels)
+    index = core._equal_width_bin_index(p, n_bins)
     n_groups = p.shape[1] if per_label else 1
-    cell = M._cell_index(index, n_bins) if per_label else index
+    cell = core._cell_index(index, n_bins) if per_label else index
     return _binned(cell, p, y, n_groups, n_bins, reduce)
 
 
-def _multilabel_ece(probs: Any, labels: Any, n_bins: int = M.DEFAULT_N_BINS, per_label: bool = False) -> Evaluate:
-    return _multilabel_binned(probs, labels, n_bins, per_label, M._expected_error)
+def _multilabel_ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS, per_label: bool = False) -> Evaluate:
+    return _multilabel_binned(probs, labels, n_bins, per_label, core._expected_error)
 
 
-def _multilabel_mce(probs: Any, labels: Any, n_bins: int = M.DEFAULT_N_BINS, per_label: bool = False) -> Evaluate:
-    return _multilabel_binned(probs, labels, n_bins, per_label, M._max_error)
+def _multilabel_mce(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS, per_label: bool = False) -> Evaluate:
+    return _multilabel_binned(probs, labels, n_bins, per_label, core._max_error)
 
 
-def _multilabel_average_calibration_error(probs: Any, labels: Any, n_bins: int = M.DEFAULT_N_BINS,
+def _multilabel_average_calibration_error(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS,
                                           per_label: bool = False) -> Evaluate:
-    return _multilabel_binned(probs, labels, n_bins, per_label, M._average_error)
+    return _multilabel_binned(probs, labels, n_bins, per_label, core._average_error)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -137,8 +142,8 @@ class _SortedTopLabel:
     """Top-label confidence and correctness sorted by confidence (stable), and per-resample cumulative sums."""
 
     def __init__(self, probs: Any, labels: Any):
-        p, y = M._multiclass_inputs(probs, labels)
-        confidence, correct = M._top_label(p, y)
+        p, y = core._multiclass_inputs(probs, labels)
+        confidence, correct = core._top_label(p, y)
         self.order = torch.argsort(confidence[:, 0], stable=True)
         self.confidence = confidence[:, 0].to(torch.float64)[self.order]
         self.correct = correct[:, 0].to(torch.float64)[self.order]
@@ -151,11 +156,11 @@ class _SortedTopLabel:
         return row.clamp_max(cumulative_weights.shape[1] - 1)  # rank N (a bound past the last row): the last row
 
 
-def _adaptive_ece(probs: Any, labels: Any, n_bins: int = M.DEFAULT_N_BINS) -> Evaluate:
+def _adaptive_ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
     """Rank r of a resample goes to bin floor(r n_bins / N) (``metrics._equal_mass_bin_index``): bin b holds
     ranks [L_b, L_{b+1}) with L_b = ceil(b N / n_bins). The confidence (or correctness) summed over ranks [0, L) is
     the cumulative sum up to the row holding rank L plus that row's share of copies below L."""
-    M._check_n_bins(n_bins)
+    core._check_n_bins(n_bins)
     rows = _SortedTopLabel(probs, labels)
     n = rows.confidence.shape[0]
     device = rows.confidence.device
@@ -177,15 +182,15 @@ def _adaptive_ece(probs: Any, labels: Any, n_bins: int = M.DEFAULT_N_BINS) -> Ev
         confidence_sum = sums_below(weights, rows.confidence, cumulative).diff(dim=1)
         outcome_sum = sums_below(weights, rows.correct, cumulative).diff(dim=1)
         counts = bounds.diff().to(torch.float64).expand_as(confidence_sum)
-        return M._expected_error(M._BinSums(counts, confidence_sum, outcome_sum))
+        return core._expected_error(core._BinSums(counts, confidence_sum, outcome_sum))
 
     return evaluate
 
 
-def _debiased_ece(probs: Any, labels: Any, n_bins: int = M.DEFAULT_N_BINS) -> Evaluate:
+def _debiased_ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
     """The resample's sorted confidences at the chunk ends give its bin boundaries
     (``metrics._kumar_equal_mass_bin_index``); each row is then binned against its resample's boundaries."""
-    M._check_n_bins(n_bins)
+    core._check_n_bins(n_bins)
     rows = _SortedTopLabel(probs, labels)
     n = rows.confidence.shape[0]
     device = rows.confidence.device
@@ -208,7 +213,7 @@ def _debiased_ece(probs: Any, labels: Any, n_bins: int = M.DEFAULT_N_BINS) -> Ev
             1, index, weights * rows.confidence)
         outcome_sum = torch.zeros(shape, dtype=torch.float64, device=device).scatter_add_(
             1, index, weights * rows.correct)
-        squared = M._debiased_squared_error(M._BinSums(counts, confidence_sum, outcome_sum))
+        squared = core._debiased_squared_error(core._BinSums(counts, confidence_sum, outcome_sum))
         return squared.clamp_min(0.0).sqrt()
 
     return evaluate
@@ -223,7 +228,7 @@ def _weighted_auroc_column(scores: torch.Tensor, targets: torch.Tensor) -> Evalu
     in it); only the positive rows are gathered."""
     sorted_scores, order = scores.sort()
     sorted_targets = targets.to(torch.float64)[order]
-    first, last = (index[0] for index in M._tie_groups(sorted_scores[None]))
+    first, last = (index[0] for index in core._tie_groups(sorted_scores[None]))
     positive_rows = torch.nonzero(sorted_targets)[:, 0]
     before_group = (first[positive_rows] - 1).clamp_min(0)
     has_rows_before = (first[positive_rows] > 0).to(torch.float64)
@@ -246,7 +251,7 @@ def _weighted_average_precision_column(scores: torch.Tensor, targets: torch.Tens
     the end of its tie group); NaN where the resample holds no positive."""
     sorted_scores, order = scores.sort(descending=True, stable=True)
     sorted_targets = targets.to(torch.float64)[order]
-    _, last = (index[0] for index in M._tie_groups(sorted_scores[None]))
+    _, last = (index[0] for index in core._tie_groups(sorted_scores[None]))
     positive_rows = torch.nonzero(sorted_targets)[:, 0]
     group_end = last[positive_rows]
 
@@ -267,26 +272,26 @@ def _mean_over_columns(columns: list[Evaluate]) -> Evaluate:
 
 
 def _auroc_ovr(probs: Any, labels: Any) -> Evaluate:
-    p, y = M._multiclass_inputs(probs, labels)
+    p, y = core._multiclass_inputs(probs, labels)
     if p.shape[1] == 2:
         return _weighted_auroc_column(p[:, 1], y == 1)
     return _mean_over_columns([_weighted_auroc_column(p[:, k], y == k) for k in range(p.shape[1])])
 
 
 def _macro_auroc(probs: Any, labels: Any) -> Evaluate:
-    p, y = M._multilabel_inputs(probs, labels)
+    p, y = core._multilabel_inputs(probs, labels)
     return _mean_over_columns([_weighted_auroc_column(p[:, t], y[:, t]) for t in range(p.shape[1])])
 
 
 def _map_per_class(probs: Any, labels: Any) -> Evaluate:
-    p, y = M._multilabel_inputs(probs, labels)
+    p, y = core._multilabel_inputs(probs, labels)
     return _mean_over_columns([_weighted_average_precision_column(p[:, t], y[:, t]) for t in range(p.shape[1])])
 
 
 def _map_per_example(probs: Any, labels: Any) -> Evaluate:
     """A row's AP depends on that row only: the weighted mean of the per-row APs over rows that have one."""
-    p, y = M._multilabel_inputs(probs, labels)
-    ap = M._average_precision_rows(p, y)
+    p, y = core._multilabel_inputs(probs, labels)
+    ap = core._average_precision_rows(p, y)
     defined = ~torch.isnan(ap)
     ap = torch.where(defined, ap, torch.zeros_like(ap))
     return lambda weights: _safe_ratio(weights @ ap, weights @ defined.to(torch.float64))
@@ -296,52 +301,50 @@ def _map_per_example(probs: Any, labels: Any) -> Evaluate:
 # per-row means and confusion-matrix metrics
 # ----------------------------------------------------------------------------------------------------------------
 def _accuracy(probs: Any, labels: Any) -> Evaluate:
-    p, y = M._multiclass_inputs(probs, labels)
+    p, y = core._multiclass_inputs(probs, labels)
     return _weighted_mean(p.argmax(1) == y)
 
 
 def _nll(probs: Any, labels: Any) -> Evaluate:
-    p, y = M._multiclass_inputs(probs, labels)
+    p, y = core._multiclass_inputs(probs, labels)
     p_true = p.gather(1, y[:, None])[:, 0].to(torch.float64)
     return _weighted_mean(-p_true.clamp_min(torch.finfo(torch.float64).tiny).log())
 
 
 def _brier(probs: Any, labels: Any) -> Evaluate:
-    p, y = M._multiclass_inputs(probs, labels)
+    p, y = core._multiclass_inputs(probs, labels)
     p = p.to(torch.float64)
     return _weighted_mean((p * p).sum(1) - 2.0 * p.gather(1, y[:, None])[:, 0] + 1.0)
 
 
 def _multilabel_nll(probs: Any, labels: Any) -> Evaluate:
-    p, y = M._multilabel_inputs(probs, labels)
+    p, y = core._multilabel_inputs(probs, labels)
     p = p.to(torch.float64)
     p_outcome = torch.where(y == 1, p, 1 - p)
     return _weighted_mean(-p_outcome.clamp_min(torch.finfo(torch.float64).tiny).log().mean(1))
 
 
 def _multilabel_brier(probs: Any, labels: Any) -> Evaluate:
-    p, y = M._multilabel_inputs(probs, labels)
+    p, y = core._multilabel_inputs(probs, labels)
     return _weighted_mean(((p.to(torch.float64) - y) ** 2).mean(1))
 
 
 def _hamming_loss(probs: Any, labels: Any, threshold: float = 0.5) -> Evaluate:
     if not 0.0 <= threshold <= 1.0:
         raise ValueError(f"threshold must lie in [0, 1], got {threshold}")
-    p, y = M._multilabel_inputs(probs, labels)
+    p, y = core._multilabel_inputs(probs, labels)
     return _weighted_mean(((p >= threshold) != (y == 1)).to(torch.float64).mean(1))
 
 
 def _true_rms(probs: Any, true_posteriors: Any) -> Evaluate:
-    M.true_rms(probs, true_posteriors)  # the same input checks
-    p_hat = M._probability_matrix(probs, "probs").to(torch.float64)
-    p_true = M._probability_matrix(true_posteriors, "true_posteriors").to(device=p_hat.device, dtype=torch.float64)
+    p_hat, p_true = core._estimate_and_posteriors(probs, true_posteriors)
     mean_square = _weighted_mean(((p_hat - p_true) ** 2).mean(1))
     return lambda weights: mean_square(weights).sqrt()
 
 
 def _class_recall(probs: Any, labels: Any, class_index: int) -> Evaluate:
-    M.class_recall(probs, labels, class_index)  # the same input checks
-    p, y = M._multiclass_inputs(probs, labels)
+    p, y = core._multiclass_inputs(probs, labels)
+    class_index = core._class_index(class_index, p.shape[1])
     is_class = (y == class_index).to(torch.float64)
     hit = is_class * (p.argmax(1) == class_index).to(torch.float64)
     return lambda weights: _safe_ratio(weights @ hit, weights @ is_class)
@@ -349,7 +352,7 @@ def _class_recall(probs: Any, labels: Any, class_index: int) -> Evaluate:
 
 def _confusion(probs: Any, labels: Any) -> tuple[int, Callable[[torch.Tensor], torch.Tensor]]:
     """K and a function giving the (B, K, K) weighted confusion matrices [true class, predicted class]."""
-    p, y = M._multiclass_inputs(probs, labels)
+    p, y = core._multiclass_inputs(probs, labels)
     k = p.shape[1]
     cells = torch.nn.functional.one_hot(y * k + p.argmax(1), k * k).to(torch.float64)
     return k, lambda weights: (weights @ cells).reshape(-1, k, k)
@@ -407,37 +410,9 @@ def _cohen_kappa(probs: Any, labels: Any) -> Evaluate:
     return evaluate
 
 
-#: metric of helpers.metrics -> its weighted form (same keyword arguments)
-WEIGHTED_METRICS: dict[Callable[..., float], Callable[..., Evaluate]] = {
-    M.accuracy: _accuracy, M.nll: _nll, M.brier: _brier,
-    M.ece: _ece, M.mce: _mce, M.average_calibration_error: _average_calibration_error,
-    M.classwise_ece: _classwise_ece, M.adaptive_ece: _adaptive_ece, M.debiased_ece: _debiased_ece,
-    M.auroc_ovr: _auroc_ovr, M.macro_f1: _macro_f1, M.jaccard: _jaccard, M.cohen_kappa: _cohen_kappa,
-    M.class_recall: _class_recall,
-    M.multilabel_ece: _multilabel_ece, M.multilabel_mce: _multilabel_mce,
-    M.multilabel_average_calibration_error: _multilabel_average_calibration_error,
-    M.multilabel_brier: _multilabel_brier, M.multilabel_nll: _multilabel_nll, M.hamming_loss: _hamming_loss,
-    M.macro_auroc: _macro_auroc, M.map_per_class: _map_per_class, M.map_per_example: _map_per_example,
-    M.true_rms: _true_rms,
-}
-
-
-def evaluator(metric: Callable[..., float], probs: Any, labels: Any) -> Evaluate | None:
-    """``evaluate(weights) -> (B,)`` for a metric with a weighted form (or a keyword-only ``functools.partial`` of
-    one), else None."""
-    function, keywords = metric, {}
-    if isinstance(metric, functools.partial) and not metric.args:
-        function, keywords = metric.func, dict(metric.keywords)
-    weighted = WEIGHTED_METRICS.get(function)
-    return None if weighted is None else weighted(probs, labels, **keywords)
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # R-AUC, the area under the accuracy–retention curve (helpers.selective; LS+ paper Fig. 1)
 # ----------------------------------------------------------------------------------------------------------------
-from helpers import selective  # noqa: E402  (kept with the weighted form that needs it)
-
-
 def _r_auc(probs: Any, labels: Any) -> Evaluate:
     """R-AUC = 1 − (Σ_{i=1}^{N} E(i) − E(N)/2) / N² (trapezoid rule on r = i/N). With tie groups g of n_g rows
     starting after a_g rows and holding e_g errors, the tie-averaged E of :func:`helpers.selective.retention_curve`
@@ -461,5 +436,3 @@ def _r_auc(probs: Any, labels: Any) -> Evaluate:
 
     return evaluate
 
-
-WEIGHTED_METRICS[selective.r_auc] = _r_auc

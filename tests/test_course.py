@@ -215,6 +215,30 @@ def test_publish_strips_widget_state_the_executing_kernel_saved(tmp_path, monkey
     assert (tmp_path / "results" / "03_margin_based_label_smoothing.json").is_file()
 
 
+def test_publish_removes_the_machine_paths_and_times_of_the_execution(tmp_path, monkeypatch):
+    """papermill stores the executing machine's path of the notebook and start/end times (notebook and cells), and
+    Jupyter per-cell execution times: the published notebook keeps none of them, and nothing else changes."""
+    def add_execution_metadata(nb):
+        nb["metadata"]["papermill"] = {"input_path": "/home/someone/calibmed/notebooks/03.ipynb",
+                                       "output_path": "runs/x/notebooks/03.ipynb", "parameters": {"seed": 0},
+                                       "start_time": "2026-11-22T20:37:32.775667+00:00",
+                                       "end_time": "2026-11-22T20:38:40.450939+00:00", "duration": 67.7}
+        for cell in nb["cells"]:
+            cell["metadata"]["execution"] = {"iopub.status.busy": "2026-11-22T20:37:45.143748Z"}
+            cell["metadata"]["papermill"] = {"start_time": "2026-11-22T20:37:34.006822+00:00",
+                                             "end_time": "2026-11-22T20:37:34.021192+00:00", "duration": 0.01,
+                                             "status": "completed", "exception": False}
+
+    run, published = _reference_run(tmp_path, monkeypatch, add_execution_metadata)
+    course.publish(run)
+    text = published.read_text(encoding="utf-8")
+    assert "/home/someone" not in text and "2026-11-22T" not in text
+    nb, executed = json.loads(text), json.loads((run / "notebooks" / published.name).read_text(encoding="utf-8"))
+    assert nb["metadata"]["papermill"] == {"parameters": {"seed": 0}}
+    assert [c["source"] for c in nb["cells"]] == [c["source"] for c in executed["cells"]]
+    assert [c.get("outputs") for c in nb["cells"]] == [c.get("outputs") for c in executed["cells"]]
+
+
 def test_publish_refuses_a_notebook_that_breaks_an_output_rule(tmp_path, monkeypatch):
     def add_long_line(nb):
         code = next(c for c in nb["cells"] if c["cell_type"] == "code" and c.get("outputs"))

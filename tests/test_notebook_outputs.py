@@ -51,6 +51,8 @@ BROKEN = {
     "no_absolute_paths": lambda nb: nb["cells"][6]["outputs"].append(
         {"output_type": "execute_result", "execution_count": 1, "metadata": {},
          "data": {"text/plain": "PosixPath('/home/someone/calibmed/runs/results/99_x.json')"}}),
+    "no_timestamps": lambda nb: nb["cells"][4]["metadata"].update(
+        execution={"iopub.execute_input": "2026-11-22T20:37:45.144093Z"}),
     "no_raw_warnings": lambda nb: nb["cells"][4]["outputs"].append(
         stream("helpers/losses/multiclass.py:263: UserWarning: LS+: class accuracies\n", "stderr")),
     "no_long_lines": lambda nb: nb["cells"][4]["outputs"].append(stream("model " + "0.123 [0.100,0.150] " * 8 + "\n")),
@@ -92,6 +94,66 @@ def test_paths_inside_urls_or_relative_paths_are_not_absolute():
     nb = good_notebook()
     nb["cells"][4]["outputs"].append(stream("see https://doi.org/10.1038/s41597 and runs/results/x.json, 3/4 of it\n"))
     assert rules.no_absolute_paths(nb) == []
+
+
+def papermill_executed(nb):
+    """``nb`` with the metadata papermill and Jupyter write when they execute it on a machine."""
+    nb["metadata"]["papermill"] = {
+        "default_parameters": {}, "duration": 67.675272, "end_time": "2026-11-22T20:38:40.450939+00:00",
+        "environment_variables": {}, "exception": None, "input_path": "/home/someone/calibmed/notebooks/99_x.ipynb",
+        "output_path": "runs/ref/notebooks/99_x.ipynb", "parameters": {"profile": "quick"},
+        "start_time": "2026-11-22T20:37:32.775667+00:00", "version": "2.7.0"}
+    for cell in nb["cells"]:
+        cell["metadata"]["papermill"] = {"duration": 0.01437, "end_time": "2026-11-22T20:37:34.021192+00:00",
+                                         "exception": False, "start_time": "2026-11-22T20:37:34.006822+00:00",
+                                         "status": "completed"}
+        if cell["cell_type"] == "code":
+            cell["metadata"]["execution"] = {"iopub.execute_input": "2026-11-22T20:37:45.144093Z",
+                                             "iopub.status.busy": "2026-11-22T20:37:45.143748Z",
+                                             "iopub.status.idle": "2026-11-22T20:37:45.969227Z",
+                                             "shell.execute_reply": "2026-11-22T20:37:45.968454Z"}
+    return nb
+
+
+def test_paths_and_timestamps_are_found_in_the_metadata_and_sources_too():
+    nb = papermill_executed(good_notebook())
+    paths = rules.no_absolute_paths(nb)
+    assert paths == ["metadata.papermill.input_path: /home/someone/calibmed/notebooks/99_x.ipynb"]
+    times = rules.no_timestamps(nb)
+    assert "metadata.papermill.start_time: 2026-11-22T20:37:32.775667+00:00" in times
+    assert "cells[2].metadata.execution.iopub.execute_input: 2026-11-22T20:37:45.144093Z" in times
+    n_code = sum(cell["cell_type"] == "code" for cell in nb["cells"])
+    assert len(times) == 2 + 2 * len(nb["cells"]) + 4 * n_code  # notebook, each cell's papermill, code cells' execution
+    nb = good_notebook()
+    nb["cells"][2]["source"] = ['profile = "quick"\n', 'data_dir = "/srv/data/medmnist"\n']
+    nb["cells"][5]["source"] = "## Takeaway\n\n* measured on 2026-11-22 14:03"
+    assert rules.no_absolute_paths(nb) == ["cells[2].source: /srv/data/medmnist"]
+    assert rules.no_timestamps(nb) == ["cells[5].source: 2026-11-22 14:03"]
+
+
+def test_image_data_is_not_read_for_paths_or_timestamps():
+    nb = good_notebook()
+    nb["cells"][4]["outputs"].append({"output_type": "display_data", "metadata": {"image/png": {"width": 300}},
+                                      "data": {"image/png": "iVBORw0KGgo/AAAANSUhEUgAA/AAB9AAAAW+CAYAAAB/ez4l",
+                                               "text/plain": "<Figure size 640x480 with 1 Axes>"}})
+    assert rules.no_absolute_paths(nb) == [] and rules.no_timestamps(nb) == []
+
+
+def test_clean_removes_the_execution_paths_and_times_and_keeps_the_rest():
+    executed = papermill_executed(good_notebook())
+    cleaned, report = rules.clean_notebook(executed, repo_roots=["/home/someone/calibmed"])
+    assert cleaned["metadata"]["papermill"] == {"default_parameters": {}, "environment_variables": {},
+                                                "exception": None, "parameters": {"profile": "quick"},
+                                                "version": "2.7.0"}
+    for cell in cleaned["cells"]:
+        assert cell["metadata"]["papermill"] == {"exception": False, "status": "completed"}
+        assert "execution" not in cell["metadata"]
+    n_code = sum(cell["cell_type"] == "code" for cell in executed["cells"])
+    assert report["run_metadata_removed"] == 5 + 3 * len(executed["cells"]) + n_code
+    assert rules.no_absolute_paths(cleaned) == [] and rules.no_timestamps(cleaned) == []
+    assert [c["source"] for c in cleaned["cells"]] == [c["source"] for c in executed["cells"]]
+    assert [c.get("outputs") for c in cleaned["cells"]] == [c.get("outputs") for c in executed["cells"]]
+    assert rules.clean_notebook(cleaned)[1]["run_metadata_removed"] == 0  # cleaning twice changes nothing
 
 
 def tqdm_outputs():
@@ -179,6 +241,15 @@ def committed_cases():
 def test_committed_notebook_keeps_rule(path, rule):
     if rule == "quiet_run_logs" and not RUN_LOG_RULE_ON_COMMITTED:
         pytest.skip("switched on once the notebooks are re-executed (RUN_LOG_RULE_ON_COMMITTED)")
-    nb = json.loads(path.read_text(encoding="utf-8"))
+    nb = json.loads(path.read_text(encoding="utf-8"))  # the whole file: metadata, sources and outputs
     problems = getattr(rules, rule)(nb)
     assert not problems, f"{path.name} breaks {rule}: " + "; ".join(problems[:5])
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda path: path.stem[:2])
+def test_committed_notebook_file_holds_no_timestamp_or_execution_path(path):
+    """The file's text as committed (base64 images cannot hold a date and time: no '-' or ':' in base64)."""
+    text = path.read_text(encoding="utf-8")
+    assert not rules.TIMESTAMP.search(text), f"{path.name}: {rules.TIMESTAMP.search(text).group()} in the file"
+    for key in ("input_path", "output_path", "start_time", "end_time", "iopub.execute_input"):
+        assert f'"{key}"' not in text, f"{path.name} stores {key}: python -m helpers.course clean-outputs"

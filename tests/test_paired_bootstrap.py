@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from helpers import metrics as M
-from helpers import selective, weighted_metrics
+from helpers import selective
 from random_forecasts import random_multiclass, random_multilabel
 
 
@@ -45,7 +45,7 @@ def name(metric):
 def test_every_weighted_metric_is_tested():
     tested = ({getattr(m, "func", m) for m in MULTICLASS_METRICS + MULTILABEL_METRICS}
               | {M.true_rms, selective.r_auc})
-    assert set(weighted_metrics.WEIGHTED_METRICS) == tested
+    assert set(M.WEIGHTED_METRICS) == tested
 
 
 @pytest.mark.parametrize("metric", MULTICLASS_METRICS, ids=name)
@@ -170,7 +170,7 @@ def test_metric_without_a_weighted_form_uses_the_loop():
     probs_a = [random_multiclass(300, 3, seed=s)[0] for s in range(2)]
     probs_b = [random_multiclass(300, 3, seed=5)[0]]
     labels = random_multiclass(300, 3, seed=0)[1]
-    assert weighted_metrics.evaluator(M.smooth_ece, probs_a[0], labels) is None
+    assert M.weighted_evaluator(M.smooth_ece, probs_a[0], labels) is None
     result = M.paired_bootstrap(M.smooth_ece, probs_a, probs_b, labels, n=5)
     i = resample_indices(300, 5, seed=0)[3]
     expected = np.mean([M.smooth_ece(p[i], labels[i]) for p in probs_a]) - M.smooth_ece(probs_b[0][i], labels[i])
@@ -216,7 +216,7 @@ def test_weighted_r_auc_equals_r_auc_on_each_resample(tied):
     else:
         probs = [random_multiclass(200, 4, seed=20 + s)[0] for s in range(3)]
     labels = torch.randint(4, (200,), generator=generator)
-    assert weighted_metrics.evaluator(selective.r_auc, probs[0], labels) is not None
+    assert M.weighted_evaluator(selective.r_auc, probs[0], labels) is not None
     fast = M.paired_bootstrap(selective.r_auc, probs[:2], probs[2:], labels, n=30)
     slow = M.paired_bootstrap(selective.r_auc, probs[:2], probs[2:], labels, n=30, vectorised=False)
     assert not torch.all(fast.samples == 0)

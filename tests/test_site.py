@@ -56,12 +56,24 @@ def chromium_path() -> str | None:
     return os.environ.get("CALIBMED_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+def api_modules() -> list[str]:
+    """The modules of the API reference, in the order of book/api.rst's autosummary list."""
+    return re.findall(r"^   (helpers(?:\.\w+)+)$", (ROOT / "book" / "api.rst").read_text(), re.MULTILINE)
+
+
 def site_pages() -> list[str]:
-    """Pages in reading order (the order of the site's next links): the landing page, the notebooks, then the notes
-    in the order of book/index.md's "Notes" toctree."""
+    """Pages in reading order (the order of the site's next links): the landing page, the notebooks, the notes in
+    the order of book/index.md's "Notes" toctree, then its "Reference" toctree: the API reference followed by its
+    module pages, the changelog."""
+    index = (ROOT / "book" / "index.md").read_text()
     notebooks = [f"notebooks/{p.stem}.html" for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
-    notes = re.findall(r"^/(docs/[\w-]+)$", (ROOT / "book" / "index.md").read_text(), re.MULTILINE)
-    return ["book/index.html", *notebooks, *[f"{note}.html" for note in notes]]
+    notes = re.findall(r"^/(docs/[\w-]+)$", index, re.MULTILINE)
+    reference = []
+    for entry in re.findall(r"^/([\w/-]+)$", index.split(":caption: Reference", 1)[1], re.MULTILINE):
+        reference.append(f"{entry}.html")
+        if entry == "book/api":
+            reference += [f"book/generated/{module}.html" for module in api_modules()]
+    return ["book/index.html", *notebooks, *[f"{note}.html" for note in notes], *reference]
 
 
 def free_port() -> int:
@@ -188,6 +200,50 @@ def test_site_root_leads_to_the_landing_page(browser, site_url):
     # the course map of the README links every notebook
     for notebook in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         assert any(notebook.stem in link for link in links), f"the landing page does not link {notebook.stem}"
+
+
+def test_the_download_button_of_a_notebook_page_gives_that_notebook(browser, site_url, tmp_path):
+    """The header's download menu, entry ".ipynb": the file saved is the committed notebook (valid nbformat, the
+    same cells), for every notebook page."""
+    import nbformat
+
+    page = browser.new_page(accept_downloads=True)
+    problems = PageProblems(page)
+    page.set_default_timeout(TIMEOUT_MS)
+    for committed in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        page.goto(f"{site_url}/notebooks/{committed.stem}.html", wait_until="load")
+        page.click(".dropdown-download-buttons button.dropdown-toggle")
+        link = page.locator(".dropdown-download-buttons a.btn-download-source-button")
+        assert link.inner_text().strip() == ".ipynb"
+        with page.expect_download() as pending:
+            link.click()
+        saved = tmp_path / pending.value.suggested_filename
+        pending.value.save_as(saved)
+        assert saved.name == committed.name
+        downloaded = nbformat.read(saved, as_version=4)
+        nbformat.validate(downloaded)
+        assert downloaded.cells == nbformat.read(committed, as_version=4).cells, f"{saved.name}: other cells"
+        assert saved.read_bytes() == committed.read_bytes()
+    page.close()
+    assert problems.items == [], problems.items[:5]
+
+
+def test_the_api_reference_is_in_the_navigation_and_documents_the_metrics(browser, site_url):
+    page = browser.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(f"{site_url}/book/index.html", wait_until="load")
+    page.click("nav.bd-links a[href$='api.html']")
+    page.wait_for_load_state("load")
+    assert page.url.endswith("/book/api.html")
+    modules = page.eval_on_selector_all("article a[href*='generated/helpers.']",
+                                        "els => [...new Set(els.map(e => e.getAttribute('href')))]")
+    assert len(modules) == len(api_modules()), modules
+    page.click("article a[href^='generated/helpers.metrics.html']")
+    page.wait_for_load_state("load")
+    documented = page.eval_on_selector_all("dl.py.function > dt", "els => els.map(e => e.id)")
+    page.close()
+    for name in ("ece", "adaptive_ece", "paired_bootstrap", "weighted_evaluator"):
+        assert f"helpers.metrics.{name}" in documented
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -367,7 +367,7 @@ class _ProbabilityRegulariser(nn.Module):
 
 
 class DCARegulariser(_ProbabilityRegulariser):
-    """DCA term (Liang et al., BMVC 2020): |mean_i max_k p_ik − mean_i 1[argmax_k p_ik = y_i]|.
+    """DCA term (Liang et al., BMVC 2020): ``|mean_i max_k p_ik − mean_i 1[argmax_k p_ik = y_i]|``.
 
     Called as ``reg(probs, target)`` on probabilities, WITHOUT its weight β (Composite or :class:`DCA` applies
     it). The accuracy is a constant for differentiation; the gradient flows through the mean confidence.
@@ -381,7 +381,7 @@ class DCARegulariser(_ProbabilityRegulariser):
 
 
 class MDCARegulariser(_ProbabilityRegulariser):
-    """MDCA term (Hebbalaguppe et al., CVPR 2022): (1/K) Σ_k |mean_i p_ik − mean_i 1[y_i = k]|.
+    """MDCA term (Hebbalaguppe et al., CVPR 2022): (1/K) Σ_k ``|mean_i p_ik − mean_i 1[y_i = k]|``.
 
     Called as ``reg(probs, target)`` on probabilities, WITHOUT its weight β.
     """

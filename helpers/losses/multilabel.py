@@ -539,8 +539,8 @@ class CanonicalCalibrationLoss(nn.Module):
     """Canonical Calibration Loss (Pal et al., ICASSP 2025), a regulariser ``reg(probs, targets)``.
 
     Per label t, the predictions q_nt are binned into ``n_bins`` equal-width bins on [0, 1] (q = 1 goes to the
-    last bin) and the loss is the ECE-style sum (1/N) Σ_b |Σ_{n ∈ b} (q_nt − y_nt)|, averaged over labels. With
-    one bin — the reference — it is mean_t |mean_n q_nt − mean_n y_nt|: the gap between the batch-mean
+    last bin) and the loss is the ECE-style sum (1/N) Σ_b ``|Σ_{n ∈ b} (q_nt − y_nt)|``, averaged over labels. With
+    one bin — the reference — it is mean_t ``|mean_n q_nt − mean_n y_nt|``: the gap between the batch-mean
     prediction and the batch prevalence of each label. A batch-level term (not a sum over examples). In the
     reference q = p², LDACE's probability; ``Composite`` passes ``base.predict_proba``, which is exactly that.
     Gradients flow through q (bin membership is piecewise constant).

@@ -1,0 +1,24 @@
+"""The website's API reference (book/api.rst, built by `make book` with autodoc + autosummary) lists every module
+of helpers/; the browser test (tests/test_site.py) checks its pages load and document the functions."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def listed_modules() -> list[str]:
+    return re.findall(r"^   (helpers(?:\.\w+)+)$", (ROOT / "book" / "api.rst").read_text(), re.MULTILINE)
+
+
+def test_every_module_of_helpers_has_an_api_page():
+    modules = sorted(".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                     for path in (ROOT / "helpers").rglob("*.py"))
+    assert listed_modules() == [module for module in modules if module != "helpers"]
+
+
+def test_the_api_reference_is_built_from_the_docstrings_and_in_the_navigation():
+    conf = (ROOT / "book" / "conf.py").read_text()
+    assert '"sphinx.ext.autodoc"' in conf and '"sphinx.ext.autosummary"' in conf
+    assert re.search(r"^:caption: Reference\n\n/book/api$", (ROOT / "book" / "index.md").read_text(), re.MULTILINE)
+    assert "book/generated/" in (ROOT / ".gitignore").read_text().splitlines()
