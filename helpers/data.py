@@ -697,6 +697,17 @@ def subsample_train(bundle: DatasetBundle, max_train: int, seed: int = 0) -> Dat
     return bundle
 
 
+def dataset_task(name: str) -> str:
+    """``multi-class`` or ``multi-label``: the task of a data set :func:`load_dataset` knows, without loading it
+    (binary and ordinal MedMNIST sets count as multi-class, as when loaded)."""
+    key = name.strip().lower() if isinstance(name, str) else name
+    if key not in DATASET_NAMES:
+        raise ValueError(f"unknown data set {name!r}; valid names: {', '.join(DATASET_NAMES)}")
+    if key == "isic2018":
+        return MULTI_CLASS
+    return _task_of(INFO[synthetic.MEDMNIST_FLAGS.get(key, key)])
+
+
 def load_dataset(name: str, image_size: int = 28, data_dir: str | os.PathLike | None = None,
                  max_train: int | None = None, seed: int = 0, label_disagreement: str | None = None) -> DatasetBundle:
     """Load a data set by name: a MedMNIST 2D name (``dermamnist``, ``chestmnist``, ...), ``isic2018`` (from

@@ -29,7 +29,9 @@ def papermill_calls(monkeypatch):
         if getattr(execute, "fail", False):
             raise RuntimeError("the kernel died")
         if not prepare_only:
-            path = parameters["results_path"]
+            # papermill's kernel starts in `cwd` and the injected results_path is relative to it, not to this
+            # process's folder (with the latter the file landed right only in a checkout two folders below /)
+            path = os.path.join(kwargs.get("cwd") or os.getcwd(), parameters["results_path"])
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w") as handle:
                 json.dump({"notebook": os.path.basename(target)[:-6], "results": {"x": 1}}, handle)

@@ -363,3 +363,12 @@ def test_isic2018_duplicate_image_rows_are_rejected(tmp_path):
     csv_path.write_text("\n".join(lines + [lines[1]]) + "\n")
     with pytest.raises(ValueError, match=r"ISIC_0000000.*2 times"):
         load_isic2018(root, cache=False)
+
+
+def test_dataset_task_names_the_task_without_loading_the_data():
+    """Issue 18: which notebooks another multi-class set can run is decided from the profiles' data set names."""
+    assert data.dataset_task("dermamnist") == data.dataset_task("isic2018") == "multi-class"
+    assert data.dataset_task("pneumoniamnist") == data.dataset_task("synthetic_dermamnist") == "multi-class"
+    assert data.dataset_task("ChestMNIST") == data.dataset_task("synthetic_chestmnist_independent") == "multi-label"
+    with pytest.raises(ValueError, match="unknown data set 'dermamnst'; valid names: .*dermamnist"):
+        data.dataset_task("dermamnst")
