@@ -1,0 +1,150 @@
+"""A real Ray cluster on this machine for the tests: a head node and worker nodes, each a separate ``ray start
+--block`` process in its own session, on loopback addresses and free ports, with its own temporary folder.
+
+Nothing here calls ``ray stop`` (it would stop every Ray process of the user, including other people's clusters):
+each node is stopped by signalling its own process group, so only what this module started ends.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+#: Ray rewrites 127.0.0.1 (as --node-ip-address or in --address) to the machine's outward address unless this
+#: variable is 0, and a node started with it at 0 refuses to join a head ("multi-node clusters are not supported
+#: on Windows and OSX"). So the head and every driver run with it at 0, and a worker node runs through
+#: :data:`LOOPBACK_WORKER`, which keeps loopback addresses as given; the worker then takes its own address from
+#: the route to the head's, 127.0.0.1. Nothing listens beyond loopback.
+LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+RAY_START = [str(Path(sys.executable).with_name("ray")), "start"]
+LOOPBACK_WORKER = [sys.executable, "-c", "import sys; import ray._private.services as services; "
+                   "services.resolve_ip_for_localhost = lambda host: host; "
+                   "from ray.scripts.scripts import main; sys.argv[0] = 'ray'; main()", "start"]
+
+#: on 2 busy cores a node's agents take longer to start than Ray's 15 s default wait (the raylet then aborts)
+SLOW_MACHINE = {"RAY_agent_register_timeout_ms": "120000"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+class Node:
+    """One ``ray start --block`` process group; :meth:`kill` ends it (SIGKILL: a lost machine)."""
+
+    def __init__(self, name: str, command: list[str], arguments: list[str], environment: dict[str, str],
+                 temp_root: Path):
+        self.name = name
+        self.temp_dir = Path(tempfile.mkdtemp(prefix=f"r{name[0]}", dir=temp_root))
+        self.log = open(self.temp_dir / "ray-start.log", "wb")
+        self.process = subprocess.Popen(
+            [*command, "--block", "--disable-usage-stats",
+             f"--temp-dir={self.temp_dir}", f"--dashboard-agent-listen-port={free_port()}",
+             f"--metrics-export-port={free_port()}",
+             "--min-worker-port=0", "--max-worker-port=0", *arguments],
+            env=environment, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        self.log.flush()
+        text = (self.temp_dir / "ray-start.log").read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Signal every process of this node (its session's process group), then reap ``ray start``."""
+        if self.process.poll() is None or sig == signal.SIGKILL:
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                pass
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=20)
+        self.log.close()
+
+
+class Cluster:
+    """A head node on 127.0.0.1 plus ``add_worker`` nodes; :meth:`shutdown` ends them all and removes their folders.
+
+    ``environment`` is what every node's processes inherit (e.g. ``CALIBMED_DATA_DIR``): Ray tasks see the
+    environment of the node they run on."""
+
+    def __init__(self, environment: dict[str, str], num_cpus: int = 1, object_store_bytes: int = 80_000_000):
+        self.environment = dict(environment)
+        self.num_cpus = num_cpus
+        self.object_store_bytes = object_store_bytes
+        self.temp_root = Path(tempfile.mkdtemp(prefix="calibmed-ray-", dir="/tmp"))  # socket paths must be short
+        self.nodes: list[Node] = []
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        head = self._start("head", RAY_START, ["--head", "--include-dashboard=false", "--node-ip-address=127.0.0.1",
+                                    f"--port={self.port}",
+                                    f"--dashboard-port={free_port()}"])
+        self._wait(head, lambda: _port_open(self.port))
+
+    def _start(self, name: str, command: list[str], arguments: list[str]) -> Node:
+        environment = {**os.environ, **self.environment, **SLOW_MACHINE,
+                       LOOPBACK_ONLY: "0" if command == RAY_START else "1"}
+        node = Node(name, command, [f"--num-cpus={self.num_cpus}", "--num-gpus=0",
+                           f"--object-store-memory={self.object_store_bytes}", *arguments], environment,
+                    self.temp_root)
+        self.nodes.append(node)
+        return node
+
+    def add_worker(self) -> Node:
+        return self._start(f"worker{len(self.nodes)}", LOOPBACK_WORKER, [f"--address={self.address}"])
+
+    @staticmethod
+    def _wait(node: Node, ready, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not node.alive():
+                raise RuntimeError(f"ray node {node.name} exited during start:\n{node.log_tail()}")
+            if ready():
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"ray node {node.name} not ready after {timeout:.0f} s:\n{node.log_tail()}")
+
+    def wait_for_nodes(self, count: int, timeout: float = 90.0) -> None:
+        """Wait until ``count`` nodes are alive in the cluster (the calling process must be connected)."""
+        import ray
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            alive = [node for node in ray.nodes() if node["Alive"]]
+            if len(alive) >= count:
+                return
+            for node in self.nodes:
+                if not node.alive():
+                    raise RuntimeError(f"ray node {node.name} exited:\n{node.log_tail()}")
+            time.sleep(0.5)
+        raise TimeoutError(f"only {len([n for n in ray.nodes() if n['Alive']])} of {count} ray nodes joined")
+
+    def shutdown(self) -> None:
+        for node in reversed(self.nodes):
+            node.kill(signal.SIGTERM)
+        for node in self.nodes:  # anything a node left behind in its group
+            try:
+                os.killpg(node.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if not os.environ.get("KEEP_RAY"): shutil.rmtree(self.temp_root, ignore_errors=True)
