@@ -7,7 +7,9 @@ each node is stopped by signalling its own process group, so only what this modu
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -44,6 +46,19 @@ def _port_open(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
+def pids_naming(folder: Path) -> list[int]:
+    """The processes whose command line names ``folder`` (a node's own temporary folder: only its processes)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if str(folder) in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:  # ended meanwhile, or not ours to read
+                continue
+    return found
+
+
 class Node:
     """One ``ray start --block`` process group; :meth:`kill` ends it (SIGKILL: a lost machine)."""
 
@@ -62,16 +77,26 @@ class Node:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    @property
+    def killed(self) -> bool:
+        return self.log.closed
+
     def log_tail(self, lines: int = 30) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         text = (self.temp_dir / "ray-start.log").read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Signal every process of this node (its session's process group), then reap ``ray start``."""
-        if self.process.poll() is None or sig == signal.SIGKILL:
+        """Signal every process of this node: its session's process group, and the Ray workers (which start
+        sessions of their own) found by this node's temporary folder on their command line; reap ``ray start``."""
+        try:
+            os.killpg(self.process.pid, sig)
+        except ProcessLookupError:
+            pass
+        for pid in pids_naming(self.temp_dir):
             try:
-                os.killpg(self.process.pid, sig)
+                os.kill(pid, sig)
             except ProcessLookupError:
                 pass
         try:
@@ -79,7 +104,7 @@ class Node:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=20)
-        self.log.close()
+        self.log.close()  # also marks the node as killed on purpose
 
 
 class Cluster:
@@ -89,7 +114,10 @@ class Cluster:
     environment of the node they run on."""
 
     def __init__(self, environment: dict[str, str], num_cpus: int = 1, object_store_bytes: int = 80_000_000):
-        self.environment = dict(environment)
+        # a token of its own (Ray's token authentication), so neither a token file in the home folder nor
+        # another cluster on this machine decides whether the nodes and the driver accept each other
+        self.auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+        self.environment = {**environment, **self.auth}
         self.num_cpus = num_cpus
         self.object_store_bytes = object_store_bytes
         self.temp_root = Path(tempfile.mkdtemp(prefix="calibmed-ray-", dir="/tmp"))  # socket paths must be short
@@ -134,17 +162,20 @@ class Cluster:
             if len(alive) >= count:
                 return
             for node in self.nodes:
-                if not node.alive():
+                if not node.killed and not node.alive():
                     raise RuntimeError(f"ray node {node.name} exited:\n{node.log_tail()}")
             time.sleep(0.5)
         raise TimeoutError(f"only {len([n for n in ray.nodes() if n['Alive']])} of {count} ray nodes joined")
 
     def shutdown(self) -> None:
-        for node in reversed(self.nodes):
-            node.kill(signal.SIGTERM)
-        for node in self.nodes:  # anything a node left behind in its group
-            try:
-                os.killpg(node.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        for node in reversed(self.nodes):  # SIGKILL: a graceful stop drains for up to 30 s, and nothing is kept
+            node.kill(signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while (left := pids_naming(self.temp_root)) and time.monotonic() < deadline:
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.5)
+        if left:
+            raise RuntimeError(f"ray processes {left} of {self.temp_root} outlived the cluster")
         if not os.environ.get("KEEP_RAY"): shutil.rmtree(self.temp_root, ignore_errors=True)

@@ -54,12 +54,30 @@ def cluster(request):
     started = time.perf_counter()
     nodes = _start(environment)
     request.addfinalizer(nodes.shutdown)
+    saved_auth = {name: os.environ.get(name) for name in nodes.auth}
+    _use_auth(nodes.auth)  # the driver presents the cluster's token
+    request.addfinalizer(lambda: _use_auth(saved_auth))
     nodes.add_worker()
     ray.init(address=nodes.address, log_to_driver=False, configure_logging=False)
     request.addfinalizer(ray.shutdown)  # runs before the nodes stop (finalizers run last-in, first-out)
     nodes.wait_for_nodes(2)
     print(f"two-node cluster up in {time.perf_counter() - started:.0f} s")
     return nodes
+
+
+def _use_auth(settings: dict[str, str | None]) -> None:
+    """Set (None: remove) Ray's token variables in this process and make Ray read them again, as Ray itself does
+    when it turns token authentication on (ray._private.authentication.authentication_token_setup): its
+    configuration was read when ray was imported."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    for name, value in settings.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def _alive_node_ids() -> set[str]:
