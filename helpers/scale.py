@@ -177,6 +177,10 @@ def train_named_run(run: RunName, stored_dir: str | None = None, cache_dir: str 
             status, seconds = "already stored", 0.0
             stored, dataset = _find_stored(run)
         root, relative = _run_file(stored, run.key, dataset)
+        if not (root / relative).is_file():
+            raise FileNotFoundError(f"{run.title} was trained on {socket.gethostname()} but not written to "
+                                    f"{root / relative}: the Ray engine returns runs through the store and the run "
+                                    "cache, so unset CALIBMED_NO_CACHE on the nodes")
         return {"key": run.key, "title": run.title, "status": status, "seconds": seconds, "stored": stored,
                 "file": relative, "payload": (root / relative).read_bytes(), "host": socket.gethostname(),
                 "node": _node_id(), "pid": os.getpid(), "code_version": experiments.code_version()}
@@ -234,6 +238,10 @@ def train_declared(notebooks: Sequence[str], profile: str, knobs: Mapping[str, A
     """
     from . import experiments
 
+    if os.environ.get("CALIBMED_RETRAIN", "") not in ("", "0"):
+        raise SystemExit("CALIBMED_RETRAIN=1 plans every run again in every round (stored runs are not read), so "
+                         "the rounds never end and LS+ is never declared: delete the stored runs to retrain "
+                         "(stored_runs/<dataset>/<key>.npz, runs/cache/) and run --engine ray without it")
     if gpus_per_run < 0 or cpus_per_run < 1:
         raise ValueError(f"--gpus-per-run must be >= 0 and --cpus-per-run >= 1, got {gpus_per_run}, {cpus_per_run}")
     ray = connect(address, num_cpus)

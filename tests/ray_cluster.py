@@ -30,20 +30,11 @@ LOOPBACK_WORKER = [sys.executable, "-c", "import sys; import ray._private.servic
                    "services.resolve_ip_for_localhost = lambda host: host; "
                    "from ray.scripts.scripts import main; sys.argv[0] = 'ray'; main()", "start"]
 
-#: on 2 busy cores a node's agents take longer to start than Ray's 15 s default wait (the raylet then aborts)
-SLOW_MACHINE = {"RAY_agent_register_timeout_ms": "120000"}
-
 
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(0.5)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def pids_naming(folder: Path) -> list[int]:
@@ -122,34 +113,53 @@ class Cluster:
         self.object_store_bytes = object_store_bytes
         self.temp_root = Path(tempfile.mkdtemp(prefix="calibmed-ray-", dir="/tmp"))  # socket paths must be short
         self.nodes: list[Node] = []
+        self.port = 0
+        self.address = ""
+        try:
+            self._start("head", RAY_START, self._head_arguments)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _head_arguments(self) -> list[str]:
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
-        head = self._start("head", RAY_START, ["--head", "--include-dashboard=false", "--node-ip-address=127.0.0.1",
-                                    f"--port={self.port}",
-                                    f"--dashboard-port={free_port()}"])
-        self._wait(head, lambda: _port_open(self.port))
+        return ["--head", "--include-dashboard=false", "--node-ip-address=127.0.0.1", f"--port={self.port}",
+                f"--dashboard-port={free_port()}"]
 
-    def _start(self, name: str, command: list[str], arguments: list[str]) -> Node:
-        environment = {**os.environ, **self.environment, **SLOW_MACHINE,
-                       LOOPBACK_ONLY: "0" if command == RAY_START else "1"}
-        node = Node(name, command, [f"--num-cpus={self.num_cpus}", "--num-gpus=0",
-                           f"--object-store-memory={self.object_store_bytes}", *arguments], environment,
-                    self.temp_root)
-        self.nodes.append(node)
-        return node
+    def _start(self, name: str, command: list[str], arguments, attempts: int = 3) -> Node:
+        """Start a node and wait until it is up; start it again (at most ``attempts`` times) when it dies on the
+        way: on a busy machine a node's agents can miss the raylet's fixed 15 s start-up wait, and the raylet
+        then aborts (ray-project/ray#65983)."""
+        environment = {**os.environ, **self.environment, LOOPBACK_ONLY: "0" if command == RAY_START else "1"}
+        for attempt in range(1, attempts + 1):
+            node = Node(name, command, [f"--num-cpus={self.num_cpus}", "--num-gpus=0",
+                                        f"--object-store-memory={self.object_store_bytes}", *arguments()],
+                        environment, self.temp_root)
+            try:
+                self._wait(node)
+            except RuntimeError:
+                node.kill()
+                if attempt == attempts:
+                    raise
+                continue
+            self.nodes.append(node)
+            return node
 
     def add_worker(self) -> Node:
-        return self._start(f"worker{len(self.nodes)}", LOOPBACK_WORKER, [f"--address={self.address}"])
+        return self._start(f"worker{len(self.nodes)}", LOOPBACK_WORKER, lambda: [f"--address={self.address}"])
 
     @staticmethod
-    def _wait(node: Node, ready, timeout: float = 90.0) -> None:
+    def _wait(node: Node, timeout: float = 120.0) -> None:
+        """Until ``ray start --block`` says the node is up (it prints that it now blocks)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not node.alive():
                 raise RuntimeError(f"ray node {node.name} exited during start:\n{node.log_tail()}")
-            if ready():
+            if "block forever" in node.log_tail(200):
                 return
             time.sleep(0.5)
+        node.kill()
         raise TimeoutError(f"ray node {node.name} not ready after {timeout:.0f} s:\n{node.log_tail()}")
 
     def wait_for_nodes(self, count: int, timeout: float = 90.0) -> None:
@@ -178,4 +188,4 @@ class Cluster:
             time.sleep(0.5)
         if left:
             raise RuntimeError(f"ray processes {left} of {self.temp_root} outlived the cluster")
-        if not os.environ.get("KEEP_RAY"): shutil.rmtree(self.temp_root, ignore_errors=True)
+        shutil.rmtree(self.temp_root, ignore_errors=True)

@@ -117,3 +117,19 @@ def test_the_ray_engine_without_ray_installed_says_how_to_install_it(monkeypatch
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
     with pytest.raises(SystemExit, match=r"pip install -e '\.\[scale\]'"):
         scale.require_ray()
+
+
+def test_retraining_through_ray_is_refused_before_anything_starts(monkeypatch):
+    monkeypatch.setenv("CALIBMED_RETRAIN", "1")
+    monkeypatch.setattr(scale, "connect", lambda *args: pytest.fail("Ray was started"))
+    with pytest.raises(SystemExit, match="CALIBMED_RETRAIN=1 plans every run again"):
+        scale.train_declared(["01_measuring_calibration"], "smoke", {})
+
+
+def test_a_run_the_node_did_not_write_is_reported_with_the_setting_that_stopped_it(tiny_suite, monkeypatch):
+    monkeypatch.setattr(suites, "reference_config", lambda notebook, profile, **knobs: tiny_config("smoke"))
+    monkeypatch.setenv("CALIBMED_NO_CACHE", "1")
+    with scale.store_roots(tiny_suite["stored_dir"], tiny_suite["cache_dir"]):
+        [(name, _)] = scale.missing_runs(["tiny"], "smoke", {})
+    with pytest.raises(FileNotFoundError, match="unset CALIBMED_NO_CACHE"):
+        scale.train_named_run(name, **tiny_suite)

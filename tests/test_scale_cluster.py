@@ -27,17 +27,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SUITE = ["01_measuring_calibration", "04_informed_label_smoothing_lsplus"]
 
 
-def _start(environment: dict[str, str], attempts: int = 2) -> Cluster:
-    """A head node; a second attempt when the first dies during start (on a busy machine Ray's agents can miss
-    the raylet's fixed 15 s start-up wait, ray-project/ray#65983)."""
-    for attempt in range(attempts):
-        try:
-            return Cluster(environment, num_cpus=1, object_store_bytes=80_000_000)
-        except (RuntimeError, TimeoutError):
-            if attempt == attempts - 1:
-                raise
-
-
 @pytest.fixture(scope="module")
 def cluster(request):
     data_dir = os.environ.get("CALIBMED_DATA_DIR", str(REPO_ROOT / "data"))
@@ -52,7 +41,7 @@ def cluster(request):
     constants.ENABLE_RAY_CLUSTER = False
     request.addfinalizer(lambda: setattr(constants, "ENABLE_RAY_CLUSTER", saved))
     started = time.perf_counter()
-    nodes = _start(environment)
+    nodes = Cluster(environment, num_cpus=1, object_store_bytes=80_000_000)
     request.addfinalizer(nodes.shutdown)
     saved_auth = {name: os.environ.get(name) for name in nodes.auth}
     _use_auth(nodes.auth)  # the driver presents the cluster's token
