@@ -428,8 +428,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.engine == "ray":
         from . import scale
 
-        count = len(scale.train_declared(notebooks, args.profile, knobs, address=args.address,
-                                         gpus_per_run=args.gpus_per_run, cpus_per_run=args.cpus_per_run))
+        outcomes = scale.train_declared(notebooks, args.profile, knobs, address=args.address,
+                                        gpus_per_run=args.gpus_per_run, cpus_per_run=args.cpus_per_run)
+        count = sum(outcome["status"] == "trained" for outcome in outcomes)
     else:
         count = train_declared(notebooks, args.profile, knobs, args.workers)
     print(f"trained {count} runs in {time.perf_counter() - started:.0f} s; every declared run is present", flush=True)

@@ -88,7 +88,8 @@ def test_a_notebook_grid_runs_through_the_same_cluster_one_folder_per_point(clus
             results = json.loads((folder / "results" / f"{stem}.json").read_text())
             assert (results["profile"], results["config"]["seed"]) == ("smoke", seed)
             assert (folder / "notebooks" / f"{stem}.ipynb").is_file()
-    assert "| seed=1 | 07_multilabel_calibration_and_properness | ok |" in (tmp_path / "sweep" / "summary.md").read_text()
+    sweep_table = (tmp_path / "sweep" / "summary.md").read_text()
+    assert "| seed=1 | 07_multilabel_calibration_and_properness | ok |" in sweep_table
 
 
 def test_a_declared_suite_trains_across_two_nodes_and_every_run_is_stored_once_after_a_node_dies(cluster,
