@@ -18,7 +18,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --progress-bar off -e '.[dev,lab,book]'
+	$(PY) -m pip install --quiet --progress-bar off -e '.[dev,lab,book,scale]'
 	touch $@
 
 # PROFILE=reference re-executes the committed notebooks from the stored runs in stored_runs/ (minutes);

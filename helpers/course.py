@@ -649,6 +649,7 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--notebooks", nargs="*", default=None, help="prefixes such as 00 01 (default: all)")
         p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                        help="extra parameter for every notebook, VALUE parsed as JSON when possible")
+    _add_grid_arguments(sub.choices["run"])
     check = sub.add_parser("check")
     check.add_argument("out", type=Path)
     publish_parser = sub.add_parser("publish", help="copy a checked reference run's notebooks and results JSON "
@@ -683,10 +684,38 @@ def main(argv: list[str] | None = None) -> None:
     out = args.out or REPO_ROOT / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{args.profile or 'default'}"
     extra = {name: _parse_value(value) for name, value in args.parameter}
     print(f"python {sys.version.split()[0]}, data dir: {os.environ.get('CALIBMED_DATA_DIR', '(default data/)')}")
+    if args.command == "run" and (args.engine == "ray" or args.grid):
+        _run_grid_command(parser, args, out, extra)
+        return
     try:
         run_course(out, profile=args.profile, selection=args.notebooks, prepare_only=args.command == "prepare",
                    extra=extra)
     except ValueError as error:  # a bad selection or parameter name: a message, not a traceback
+        raise SystemExit(f"error: {error}") from None
+
+
+def _add_grid_arguments(run_parser: argparse.ArgumentParser) -> None:
+    """``run --engine ray --grid NAME=A,B ...`` (helpers/scale.py; Ray is the optional extra ``scale``)."""
+    run_parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                            help="ray: every (grid point, notebook) a Ray task, each point in its own folder")
+    run_parser.add_argument("--grid", action="append", default=[], metavar="NAME=A,B",
+                            help="a parameter swept over its values (repeatable: the grid is every combination)")
+    run_parser.add_argument("--address", default=None,
+                            help="Ray cluster to join: auto or HOST:PORT (default: a local Ray on this machine)")
+    run_parser.add_argument("--gpus-per-run", type=float, default=0.0, help="GPU share of each notebook's task")
+
+
+def _run_grid_command(parser: argparse.ArgumentParser, args: argparse.Namespace, out: Path,
+                      extra: Mapping[str, Any]) -> None:
+    if args.engine != "ray":
+        parser.error("--grid runs through Ray: add --engine ray")
+    from helpers import scale  # the Ray engine imports this module, never the other way round at import time
+
+    try:
+        grid = scale.parse_grid(args.grid)
+        scale.run_grid(out, grid, profile=args.profile, selection=args.notebooks, extra=extra,
+                       address=args.address, gpus_per_notebook=args.gpus_per_run)
+    except ValueError as error:
         raise SystemExit(f"error: {error}") from None
 
 

@@ -404,6 +404,25 @@ def report_runs_of_older_code(root: Any = None) -> None:
             print(f"  stored_runs/{record['dataset']}/{record['key']}.npz  ({record['name']})")
 
 
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--engine ray`` and its options (helpers/scale.py; Ray is the optional extra ``scale``)."""
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="local: this process (or --workers forked processes); ray: every run a Ray task")
+    parser.add_argument("--address", default=None,
+                        help="Ray cluster to join: auto (the one `ray start` runs here) or HOST:PORT; default: a "
+                             "local Ray on this machine")
+    parser.add_argument("--gpus-per-run", type=float, default=0.0, help="GPU share of each Ray task (0.0625: 16 a GPU)")
+    parser.add_argument("--cpus-per-run", type=int, default=1, help="CPUs (and torch threads) of each Ray task")
+
+
+def check_engine_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse Ray options without ``--engine ray`` (they would be ignored without a word)."""
+    given = [flag for flag, value in (("--address", args.address), ("--gpus-per-run", args.gpus_per_run),
+                                      ("--cpus-per-run", args.cpus_per_run != 1)) if value]
+    if args.engine != "ray" and given:
+        parser.error(f"{', '.join(given)} only apply with --engine ray")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m helpers.suites", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -412,7 +431,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--notebooks", nargs="*", default=None, help="prefixes such as 02 03 (default: all)")
     parser.add_argument("--device", default=None, help="override the profile's device (auto, cpu, cuda)")
     parser.add_argument("--workers", type=int, default=1, help="training processes side by side (GPU)")
+    add_engine_arguments(parser)
     args = parser.parse_args(argv)
+    check_engine_arguments(parser, args)
+    if args.engine == "ray" and args.workers != 1:
+        parser.error("--workers is the local process pool; with --engine ray the cluster's resources decide")
     stems = [p.stem for p in course.list_notebooks(args.notebooks)]
     notebooks = [s for s in stems if s in DECLARED_RUNS]
     knobs = {"device": args.device} if args.device else {}
@@ -424,7 +447,14 @@ def main(argv: list[str] | None = None) -> None:
         return
     print(f"training every run declared by {notebooks} (profile {args.profile!r})", flush=True)
     started = time.perf_counter()
-    count = train_declared(notebooks, args.profile, knobs, args.workers)
+    if args.engine == "ray":
+        from . import scale
+
+        outcomes = scale.train_declared(notebooks, args.profile, knobs, address=args.address,
+                                        gpus_per_run=args.gpus_per_run, cpus_per_run=args.cpus_per_run)
+        count = sum(outcome["status"] == "trained" for outcome in outcomes)
+    else:
+        count = train_declared(notebooks, args.profile, knobs, args.workers)
     print(f"trained {count} runs in {time.perf_counter() - started:.0f} s; every declared run is present", flush=True)
     if args.profile == "reference":
         report_runs_of_older_code()
