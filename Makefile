@@ -11,7 +11,7 @@ PROFILE ?=
 SMOKE   := build/smoke
 export MPLBACKEND ?= Agg
 
-.PHONY: venv course reference-runs test unit notebooks-smoke lab bench clean book browser site-test student clean-outputs
+.PHONY: venv course reference-runs test lint unit notebooks-smoke lab bench clean book browser site-test student clean-outputs
 
 venv: $(VENV)/.installed
 
@@ -30,7 +30,12 @@ course: venv
 reference-runs: venv
 	$(if $(RETRAIN),CALIBMED_RETRAIN=1) $(PY) -m helpers.suites train --profile reference $(if $(WORKERS),--workers $(WORKERS))
 
-test: unit notebooks-smoke site-test
+test: lint unit notebooks-smoke site-test
+
+# ruff (pyflakes, pycodestyle, import order, pyupgrade, bugbear; settings in pyproject.toml) and its format check
+lint: venv
+	$(VENV)/bin/ruff check helpers tests bench scripts
+	$(VENV)/bin/ruff format --check helpers tests bench scripts
 
 unit: venv
 	$(PY) -m pytest tests -m "not browser"

@@ -18,8 +18,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -31,8 +31,9 @@ from helpers.models import build_model  # noqa: E402
 BATCH = 128
 
 
-def make_step(device: torch.device, model_name: str, channels_last: bool, compiled: bool,
-              autocast_dtype: torch.dtype | None) -> Callable[[], None]:
+def make_step(
+    device: torch.device, model_name: str, channels_last: bool, compiled: bool, autocast_dtype: torch.dtype | None
+) -> Callable[[], None]:
     torch.manual_seed(0)
     model = build_model(model_name, 3, 7).to(device)
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
@@ -72,8 +73,11 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="also time torch.compile (minutes of compilation)")
     args = parser.parse_args()
     device = torch.device(args.device)
-    variants = {"default (NCHW)": (False, False, None), "channels-last": (True, False, None),
-                "bf16 autocast": (False, False, torch.bfloat16)}
+    variants = {
+        "default (NCHW)": (False, False, None),
+        "channels-last": (True, False, None),
+        "bf16 autocast": (False, False, torch.bfloat16),
+    }
     if args.compile:
         variants["torch.compile"] = (False, True, None)
     if device.type == "cuda":
@@ -86,8 +90,11 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, step in steps.items():
             measured[name].append(images_per_second(step, args.steps, device))
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else \
-        f"CPU, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f}"
+    where = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"CPU, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f}"
+    )
     print(f"{args.model} training step, batch {BATCH}, 28 px RGB, {where}, torch {torch.__version__}")
     base = statistics.median(measured["default (NCHW)"])
     print(f"{'variant':32s} {'images/s':>10s} {'× default':>10s}")

@@ -19,7 +19,7 @@ import platform
 import statistics
 import time
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torchmetrics.functional.classification import binary_calibration_error, multiclass_calibration_error
@@ -32,8 +32,9 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_pair(ours: Callable[[], float], theirs: Callable[[], float], repeats: int,
-              device: torch.device) -> tuple[float, float, float, float]:
+def time_pair(
+    ours: Callable[[], float], theirs: Callable[[], float], repeats: int, device: torch.device
+) -> tuple[float, float, float, float]:
     """Median seconds of each callable (interleaved runs) and the two values it returned."""
     value_ours, value_theirs = float(ours()), float(theirs())  # warm-up, and the values to compare
     times_ours, times_theirs = [], []
@@ -54,12 +55,30 @@ def time_bootstraps(n_resamples: int = 1000, n_samples: int = 2000) -> None:
     labels = torch.randint(7, (n_samples,), generator=generator)
     probs_ml = torch.rand(n_samples, 14, generator=generator) ** 3
     labels_ml = (torch.rand(n_samples, 14, generator=generator) < probs_ml).float()
-    multiclass = [metrics.ece, metrics.adaptive_ece, metrics.average_calibration_error, metrics.mce,
-                  metrics.classwise_ece, metrics.brier, metrics.nll, metrics.accuracy, metrics.macro_f1,
-                  metrics.cohen_kappa, metrics.jaccard, metrics.auroc_ovr]
-    multilabel = [metrics.multilabel_ece, metrics.multilabel_average_calibration_error, metrics.multilabel_mce,
-                  metrics.multilabel_brier, metrics.hamming_loss, metrics.macro_auroc, metrics.map_per_class,
-                  metrics.map_per_example]
+    multiclass = [
+        metrics.ece,
+        metrics.adaptive_ece,
+        metrics.average_calibration_error,
+        metrics.mce,
+        metrics.classwise_ece,
+        metrics.brier,
+        metrics.nll,
+        metrics.accuracy,
+        metrics.macro_f1,
+        metrics.cohen_kappa,
+        metrics.jaccard,
+        metrics.auroc_ovr,
+    ]
+    multilabel = [
+        metrics.multilabel_ece,
+        metrics.multilabel_average_calibration_error,
+        metrics.multilabel_mce,
+        metrics.multilabel_brier,
+        metrics.hamming_loss,
+        metrics.macro_auroc,
+        metrics.map_per_class,
+        metrics.map_per_example,
+    ]
     print(f"\nbootstrap, n = {n_resamples} resamples of N = {n_samples} (multi-class K = 7, multi-label T = 14)")
     print(f"{'metric':<40} {'seconds':>8} {'ms / resample':>14}")
     for metric_list, data in ((multiclass, (probs, labels)), (multilabel, (probs_ml, labels_ml))):
@@ -97,30 +116,46 @@ def main() -> None:
     targets = [(labels == c).long() for c in range(k)]
 
     def tm_classwise(validate: bool) -> float:
-        return sum(
-            float(binary_calibration_error(column, target, n_bins=n_bins, validate_args=validate))
-            for column, target in zip(columns, targets)
-        ) / k
+        return (
+            sum(
+                float(binary_calibration_error(column, target, n_bins=n_bins, validate_args=validate))
+                for column, target in zip(columns, targets)
+            )
+            / k
+        )
 
     cases = [
-        ("ece", lambda: metrics.ece(probs, labels, n_bins),
-         lambda: multiclass_calibration_error(probs, labels, k, n_bins=n_bins)),
-        ("ece (torchmetrics validate_args=False)", lambda: metrics.ece(probs, labels, n_bins),
-         lambda: multiclass_calibration_error(probs, labels, k, n_bins=n_bins, validate_args=False)),
+        (
+            "ece",
+            lambda: metrics.ece(probs, labels, n_bins),
+            lambda: multiclass_calibration_error(probs, labels, k, n_bins=n_bins),
+        ),
+        (
+            "ece (torchmetrics validate_args=False)",
+            lambda: metrics.ece(probs, labels, n_bins),
+            lambda: multiclass_calibration_error(probs, labels, k, n_bins=n_bins, validate_args=False),
+        ),
         ("classwise_ece", lambda: metrics.classwise_ece(probs, labels, n_bins), lambda: tm_classwise(True)),
-        ("classwise_ece (torchmetrics validate_args=False)", lambda: metrics.classwise_ece(probs, labels, n_bins),
-         lambda: tm_classwise(False)),
+        (
+            "classwise_ece (torchmetrics validate_args=False)",
+            lambda: metrics.classwise_ece(probs, labels, n_bins),
+            lambda: tm_classwise(False),
+        ),
     ]
-    print(f"N = {args.n:,} predictions, K = {k}, {n_bins} bins, float32, device {device}, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
+    print(
+        f"N = {args.n:,} predictions, K = {k}, {n_bins} bins, float32, device {device}, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}"
+    )
     print(f"median of {args.repeats} interleaved repeats\n")
     header = f"{'metric':<50} {'ours [ms]':>10} {'torchmetrics [ms]':>18} {'ours/theirs':>12} {'|difference|':>13}"
     print(header)
     print("-" * len(header))
     for name, ours, theirs in cases:
         t_ours, t_theirs, v_ours, v_theirs = time_pair(ours, theirs, args.repeats, device)
-        print(f"{name:<50} {1e3 * t_ours:>10.1f} {1e3 * t_theirs:>18.1f} {t_ours / t_theirs:>12.2f} "
-              f"{abs(v_ours - v_theirs):>13.2e}")
+        print(
+            f"{name:<50} {1e3 * t_ours:>10.1f} {1e3 * t_theirs:>18.1f} {t_ours / t_theirs:>12.2f} "
+            f"{abs(v_ours - v_theirs):>13.2e}"
+        )
     if args.bootstrap:
         time_bootstraps()
 

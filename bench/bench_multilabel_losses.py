@@ -13,7 +13,8 @@ and prints the median times and their ratios to BCE. Issue 4's target: LPR and L
 loss here is dominated by the fixed cost of each dispatched op and of the autograd engine, not by arithmetic,
 so the ratios there count operations more than they measure the pairwise work (compare the T = 80 columns).
 
-    .venv/bin/python bench/bench_multilabel_losses.py [--threads 1] [--min-run-time 0.3] [--rounds 3] [--device auto|cpu|cuda]
+    .venv/bin/python bench/bench_multilabel_losses.py [--threads 1] [--min-run-time 0.3] [--rounds 3] \
+        [--device auto|cpu|cuda]
 
 Timing uses torch.utils.benchmark (warm-up, CUDA synchronisation, blocked repeats, median), interleaved rounds
 (the fastest median is kept), and on CPU with one thread the thread's CPU time rather than wall time, so that
@@ -74,9 +75,15 @@ def losses() -> dict[str, torch.nn.Module]:
 def small_cnn(n_labels: int) -> torch.nn.Module:
     """A stand-in for the course's small_cnn (defined here so the benchmark depends on the losses only)."""
     return torch.nn.Sequential(
-        torch.nn.Conv2d(1, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(64 * 7 * 7, n_labels))
+        torch.nn.Conv2d(1, 32, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(32, 64, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(64 * 7 * 7, n_labels),
+    )
 
 
 def make_step(loss: torch.nn.Module, batch: int, n_labels: int, device: torch.device, with_model: bool):
@@ -112,14 +119,18 @@ def time_cells(device: torch.device, args) -> dict:
     """Median time of every (column, loss) cell; the cells are timed in ``args.rounds`` interleaved rounds and
     the smallest median is kept, which discounts bursts of load from other processes on a shared machine."""
     columns = [(t, with_model) for t in args.labels for with_model in (False, True)]
-    steps = {(column, name): make_step(loss, args.batch, column[0], device, column[1])
-             for column in columns for name, loss in losses().items()}
+    steps = {
+        (column, name): make_step(loss, args.batch, column[0], device, column[1])
+        for column in columns
+        for name, loss in losses().items()
+    }
     best: dict = {}
     for _ in range(args.rounds):
         for key, step in steps.items():
             run_time = args.min_run_time * (2.0 if key[0][1] else 1.0)
-            timer = benchmark.Timer(stmt="step()", globals={"step": step}, num_threads=args.threads,
-                                    timer=clock(device, args.threads))
+            timer = benchmark.Timer(
+                stmt="step()", globals={"step": step}, num_threads=args.threads, timer=clock(device, args.threads)
+            )
             median = timer.blocked_autorange(min_run_time=run_time).median
             best[key] = min(best.get(key, float("inf")), median)
     return {column: {name: best[(column, name)] for name in losses()} for column in columns}
@@ -142,15 +153,19 @@ def main() -> None:
         devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
     else:
         devices = [torch.device(args.device)]
-    print(f"torch {torch.__version__}; batch {args.batch}; CPU threads {args.threads}; forward + backward; "
-          f"'loss' = the loss alone, 'step' = small CNN + loss; fastest of {args.rounds} rounds' medians; CPU: thread CPU time; ×BCE = ratio to BCE")
+    print(
+        f"torch {torch.__version__}; batch {args.batch}; CPU threads {args.threads}; forward + backward; "
+        f"'loss' = the loss alone, 'step' = small CNN + loss; fastest of {args.rounds} rounds' medians; "
+        "CPU: thread CPU time; ×BCE = ratio to BCE"
+    )
     names = list(losses())
     for device in devices:
         label = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
         times = time_cells(device, args)
         columns = list(times)
         header = f"{'loss':<14}" + "".join(
-            f" | {('step' if m else 'loss') + ' T=' + str(t) + ' µs':>16} {'×BCE':>5}" for t, m in columns)
+            f" | {('step' if m else 'loss') + ' T=' + str(t) + ' µs':>16} {'×BCE':>5}" for t, m in columns
+        )
         print(f"\n{device.type} ({label})\n{header}\n{'-' * len(header)}")
         for name in names:
             row = f"{name:<14}"

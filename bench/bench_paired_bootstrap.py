@@ -45,8 +45,10 @@ def timed(metric, probs_a, probs_b, labels, n: int, vectorised: bool) -> tuple[f
 
 def run(title: str, metrics: dict, probs_a, probs_b, labels, args: argparse.Namespace) -> None:
     print(f"\n{title}")
-    header = (f"{'metric':<28} {f'weighted n={args.n} [s]':>22} {f'weighted n={args.compare_n} [s]':>21} "
-              f"{f'loop n={args.compare_n} [s]':>17} {'loop/weighted':>14} {'max |diff|':>11}")
+    header = (
+        f"{'metric':<28} {f'weighted n={args.n} [s]':>22} {f'weighted n={args.compare_n} [s]':>21} "
+        f"{f'loop n={args.compare_n} [s]':>17} {'loop/weighted':>14} {'max |diff|':>11}"
+    )
     print(header)
     print("-" * len(header))
     total = 0.0
@@ -56,8 +58,10 @@ def run(title: str, metrics: dict, probs_a, probs_b, labels, args: argparse.Name
         seconds_loop, slow = timed(metric, probs_a, probs_b, labels, args.compare_n, False)
         difference = float((fast - slow).abs().nan_to_num(0.0).max())
         total += seconds_full
-        print(f"{name:<28} {seconds_full:>22.2f} {seconds_fast:>21.3f} {seconds_loop:>17.2f} "
-              f"{seconds_loop / seconds_fast:>14.1f} {difference:>11.1e}")
+        print(
+            f"{name:<28} {seconds_full:>22.2f} {seconds_fast:>21.3f} {seconds_loop:>17.2f} "
+            f"{seconds_loop / seconds_fast:>14.1f} {difference:>11.1e}"
+        )
     print(f"{'all of the above':<28} {total:>22.2f}")
 
 
@@ -75,16 +79,27 @@ def main() -> None:
     parser.add_argument("--smooth", action="store_true", help="also time the smooth ECE (relplot, loop only)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"paired_bootstrap, 3 + 3 seeds, torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
-          f"{platform.processor() or platform.machine()}")
+    print(
+        f"paired_bootstrap, 3 + 3 seeds, torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
+        f"{platform.processor() or platform.machine()}"
+    )
 
     labels = multiclass_data(0)[1]
     probs_a = [multiclass_data(1 + s)[0] for s in range(3)]
     probs_b = [multiclass_data(11 + s)[0] for s in range(3)]
-    multiclass = {"accuracy": M.accuracy, "auroc_ovr": M.auroc_ovr, "macro_f1": M.macro_f1,
-                  "cohen_kappa": M.cohen_kappa, "melanoma_recall": functools.partial(M.class_recall, class_index=4),
-                  "ece": M.ece, "adaptive_ece": M.adaptive_ece, "classwise_ece": M.classwise_ece,
-                  "debiased_ece": M.debiased_ece, "nll": M.nll, "brier": M.brier}
+    multiclass = {
+        "accuracy": M.accuracy,
+        "auroc_ovr": M.auroc_ovr,
+        "macro_f1": M.macro_f1,
+        "cohen_kappa": M.cohen_kappa,
+        "melanoma_recall": functools.partial(M.class_recall, class_index=4),
+        "ece": M.ece,
+        "adaptive_ece": M.adaptive_ece,
+        "classwise_ece": M.classwise_ece,
+        "debiased_ece": M.debiased_ece,
+        "nll": M.nll,
+        "brier": M.brier,
+    }
     run("multi-class: N = 2,005, K = 7", multiclass, probs_a, probs_b, labels, args)
     if args.smooth:
         run_smooth("smooth_ece (N = 2,005)", M.smooth_ece, probs_a, probs_b, labels, args)
@@ -93,15 +108,20 @@ def main() -> None:
     posteriors = multilabel_data(99)[0]
     probs_a = [multilabel_data(1 + s)[0] for s in range(3)]
     probs_b = [multilabel_data(11 + s)[0] for s in range(3)]
-    multilabel = {"macro_auroc": M.macro_auroc, "map_per_class": M.map_per_class,
-                  "map_per_example": M.map_per_example, "hamming_loss": M.hamming_loss,
-                  "multilabel_ece": M.multilabel_ece,
-                  "multilabel_ace_per_label": functools.partial(M.multilabel_average_calibration_error,
-                                                                per_label=True),
-                  "multilabel_brier": M.multilabel_brier, "multilabel_nll": M.multilabel_nll}
+    multilabel = {
+        "macro_auroc": M.macro_auroc,
+        "map_per_class": M.map_per_class,
+        "map_per_example": M.map_per_example,
+        "hamming_loss": M.hamming_loss,
+        "multilabel_ece": M.multilabel_ece,
+        "multilabel_ace_per_label": functools.partial(M.multilabel_average_calibration_error, per_label=True),
+        "multilabel_brier": M.multilabel_brier,
+        "multilabel_nll": M.multilabel_nll,
+    }
     run("multi-label: N = 5,000, T = 14", multilabel, probs_a, probs_b, labels, args)
-    run("multi-label true RMS (labels = exact posteriors)", {"true_rms": M.true_rms}, probs_a, probs_b, posteriors,
-        args)
+    run(
+        "multi-label true RMS (labels = exact posteriors)", {"true_rms": M.true_rms}, probs_a, probs_b, posteriors, args
+    )
     if args.smooth:
         run_smooth("multilabel_smooth_ece (N = 5,000 x 14)", M.multilabel_smooth_ece, probs_a, probs_b, labels, args)
 

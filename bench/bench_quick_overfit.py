@@ -35,8 +35,9 @@ MODELS = ("small_cnn", "small_cnn_wide")
 
 
 def seconds_per_epoch(model_name: str, bundle: data.DatasetBundle, epochs: int, device: str) -> float:
-    config = experiments.recipe_config("over-fitting", epochs=epochs, lr=0.1, batch_size=QUICK_BATCH, seed=0,
-                                       device=device, progress=False)
+    config = experiments.recipe_config(
+        "over-fitting", epochs=epochs, lr=0.1, batch_size=QUICK_BATCH, seed=0, device=device, progress=False
+    )
     torch.manual_seed(0)
     model = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
     started = time.perf_counter()
@@ -58,8 +59,10 @@ def main() -> None:
         for name in MODELS:
             measured[name].append(seconds_per_epoch(name, bundle, args.epochs, args.device))
     where = f"{args.device}, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f}"
-    print(f"over-fitting recipe, {QUICK_TRAIN_IMAGES:,} training images, batch {QUICK_BATCH}, validation "
-          f"{len(bundle.val.labels):,} images per epoch; {where}, torch {torch.__version__}")
+    print(
+        f"over-fitting recipe, {QUICK_TRAIN_IMAGES:,} training images, batch {QUICK_BATCH}, validation "
+        f"{len(bundle.val.labels):,} images per epoch; {where}, torch {torch.__version__}"
+    )
     base = statistics.median(measured[MODELS[0]])
     print(f"{'model':16s} {'s / epoch':>10s} {'× small_cnn':>12s} {f'{QUICK_EPOCHS}-epoch run (s)':>20s}")
     for name, values in measured.items():

@@ -35,8 +35,10 @@ from helpers import course, scale, suites  # noqa: E402
 
 
 def trained_seconds(cache: Path) -> list[float]:
-    return [float(torch.load(path, map_location="cpu", weights_only=False)["seconds"])
-            for path in sorted(cache.glob("*.pt"))]
+    return [
+        float(torch.load(path, map_location="cpu", weights_only=False)["seconds"])
+        for path in sorted(cache.glob("*.pt"))
+    ]
 
 
 def run_pool(notebooks: list[str], profile: str, workers: int, cache: Path) -> float:
@@ -56,8 +58,7 @@ def run_ray(notebooks: list[str], profile: str, cache: Path) -> float:
 
 def row(path: str, wall: float, seconds: list[float], workers: int) -> dict[str, float]:
     overhead = (wall * workers - sum(seconds)) / len(seconds)
-    print(f"| {path} | {wall:.1f} | {len(seconds)} | {sum(seconds):.1f} | {wall / len(seconds):.1f} | "
-          f"{overhead:.1f} |")
+    print(f"| {path} | {wall:.1f} | {len(seconds)} | {sum(seconds):.1f} | {wall / len(seconds):.1f} | {overhead:.1f} |")
     return {"wall": wall, "per_run": wall / len(seconds), "overhead": overhead}
 
 
@@ -75,15 +76,19 @@ def main() -> None:
         scale.connect(None, num_cpus=args.workers)
         ray_start = time.perf_counter() - started
         ray_wall = run_ray(notebooks, args.profile, ray_cache)
-        print(f"{len(notebooks)} notebooks {notebooks}, profile {args.profile!r}, {args.workers} workers, "
-              f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; starting a local Ray: {ray_start:.1f} s "
-              "(not in the rows below)\n")
+        print(
+            f"{len(notebooks)} notebooks {notebooks}, profile {args.profile!r}, {args.workers} workers, "
+            f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; starting a local Ray: {ray_start:.1f} s "
+            "(not in the rows below)\n"
+        )
         print("| path | wall s | runs | training s | wall s per run | overhead s per run |")
         print("|---|---:|---:|---:|---:|---:|")
         pool = row("pool (--workers)", pool_wall, trained_seconds(pool_cache), args.workers)
         ray = row("ray (--engine ray)", ray_wall, trained_seconds(ray_cache), args.workers)
-        print(f"| ratio ray / pool | {ray['wall'] / pool['wall']:.2f} | | | {ray['per_run'] / pool['per_run']:.2f} | "
-              f"{ray['overhead'] / pool['overhead']:.2f} |")
+        print(
+            f"| ratio ray / pool | {ray['wall'] / pool['wall']:.2f} | | | {ray['per_run'] / pool['per_run']:.2f} | "
+            f"{ray['overhead'] / pool['overhead']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

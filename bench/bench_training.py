@@ -29,9 +29,9 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -52,8 +52,11 @@ def _synchronize(device: torch.device) -> None:
 
 def subset(bundle: DatasetBundle, n_train: int, n_val: int) -> DatasetBundle:
     """The bundle cut to its first ``n_train`` training and ``n_val`` validation images."""
-    return replace(bundle, train=Split(bundle.train.images[:n_train], bundle.train.labels[:n_train]),
-                   val=Split(bundle.val.images[:n_val], bundle.val.labels[:n_val]))
+    return replace(
+        bundle,
+        train=Split(bundle.train.images[:n_train], bundle.train.labels[:n_train]),
+        val=Split(bundle.val.images[:n_val], bundle.val.labels[:n_val]),
+    )
 
 
 def reference_loader(data_dir: Path, num_workers: int) -> torch.utils.data.DataLoader:
@@ -62,8 +65,9 @@ def reference_loader(data_dir: Path, num_workers: int) -> torch.utils.data.DataL
 
     transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize(mean=[0.5], std=[0.5])])
     dataset = medmnist.DermaMNIST(split="train", transform=transform, root=str(data_dir), download=False)
-    return torch.utils.data.DataLoader(dataset, batch_size=BATCH_SIZE, shuffle=True, num_workers=num_workers,
-                                       persistent_workers=num_workers > 0)
+    return torch.utils.data.DataLoader(
+        dataset, batch_size=BATCH_SIZE, shuffle=True, num_workers=num_workers, persistent_workers=num_workers > 0
+    )
 
 
 def endless(loader: torch.utils.data.DataLoader) -> Iterator:
@@ -71,15 +75,16 @@ def endless(loader: torch.utils.data.DataLoader) -> Iterator:
         yield from loader
 
 
-def our_batches(images: torch.Tensor, labels: torch.Tensor, augmentation: Augmentation | None,
-                seed: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def our_batches(
+    images: torch.Tensor, labels: torch.Tensor, augmentation: Augmentation | None, seed: int = 0
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """The engine's data path: a seeded permutation indexing device tensors, to_float, batched augmentation."""
     shuffle, augment = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed + 1)
     n = images.shape[0]
     while True:
         permutation = torch.randperm(n, generator=shuffle).to(images.device)
         for start in range(0, n - BATCH_SIZE + 1, BATCH_SIZE):
-            index = permutation[start:start + BATCH_SIZE]
+            index = permutation[start : start + BATCH_SIZE]
             yield augment_batch(to_float(images[index]), augment, augmentation), labels[index]
 
 
@@ -123,8 +128,16 @@ def engine_training(bundle: DatasetBundle, n_batches: int, epochs: int, device: 
     n = n_batches * BATCH_SIZE
     data = subset(bundle, n, BATCH_SIZE)
     torch.manual_seed(0)
-    config = TrainConfig(epochs=epochs, batch_size=BATCH_SIZE, lr=REFERENCE_LR, schedule="constant",
-                         weight_decay=0.0, momentum=0.9, device=str(device), progress=False)
+    config = TrainConfig(
+        epochs=epochs,
+        batch_size=BATCH_SIZE,
+        lr=REFERENCE_LR,
+        schedule="constant",
+        weight_decay=0.0,
+        momentum=0.9,
+        device=str(device),
+        progress=False,
+    )
     history = fit(SmallCNN(3, 7), CrossEntropy(), data, config).history
     return epochs * n / sum(record["seconds"] for record in history)
 
@@ -149,8 +162,11 @@ def print_table(title: str, rows: dict[str, float]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", default=None,
-                        help="folder with dermamnist.npz (default: $CALIBMED_DATA_DIR, else data/ in the repo)")
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder with dermamnist.npz (default: $CALIBMED_DATA_DIR, else data/ in the repo)",
+    )
     parser.add_argument("--device", default="auto")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
@@ -167,8 +183,10 @@ def main() -> None:
     data_dir = resolve_data_dir(args.data_dir)
 
     machine = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine()
-    print(f"torch {torch.__version__} on {device} ({machine}), "
-          f"{torch.get_num_threads()} threads, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
+    print(
+        f"torch {torch.__version__} on {device} ({machine}), "
+        f"{torch.get_num_threads()} threads, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start"
+    )
     bundle = load_dataset("dermamnist", data_dir=data_dir)
     device_images, device_labels = bundle.train.images.to(device), bundle.train.labels.to(device)
     loaders = {workers: endless(reference_loader(data_dir, workers)) for workers in (0, 2)}
@@ -181,18 +199,23 @@ def main() -> None:
         time_batches(batches, 3, device)
 
     started = time.perf_counter()
-    functions = {f"reference: DataLoader, {w} workers": (lambda b=b: time_batches(b, data_batches, device))
-                 for w, b in loaders.items()}
+    functions = {
+        f"reference: DataLoader, {w} workers": (lambda b=b: time_batches(b, data_batches, device))
+        for w, b in loaders.items()
+    }
     functions.update({name: (lambda b=b: time_batches(b, data_batches * 5, device)) for name, b in ours.items()})
     data_rates = median_interleaved(functions, args.repeats)
     print_table(f"(a) data path, batch {BATCH_SIZE} (median of {args.repeats})", data_rates)
 
     engine_training(bundle, 2, 1, device)  # warm-up
-    train_rates = median_interleaved({
-        "reference: notebook loop, 0 workers": lambda: reference_training(loaders[0], train_batches, device),
-        "reference: notebook loop, 2 workers": lambda: reference_training(loaders[2], train_batches, device),
-        "ours: fit() (default augmentation)": lambda: engine_training(bundle, train_batches, train_epochs, device),
-    }, args.repeats)
+    train_rates = median_interleaved(
+        {
+            "reference: notebook loop, 0 workers": lambda: reference_training(loaders[0], train_batches, device),
+            "reference: notebook loop, 2 workers": lambda: reference_training(loaders[2], train_batches, device),
+            "ours: fit() (default augmentation)": lambda: engine_training(bundle, train_batches, train_epochs, device),
+        },
+        args.repeats,
+    )
     print_table(f"(b) training step, SmallCNN, SGD, batch {BATCH_SIZE} (median of {args.repeats})", train_rates)
     print(f"\ntimed part took {time.perf_counter() - started:.0f} s; load average {os.getloadavg()[0]:.1f} at end")
 

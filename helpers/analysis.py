@@ -19,11 +19,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
-
 
 __all__ = ["logit_distances", "logit_distance_summary", "optimal_confidence", "stationary_confidence"]
 
@@ -53,15 +53,21 @@ def logit_distance_summary(logits: Any, margins: Sequence[float] = (10.0,)) -> d
     """Mean, quartiles and maximum of the non-winning logit distances, and the fraction above each margin m."""
     d = logit_distances(logits)
     quartiles = torch.quantile(d, torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)).tolist()
-    summary = {"mean": float(d.mean()), "q25": quartiles[0], "median": quartiles[1], "q75": quartiles[2],
-               "max": float(d.max())}
+    summary = {
+        "mean": float(d.mean()),
+        "q25": quartiles[0],
+        "median": quartiles[1],
+        "q75": quartiles[2],
+        "max": float(d.max()),
+    }
     for m in margins:
         summary[f"fraction_above_{m:g}"] = float((d > m).double().mean())
     return summary
 
 
-def _check_calibration_map_inputs(true_top_probability: Sequence[float] | torch.Tensor, num_classes: int,
-                                  grid_size: int) -> torch.Tensor:
+def _check_calibration_map_inputs(
+    true_top_probability: Sequence[float] | torch.Tensor, num_classes: int, grid_size: int
+) -> torch.Tensor:
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
         raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
     if isinstance(grid_size, bool) or not isinstance(grid_size, int) or grid_size < 10:
@@ -78,8 +84,9 @@ def _symmetric_logits(theta: torch.Tensor, k: int) -> torch.Tensor:
     return torch.log(torch.cat([theta.unsqueeze(1), rest.unsqueeze(1).expand(-1, k - 1)], dim=1))
 
 
-def optimal_confidence(loss: nn.Module, true_top_probability: Sequence[float] | torch.Tensor,
-                       num_classes: int, grid_size: int = 400) -> torch.Tensor:
+def optimal_confidence(
+    loss: nn.Module, true_top_probability: Sequence[float] | torch.Tensor, num_classes: int, grid_size: int = 400
+) -> torch.Tensor:
     """For each q, the θ on a grid minimising E_{y∼q}[loss(z(θ), y)] with z(θ) = log(θ, (1−θ)/(K−1), …).
 
     The expectation needs the loss of one sample with label 0 (weight q) and with label 1 (weight (1 − q)/(K − 1),
@@ -98,8 +105,6 @@ def optimal_confidence(loss: nn.Module, true_top_probability: Sequence[float] | 
     return theta[expected.argmin(dim=1)]
 
 
-
-
 def _training_slopes(loss: nn.Module, theta: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(a, b): the derivative along θ of the loss's *training* gradient for label 0 (the top class) and label 1,
     a(θ) = ∇_z ℓ(z(θ), 0) · dz/dθ, by autograd through the loss object — so FLSD-53's γ, piecewise constant in
@@ -115,17 +120,24 @@ def _training_slopes(loss: nn.Module, theta: torch.Tensor, k: int) -> tuple[torc
         value = loss(_symmetric_logits(t, k), torch.full((n,), label, dtype=torch.long)) * n
         (grad,) = torch.autograd.grad(value, t)
         for i in (0, n // 2, n - 1):
-            single = theta[i:i + 1].clone().requires_grad_(True)
+            single = theta[i : i + 1].clone().requires_grad_(True)
             (expected,) = torch.autograd.grad(loss(_symmetric_logits(single, k), torch.full((1,), label)), single)
             if not torch.allclose(grad[i], expected[0], rtol=1e-6, atol=1e-9):
-                raise ValueError(f"{type(loss).__name__} is not a mean of independent per-sample terms (its batch "
-                                 "gradient differs from one-sample calls); stationary_confidence needs such a loss")
+                raise ValueError(
+                    f"{type(loss).__name__} is not a mean of independent per-sample terms (its batch "
+                    "gradient differs from one-sample calls); stationary_confidence needs such a loss"
+                )
         slopes.append(grad.double())
     return slopes[0], slopes[1]
 
 
-def stationary_confidence(loss: nn.Module, true_top_probability: Sequence[float] | torch.Tensor,
-                          num_classes: int, start: float | None = None, grid_size: int = 2000) -> torch.Tensor:
+def stationary_confidence(
+    loss: nn.Module,
+    true_top_probability: Sequence[float] | torch.Tensor,
+    num_classes: int,
+    start: float | None = None,
+    grid_size: int = 2000,
+) -> torch.Tensor:
     """For each q, the θ at which gradient training on E_{y∼q}[loss(z(θ), y)] comes to rest.
 
     Same symmetric family as :func:`optimal_confidence`: truth (q, (1 − q)/(K − 1), …), prediction
@@ -150,8 +162,9 @@ def stationary_confidence(loss: nn.Module, true_top_probability: Sequence[float]
     else:
         if not (1.0 / k < float(start) < 1.0):
             raise ValueError(f"start must lie strictly between 1/K = {1.0 / k:.4f} and 1, got {start!r}")
-        start_index = int(torch.searchsorted(theta, torch.tensor(float(start), dtype=torch.float64)).clamp(
-            max=grid_size - 1))
+        start_index = int(
+            torch.searchsorted(theta, torch.tensor(float(start), dtype=torch.float64)).clamp(max=grid_size - 1)
+        )
     a, b = _training_slopes(loss, theta, k)
     slope = q.unsqueeze(1) * a + (1.0 - q).unsqueeze(1) * b  # (len(q), grid)
     return torch.stack([_first_rest_point(theta, row, start_index) for row in slope])
@@ -163,7 +176,7 @@ def _first_rest_point(theta: torch.Tensor, slope: torch.Tensor, start: int) -> t
     if slope[start] == 0:
         return theta[start]
     if slope[start] < 0:  # the loss falls as θ grows: θ grows until the slope turns non-negative
-        ahead = torch.nonzero(slope[start + 1:] >= 0)
+        ahead = torch.nonzero(slope[start + 1 :] >= 0)
         if ahead.numel() == 0:
             return theta[-1]
         hi = start + 1 + int(ahead[0])
@@ -217,5 +230,9 @@ def calibrated_batch_penalties(prior: Sequence[float] | torch.Tensor, batch_size
     counts = torch.arange(batch_size + 1, dtype=torch.float64)
     pmf = torch.as_tensor(binom.pmf(counts.numpy()[None, :], batch_size, pi.numpy()[:, None]), dtype=torch.float64)
     class_terms = (pmf * (pi[:, None] - counts[None, :] / batch_size).abs()).sum(1)
-    return {"class_terms": class_terms, "class_sd": (pi * (1 - pi) / batch_size).sqrt(),
-            "mdca": float(class_terms.mean()), "dca": float(class_terms[int(pi.argmax())])}
+    return {
+        "class_terms": class_terms,
+        "class_sd": (pi * (1 - pi) / batch_size).sqrt(),
+        "mdca": float(class_terms.mean()),
+        "dca": float(class_terms[int(pi.argmax())]),
+    }

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 _ATTEMPTS = 100  # unique names collide only by chance (48 random bits); a persistent FileExistsError is a real problem
 

@@ -33,14 +33,20 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.losses.base import (MultiClassLoss, check_class_targets, check_multiclass_inputs, check_number,
-                                promote_float)
+from helpers.losses.base import (
+    MultiClassLoss,
+    check_class_targets,
+    check_multiclass_inputs,
+    check_number,
+    promote_float,
+)
 
 __all__ = [
     "normalised_squared_distance",
@@ -52,8 +58,6 @@ __all__ = [
     "DictionaryFreezeRule",
     "CCLNetLoss",
 ]
-
-
 
 
 def normalised_squared_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -97,11 +101,16 @@ def uniform_smoothing_epsilon(num_classes: int, b: float = 2.0) -> float:
 class CCLHead(nn.Module):
     """The CCL block (Fig. 1c): embedding network f2, dictionary θ_dict = {c_k}, distance f_d and L_CCL."""
 
-    def __init__(self, feature_dim: int, num_classes: int, hidden_dims: Sequence[int] = (1024, 1024),
-                 embedding_dim: int = 512):
+    def __init__(
+        self, feature_dim: int, num_classes: int, hidden_dims: Sequence[int] = (1024, 1024), embedding_dim: int = 512
+    ):
         super().__init__()
-        for name, value in (("feature_dim", feature_dim), ("num_classes", num_classes),
-                            ("embedding_dim", embedding_dim), *(("hidden_dims", h) for h in hidden_dims)):
+        for name, value in (
+            ("feature_dim", feature_dim),
+            ("num_classes", num_classes),
+            ("embedding_dim", embedding_dim),
+            *(("hidden_dims", h) for h in hidden_dims),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if num_classes < 2:
@@ -132,8 +141,9 @@ class CCLHead(nn.Module):
     def soft_labels(self) -> torch.Tensor:
         return soft_labels_from_dictionary(self.dictionary)
 
-    def loss(self, features: torch.Tensor, target: torch.Tensor, alpha_cc: float = 10.0,
-             b: float = 2.0) -> torch.Tensor:
+    def loss(
+        self, features: torch.Tensor, target: torch.Tensor, alpha_cc: float = 10.0, b: float = 2.0
+    ) -> torch.Tensor:
         """L_CCL = CE(q_CCL, y) + α_CC·l_CC (mean over the batch)."""
         logits = self.logits(features)
         logits, target = check_multiclass_inputs(logits, target)
@@ -201,14 +211,33 @@ class CCLNetLoss(MultiClassLoss):
 
     METRIC_KEYS = ("ccl_mean_correct_prob", "ccl_loss", "ccl_accuracy", "ccl_dictionary_frozen", "ccl_lr")
 
-    def __init__(self, feature_dim: int, num_classes: int, lr_ccl: float = 5e-4, alpha_cc: float = 10.0,
-                 b: float = 2.0, freeze_patience: int = 10, optimizer: str = "sgd", momentum: float = 0.9,
-                 weight_decay: float = 1e-4, hidden_dims: Sequence[int] = (1024, 1024), embedding_dim: int = 512,
-                 grad_clip: float | None = None, freeze_min_delta: float = 0.0,
-                 lr_decay_epochs: Sequence[int] = (), lr_decay_factor: float = 0.1):
+    def __init__(
+        self,
+        feature_dim: int,
+        num_classes: int,
+        lr_ccl: float = 5e-4,
+        alpha_cc: float = 10.0,
+        b: float = 2.0,
+        freeze_patience: int = 10,
+        optimizer: str = "sgd",
+        momentum: float = 0.9,
+        weight_decay: float = 1e-4,
+        hidden_dims: Sequence[int] = (1024, 1024),
+        embedding_dim: int = 512,
+        grad_clip: float | None = None,
+        freeze_min_delta: float = 0.0,
+        lr_decay_epochs: Sequence[int] = (),
+        lr_decay_factor: float = 0.1,
+    ):
         super().__init__()
-        for name, value in (("lr_ccl", lr_ccl), ("alpha_cc", alpha_cc), ("b", b), ("momentum", momentum),
-                            ("weight_decay", weight_decay), ("lr_decay_factor", lr_decay_factor)):
+        for name, value in (
+            ("lr_ccl", lr_ccl),
+            ("alpha_cc", alpha_cc),
+            ("b", b),
+            ("momentum", momentum),
+            ("weight_decay", weight_decay),
+            ("lr_decay_factor", lr_decay_factor),
+        ):
             check_number(name, value, 0.0)
         if lr_ccl <= 0:
             raise ValueError(f"lr_ccl must be positive, got {lr_ccl}")
@@ -223,8 +252,9 @@ class CCLNetLoss(MultiClassLoss):
         self.lr_decay_epochs = sorted(int(e) for e in lr_decay_epochs)
         self.lr_decay_factor = float(lr_decay_factor)
         if optimizer == "sgd":
-            self.optimizer = torch.optim.SGD(self.head.parameters(), lr=lr_ccl, momentum=momentum,
-                                             weight_decay=weight_decay)
+            self.optimizer = torch.optim.SGD(
+                self.head.parameters(), lr=lr_ccl, momentum=momentum, weight_decay=weight_decay
+            )
         else:
             self.optimizer = torch.optim.Adam(self.head.parameters(), lr=lr_ccl, weight_decay=weight_decay)
         self.freeze_rule = DictionaryFreezeRule(freeze_patience, freeze_min_delta)
@@ -292,9 +322,13 @@ class CCLNetLoss(MultiClassLoss):
     def stored_state(self) -> dict:
         """What a stored reference run keeps (``helpers.experiments``): the dictionary and the epoch log, not the
         1.7-million-parameter embedding network or its optimiser, which no notebook reads after training."""
-        return {"dictionary": self.head.dictionary.detach().cpu().clone(), "dictionary_frozen": self.dictionary_frozen,
-                "epoch_log": [dict(r) for r in self.epoch_log], "epochs_completed": self.epochs_completed,
-                "skipped_steps": self.skipped_steps}
+        return {
+            "dictionary": self.head.dictionary.detach().cpu().clone(),
+            "dictionary_frozen": self.dictionary_frozen,
+            "epoch_log": [dict(r) for r in self.epoch_log],
+            "epochs_completed": self.epochs_completed,
+            "skipped_steps": self.skipped_steps,
+        }
 
     def load_stored_state(self, state: dict) -> None:
         with torch.no_grad():
@@ -351,17 +385,21 @@ class CCLNetLoss(MultiClassLoss):
         targets = check_class_targets(targets, self.num_classes, features.shape[0])
         if features.shape[0] < 2:
             self.skipped_steps += 1
-            warnings.warn("CCLNetLoss.after_step: skipped a head step on a batch of one sample (batch norm in "
-                          "the CCL head needs at least two); use drop_last or a batch size that avoids it",
-                          RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                "CCLNetLoss.after_step: skipped a head step on a batch of one sample (batch norm in "
+                "the CCL head needs at least two); use drop_last or a batch size that avoids it",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             return None
         self._ensure_device(features.device)
         self.head.train()
         with torch.enable_grad(), torch.autocast(device_type=features.device.type, enabled=False):
             self.optimizer.zero_grad(set_to_none=True)
             logits = self.head.logits(features)
-            loss = F.cross_entropy(logits, targets) + self.alpha_cc * class_correlation_loss(self.head.dictionary,
-                                                                                            self.b)
+            loss = F.cross_entropy(logits, targets) + self.alpha_cc * class_correlation_loss(
+                self.head.dictionary, self.b
+            )
             loss.backward()
             if self.grad_clip is not None:
                 nn.utils.clip_grad_norm_(self.head.parameters(), self.grad_clip)
@@ -426,5 +464,7 @@ class CCLNetLoss(MultiClassLoss):
         return self.freeze_rule.fired_epoch
 
     def extra_repr(self) -> str:
-        return (f"alpha_cc={self.alpha_cc}, b={self.b}, lr_ccl={self.optimizer.param_groups[0]['lr']}, "
-                f"patience={self.freeze_rule.patience}, dictionary_frozen={self.dictionary_frozen}")
+        return (
+            f"alpha_cc={self.alpha_cc}, b={self.b}, lr_ccl={self.optimizer.param_groups[0]['lr']}, "
+            f"patience={self.freeze_rule.patience}, dictionary_frozen={self.dictionary_frozen}"
+        )

@@ -35,8 +35,13 @@ LABEL_FILE = "Data_Entry_2017.csv"
 URL = "https://nihcc.app.box.com/v/ChestXray-NIHCC"
 LICENCE = "no restriction on use; acknowledge the NIH Clinical Center and cite Wang et al., CVPR 2017"
 LABEL_SOURCES = ("error", "lists", "data_entry")  # what to do where the lists and Data_Entry_2017.csv disagree
-METADATA_COLUMNS = {"Patient ID": "patient_id", "Follow-up #": "follow_up", "Patient Age": "age",
-                    "Patient Gender": "sex", "View Position": "view_position"}
+METADATA_COLUMNS = {
+    "Patient ID": "patient_id",
+    "Follow-up #": "follow_up",
+    "Patient Age": "age",
+    "Patient Gender": "sex",
+    "View Position": "view_position",
+}
 
 
 @dataclass
@@ -48,8 +53,9 @@ class ChestLayout:
 
 def find_layout(root: Path) -> ChestLayout:
     """The files under ``root``; FileNotFoundError naming every missing one and where it comes from."""
-    layout = ChestLayout(root / "images", root / LABEL_FILE,
-                         {split: root / LIST_FOLDER / f"{split}_list.txt" for split in SPLITS})
+    layout = ChestLayout(
+        root / "images", root / LABEL_FILE, {split: root / LIST_FOLDER / f"{split}_list.txt" for split in SPLITS}
+    )
     missing = [path for path in (layout.images, layout.label_file, *layout.lists.values()) if not path.exists()]
     if missing:
         raise FileNotFoundError(
@@ -57,7 +63,8 @@ def find_layout(root: Path) -> ChestLayout:
             f"attempted. The images (images_*.tar.gz, unpacked into {layout.images}) and {LABEL_FILE} come from "
             f"{URL}; the split lists {LIST_FOLDER}/{{train,val,test}}_list.txt (ChestMNIST's patient-wise split, "
             "'<image> y_1 ... y_14' per line) from the CheXNet reimplementation https://github.com/arnoweng/CheXNet "
-            "(dataset/*_list.txt). Default folder: <data dir>/ChestXray14.")
+            "(dataset/*_list.txt). Default folder: <data dir>/ChestXray14."
+        )
     if not layout.images.is_dir():
         raise FileNotFoundError(f"{layout.images} is not a folder; unpack the ChestX-ray14 images into it")
     return layout
@@ -73,8 +80,10 @@ def read_split_list(path: Path) -> tuple[list[str], np.ndarray]:
             if not fields:
                 continue
             if len(fields) != 1 + len(FINDINGS) or any(value not in ("0", "1") for value in fields[1:]):
-                raise ValueError(f"{path}, line {line_number}: expected an image name and {len(FINDINGS)} labels "
-                                 f"0/1 ({', '.join(FINDINGS)}), got {line.strip()[:120]!r}")
+                raise ValueError(
+                    f"{path}, line {line_number}: expected an image name and {len(FINDINGS)} labels "
+                    f"0/1 ({', '.join(FINDINGS)}), got {line.strip()[:120]!r}"
+                )
             names.append(fields[0])
             rows.append([int(value) for value in fields[1:]])
     if not names:
@@ -92,13 +101,17 @@ def read_data_entry(path: Path) -> tuple[dict[str, np.ndarray], pd.DataFrame]:
     needed = ["Image Index", "Finding Labels", *METADATA_COLUMNS]
     missing = [column for column in needed if column not in frame.columns]
     if missing:
-        raise ValueError(f"{path}: missing columns {missing}; ChestX-ray14's {LABEL_FILE} has the columns "
-                         f"{', '.join(needed)}, ... Replace it with the file from {URL}.")
+        raise ValueError(
+            f"{path}: missing columns {missing}; ChestX-ray14's {LABEL_FILE} has the columns "
+            f"{', '.join(needed)}, ... Replace it with the file from {URL}."
+        )
     repeated = frame["Image Index"][frame["Image Index"].duplicated()]
     if len(repeated):
         raise ValueError(f"{path}: {len(repeated)} image(s) have more than one row (first: {repeated.iloc[0]})")
-    labels = {name: finding_vector(str(text), f"{path}, image {name}")
-              for name, text in zip(frame["Image Index"], frame["Finding Labels"])}
+    labels = {
+        name: finding_vector(str(text), f"{path}, image {name}")
+        for name, text in zip(frame["Image Index"], frame["Finding Labels"])
+    }
     metadata = frame.set_index("Image Index")[list(METADATA_COLUMNS)].rename(columns=METADATA_COLUMNS)
     return labels, metadata.rename_axis("image")
 
@@ -109,8 +122,10 @@ def check_patient_wise(lists: dict[str, list[str]], where: Path) -> None:
     for split, names in lists.items():
         for name in names:
             if name in owner:
-                raise ValueError(f"{name} is listed in both {owner[name]}_list.txt and {split}_list.txt under "
-                                 f"{where}: the split lists must not overlap")
+                raise ValueError(
+                    f"{name} is listed in both {owner[name]}_list.txt and {split}_list.txt under "
+                    f"{where}: the split lists must not overlap"
+                )
             owner[name] = split
     patient_splits = collections.defaultdict(set)
     for name, split in owner.items():
@@ -118,8 +133,10 @@ def check_patient_wise(lists: dict[str, list[str]], where: Path) -> None:
     shared = {patient: sorted(splits) for patient, splits in patient_splits.items() if len(splits) > 1}
     if shared:
         patient, splits = next(iter(shared.items()))
-        raise ValueError(f"the split lists under {where} are not patient-wise: {len(shared)} patient(s) have images "
-                         f"in more than one split (first: patient {patient} in {splits}); use ChestMNIST's lists")
+        raise ValueError(
+            f"the split lists under {where} are not patient-wise: {len(shared)} patient(s) have images "
+            f"in more than one split (first: patient {patient} in {splits}); use ChestMNIST's lists"
+        )
 
 
 def disagreements(names: list[str], labels: np.ndarray, entries: dict[str, np.ndarray]) -> list[str]:
@@ -139,5 +156,6 @@ def _findings(row: np.ndarray) -> str:
 def present_images(folder: Path) -> dict[str, Path]:
     """Image file name -> path for every image file directly in ``folder``."""
     with os.scandir(folder) as entries:
-        return {entry.name: Path(entry.path) for entry in entries
-                if entry.name.endswith(IMAGE_SUFFIXES) and entry.is_file()}
+        return {
+            entry.name: Path(entry.path) for entry in entries if entry.name.endswith(IMAGE_SUFFIXES) and entry.is_file()
+        }

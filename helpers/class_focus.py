@@ -14,7 +14,8 @@ columns of classes the data set lacks, so on DermaMNIST the tables are exactly w
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from helpers import metrics
 
@@ -26,8 +27,9 @@ Names = TypeVar("Names", list, dict)
 
 def _check_class_names(class_names: Sequence[str]) -> list[str]:
     if isinstance(class_names, str) or not all(isinstance(name, str) for name in class_names):
-        raise TypeError(f"class_names must be a sequence of class names (a data set's bundle.class_names), "
-                        f"got {class_names!r}")
+        raise TypeError(
+            f"class_names must be a sequence of class names (a data set's bundle.class_names), got {class_names!r}"
+        )
     return list(class_names)
 
 
@@ -42,8 +44,11 @@ def class_recall_metrics(class_names: Sequence[str]) -> dict[str, Callable[[Any,
     """``{metric name: recall of its class}`` (:func:`helpers.metrics.class_recall`) for each class of
     :data:`CLASS_RECALLS` the data set has: ``{"melanoma_recall": ...}`` on DermaMNIST, ``{}`` on PneumoniaMNIST."""
     found = {metric: class_index(class_names, name) for metric, name in CLASS_RECALLS.items()}
-    return {metric: functools.partial(metrics.class_recall, class_index=index)
-            for metric, index in found.items() if index is not None}
+    return {
+        metric: functools.partial(metrics.class_recall, class_index=index)
+        for metric, index in found.items()
+        if index is not None
+    }
 
 
 def has_metric(metric: str, class_names: Sequence[str]) -> bool:

@@ -32,9 +32,10 @@ import sys
 import textwrap
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from helpers import knobs as knob_rules
 from helpers.atomic import write_text_atomically
@@ -44,7 +45,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 PROFILE_NAMES = ("smoke", "quick", "reference", "full")
 KNOBS = (
-    "dataset", "image_size", "model", "epochs", "batch_size", "lr", "seed", "device", "data_dir", "max_train",
+    "dataset",
+    "image_size",
+    "model",
+    "epochs",
+    "batch_size",
+    "lr",
+    "seed",
+    "device",
+    "data_dir",
+    "max_train",
     "results_path",
 )
 
@@ -78,12 +88,18 @@ class RunConfig:
     def describe(self, width: int = 110) -> str:
         """``[notebook] profile 'quick', dataset 'dermamnist'`` and then every knob, in lines of at most ``width``
         characters; paths as ``helpers.paths.display_path`` writes them."""
-        shown = {k: display_path(v) if k in ("results_path", "data_dir") and v is not None else v
-                 for k, v in asdict(self).items() if k not in ("notebook", "profile", "dataset", "extra")}
+        shown = {
+            k: display_path(v) if k in ("results_path", "data_dir") and v is not None else v
+            for k, v in asdict(self).items()
+            if k not in ("notebook", "profile", "dataset", "extra")
+        }
         knobs = [f"{k}={v!r}" for k, v in shown.items()] + [f"{k}={v!r}" for k, v in self.extra.items()]
         head = f"[{self.notebook}] profile {self.profile!r}, dataset {self.dataset!r}; knobs: "
-        return "\n".join(textwrap.wrap(head + ", ".join(knobs), width, subsequent_indent="  ",
-                                        break_long_words=False, break_on_hyphens=False))
+        return "\n".join(
+            textwrap.wrap(
+                head + ", ".join(knobs), width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+            )
+        )
 
 
 def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile: str, **knobs: Any) -> RunConfig:
@@ -119,8 +135,7 @@ def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile:
     return cfg
 
 
-def _check_declared_knobs(notebook: str, profiles: Mapping[str, Mapping[str, Any]],
-                          knobs: Mapping[str, Any]) -> None:
+def _check_declared_knobs(notebook: str, profiles: Mapping[str, Mapping[str, Any]], knobs: Mapping[str, Any]) -> None:
     """Refuse knobs the notebook does not declare (a misspelling would otherwise be ignored without a word).
 
     Declared: the course knobs (KNOBS) and what any profile of PROFILES sets (a profile may set knobs of its own,
@@ -130,12 +145,16 @@ def _check_declared_knobs(notebook: str, profiles: Mapping[str, Mapping[str, Any
     declared = set(KNOBS).union(*(profiles[name] for name in PROFILE_NAMES))
     unknown = sorted(set(knobs) - declared)
     if unknown:
-        raise ValueError(f"{notebook}: knob(s) {unknown} are declared neither by PROFILES nor as course knobs; "
-                         f"declared: {sorted(declared)}")
+        raise ValueError(
+            f"{notebook}: knob(s) {unknown} are declared neither by PROFILES nor as course knobs; "
+            f"declared: {sorted(declared)}"
+        )
     injected = sorted(_injected_parameter_names() - set(knobs) - {"profile"})
     if injected:
-        raise ValueError(f"{notebook}: parameter(s) {injected} were injected (papermill -p) but are not declared by "
-                         f"this notebook's parameters cell; its parameters: profile, {', '.join(knobs)}")
+        raise ValueError(
+            f"{notebook}: parameter(s) {injected} were injected (papermill -p) but are not declared by "
+            f"this notebook's parameters cell; its parameters: profile, {', '.join(knobs)}"
+        )
 
 
 def _injected_parameter_names() -> set[str]:
@@ -153,9 +172,13 @@ def _injected_parameter_names() -> set[str]:
 
 def _assigned_names(source: str) -> list[str]:
     """Names assigned at the top level of a cell's source (``name = value``), in order."""
-    return [target.id for node in ast.parse(source).body if isinstance(node, (ast.Assign, ast.AnnAssign))
-            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
-            if isinstance(target, ast.Name)]
+    return [
+        target.id
+        for node in ast.parse(source).body
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name)
+    ]
 
 
 def notebook_profiles(notebook: str) -> dict[str, dict[str, Any]]:
@@ -171,15 +194,27 @@ def notebook_profiles(notebook: str) -> dict[str, dict[str, Any]]:
     raise ValueError(f"{path.name} has no `PROFILES = {{...}}` assignment in a code cell")
 
 
-def show_warning_briefly(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                         file: Any = None, line: str | None = None) -> None:
+def show_warning_briefly(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
     """Print a warning as a short note on stdout, without the source file and line Python adds: a notebook's
     stored output says the point, not the machine's paths (``configure`` installs it for the notebook's kernel)."""
     module = Path(filename).stem if filename else "?"
     label = "note" if category is UserWarning else category.__name__
     text = f"{label} ({module}): {message}"
-    print("\n".join(textwrap.wrap(shorten_paths(text), 110, subsequent_indent="  ", break_long_words=False,
-                                   break_on_hyphens=False)), file=file or sys.stdout)
+    print(
+        "\n".join(
+            textwrap.wrap(
+                shorten_paths(text), 110, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+            )
+        ),
+        file=file or sys.stdout,
+    )
 
 
 def environment_report() -> dict[str, Any]:
@@ -224,8 +259,12 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def save_results(cfg: RunConfig, results: Mapping[str, Any], data_source: str | None = None,
-                 top_level: Mapping[str, Any] | None = None) -> Path:
+def save_results(
+    cfg: RunConfig,
+    results: Mapping[str, Any],
+    data_source: str | None = None,
+    top_level: Mapping[str, Any] | None = None,
+) -> Path:
     """Write ``results`` with the run's configuration and environment to ``cfg.results_path``; return the path.
 
     ``top_level`` adds keys to the payload's top level beside ``results`` (e.g. the ``dataset``, ``seeds`` and
@@ -234,8 +273,10 @@ def save_results(cfg: RunConfig, results: Mapping[str, Any], data_source: str | 
     source, the configured results path and data folder) are stored as :func:`helpers.paths.display_path` writes
     them, so a committed results file names no folder of the machine that wrote it.
     """
-    config = {k: display_path(v) if k in ("results_path", "data_dir") and isinstance(v, str) else v
-              for k, v in _jsonable(asdict(cfg)).items()}
+    config = {
+        k: display_path(v) if k in ("results_path", "data_dir") and isinstance(v, str) else v
+        for k, v in _jsonable(asdict(cfg)).items()
+    }
     payload = {
         "notebook": cfg.notebook,
         "profile": cfg.profile,
@@ -247,8 +288,10 @@ def save_results(cfg: RunConfig, results: Mapping[str, Any], data_source: str | 
     }
     for key, value in _jsonable(dict(top_level or {})).items():
         if key in payload and payload[key] != value:
-            raise ValueError(f"save_results: top_level[{key!r}] = {value!r} contradicts the payload's {key!r} = "
-                             f"{payload[key]!r}; choose another key or drop it")
+            raise ValueError(
+                f"save_results: top_level[{key!r}] = {value!r} contradicts the payload's {key!r} = "
+                f"{payload[key]!r}; choose another key or drop it"
+            )
         payload[key] = value
     path = Path(cfg.results_path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -286,8 +329,11 @@ def notebook_parameters(notebook: Path) -> list[str]:
     skips a line whose comment holds an apostrophe)."""
     import nbformat
 
-    cells = [cell for cell in nbformat.read(notebook, as_version=4).cells
-             if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", [])]
+    cells = [
+        cell
+        for cell in nbformat.read(notebook, as_version=4).cells
+        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", [])
+    ]
     if len(cells) != 1:
         raise ValueError(f"{notebook.name} needs exactly one code cell tagged 'parameters', found {len(cells)}")
     return _assigned_names(cells[0].source)
@@ -300,8 +346,9 @@ def _check_parameter_names(notebooks: list[Path], names: list[str]) -> None:
         declared = notebook_parameters(notebook)
         unknown = [name for name in names if name not in declared]
         if unknown:
-            problems.append(f"{notebook.stem}: unknown parameter(s) {unknown}; its parameters are: "
-                            f"{', '.join(declared)}")
+            problems.append(
+                f"{notebook.stem}: unknown parameter(s) {unknown}; its parameters are: {', '.join(declared)}"
+            )
     if problems:
         raise ValueError("nothing was run:\n  " + "\n  ".join(problems))
 
@@ -319,8 +366,11 @@ def _check_parameter_values(notebooks: list[Path], parameters: Mapping[str, Any]
     selected notebook."""
     if not parameters:
         return
-    problems = [f"{notebook.stem}: {problem}" for notebook in notebooks
-                for problem in knob_rules.problems(parameters, _declared_profiles(notebook))]
+    problems = [
+        f"{notebook.stem}: {problem}"
+        for notebook in notebooks
+        for problem in knob_rules.problems(parameters, _declared_profiles(notebook))
+    ]
     if problems:
         raise ValueError("nothing was run; knob value(s) not allowed:\n  " + "\n  ".join(problems))
 
@@ -328,8 +378,11 @@ def _check_parameter_values(notebooks: list[Path], parameters: Mapping[str, Any]
 def _clear_previous_outputs(out: Path) -> None:
     """Remove what an earlier run wrote into ``out`` (executed copies, results JSON, summary): a failed run must
     not leave the previous run's results to be read as its own."""
-    stale = [*(out / "notebooks").glob("*.ipynb"), *(out / "results").glob("*.json"),
-             *(out / name for name in ("summary.json", "summary.md") if (out / name).exists())]
+    stale = [
+        *(out / "notebooks").glob("*.ipynb"),
+        *(out / "results").glob("*.json"),
+        *(out / name for name in ("summary.json", "summary.md") if (out / name).exists()),
+    ]
     for path in stale:
         path.unlink()
     if stale:
@@ -344,8 +397,13 @@ def _parameters_for(notebook: Path, out: Path, profile: str | None, extra: Mappi
     return parameters
 
 
-def run_course(out: Path, profile: str | None = None, selection: list[str] | None = None,
-               prepare_only: bool = False, extra: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+def run_course(
+    out: Path,
+    profile: str | None = None,
+    selection: list[str] | None = None,
+    prepare_only: bool = False,
+    extra: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """Execute (or only prepare) every selected notebook with papermill into ``out``; write a summary."""
     notebooks = list_notebooks(selection)  # bad selections and parameter names fail before any folder is made
     _check_parameter_names(notebooks, list(extra or {}))
@@ -407,8 +465,9 @@ def kernel_environment():
                 os.environ[name] = value
 
 
-def _execute_one(notebook: Path, out: Path, profile: str | None, extra: Mapping[str, Any],
-                 prepare_only: bool) -> dict[str, Any]:
+def _execute_one(
+    notebook: Path, out: Path, profile: str | None, extra: Mapping[str, Any], prepare_only: bool
+) -> dict[str, Any]:
     """Execute (or prepare) one notebook into ``out``; its summary row (a failure is recorded, not raised)."""
     import papermill
 
@@ -423,22 +482,41 @@ def _execute_one(notebook: Path, out: Path, profile: str | None, extra: Mapping[
         workdir = target.parent if prepare_only else NOTEBOOK_DIR
         injected = {**parameters, "results_path": os.path.relpath(parameters["results_path"], workdir.resolve())}
         papermill.execute_notebook(
-            str(notebook), str(target), parameters=injected, prepare_only=prepare_only,
-            cwd=str(NOTEBOOK_DIR), kernel_name="python3", progress_bar=False,
+            str(notebook),
+            str(target),
+            parameters=injected,
+            prepare_only=prepare_only,
+            cwd=str(NOTEBOOK_DIR),
+            kernel_name="python3",
+            progress_bar=False,
         )
     except Exception as exc:  # the summary records which notebook failed; the run still fails at the end
-        status, error = "failed", f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+        status, error = (
+            "failed",
+            f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}",
+        )
     seconds = time.perf_counter() - started
     print(f"{notebook.stem:45s} {status:9s} {seconds:7.1f} s" + (f"  {error}" if error else ""), flush=True)
-    return {"notebook": notebook.stem, "status": status, "seconds": round(seconds, 1), "error": error,
-            "results": parameters["results_path"]}
+    return {
+        "notebook": notebook.stem,
+        "status": status,
+        "seconds": round(seconds, 1),
+        "error": error,
+        "results": parameters["results_path"],
+    }
 
 
 def _write_summary(out: Path, rows: list[dict[str, Any]], profile: str | None, started_at: float) -> None:
-    write_atomically(out / "summary.json", json.dumps(
-        {"profile": profile or "notebook defaults", "started_at": started_at, "notebooks": rows}, indent=2))
-    lines = [f"# CalibMed run — profile: {profile or 'notebook defaults'}", "",
-             "| notebook | status | seconds | results |", "|---|---|---|---|"]
+    write_atomically(
+        out / "summary.json",
+        json.dumps({"profile": profile or "notebook defaults", "started_at": started_at, "notebooks": rows}, indent=2),
+    )
+    lines = [
+        f"# CalibMed run — profile: {profile or 'notebook defaults'}",
+        "",
+        "| notebook | status | seconds | results |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {r['notebook']} | {r['status']} | {r['seconds']} | {Path(r['results']).name} |" for r in rows]
     write_atomically(out / "summary.md", "\n".join(lines) + "\n")
     print(f"summary: {out / 'summary.md'}")
@@ -475,19 +553,22 @@ def _read_summary(out: Path) -> dict[str, Any]:
         raise SystemExit(f"{summary_path} was written by an older runner (no start time): run `prepare` or `run` again")
     started_at = summary["started_at"]
     if isinstance(started_at, bool) or not isinstance(started_at, (int, float)):
-        raise SystemExit(f"{summary_path}: started_at must be a number (seconds since the epoch), got {started_at!r}; "
-                         f"{again}")
+        raise SystemExit(
+            f"{summary_path}: started_at must be a number (seconds since the epoch), got {started_at!r}; {again}"
+        )
     rows = summary.get("notebooks")
     if not isinstance(rows, list):
         raise SystemExit(f"{summary_path} has no 'notebooks' list (got {rows!r}); {again}")
     if not rows:
         raise SystemExit(f"{summary_path} lists no notebooks: the run executed nothing; {again}")
     for number, row in enumerate(rows, 1):
-        missing = [key for key in ("notebook", "status")
-                   if not isinstance(row, dict) or not isinstance(row.get(key), str)]
+        missing = [
+            key for key in ("notebook", "status") if not isinstance(row, dict) or not isinstance(row.get(key), str)
+        ]
         if missing:
-            raise SystemExit(f"{summary_path}: notebook row {number} ({row!r}) lacks the text entries {missing}; "
-                             f"{again}")
+            raise SystemExit(
+                f"{summary_path}: notebook row {number} ({row!r}) lacks the text entries {missing}; {again}"
+            )
     return summary
 
 
@@ -496,8 +577,11 @@ def check_results(out: Path) -> None:
     results JSON after the run started that names its notebook."""
     out = Path(out)
     summary = _read_summary(out)
-    problems = [problem for row in summary["notebooks"]
-                if (problem := _result_problem(out, row, summary["started_at"])) is not None]
+    problems = [
+        problem
+        for row in summary["notebooks"]
+        if (problem := _result_problem(out, row, summary["started_at"])) is not None
+    ]
     if problems:
         raise SystemExit("results check failed:\n  " + "\n  ".join(problems))
     print(f"results check: all {len(summary['notebooks'])} notebooks of this run wrote their results JSON")
@@ -545,12 +629,17 @@ def publish(out: Path) -> list[Path]:
     for row in summary["notebooks"]:
         stem = row["notebook"]
         cleaned[stem], _ = notebook_outputs.clean_notebook(
-            json.loads((out / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8")))
-        problems += [f"{stem}: {rule}: {found[0]}" for rule, found in
-                     notebook_outputs.check_notebook(cleaned[stem]).items() if found]
+            json.loads((out / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
+        )
+        problems += [
+            f"{stem}: {rule}: {found[0]}"
+            for rule, found in notebook_outputs.check_notebook(cleaned[stem]).items()
+            if found
+        ]
     if problems:
-        raise SystemExit("nothing was published; the executed notebooks break output rules:\n  "
-                         + "\n  ".join(problems))
+        raise SystemExit(
+            "nothing was published; the executed notebooks break output rules:\n  " + "\n  ".join(problems)
+        )
     written = []
     REFERENCE_RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     for row in summary["notebooks"]:
@@ -580,9 +669,12 @@ def _tables(path: Path) -> tuple[list[str], int]:
     if not isinstance(cells, list):
         raise SystemExit(f"{path} has no list of cells: not a notebook")
     for cell in cells:
-        tables = ["".join(text) if isinstance(text, list) else text
-                  for output in cell.get("outputs", []) for kind in ("text/html", "text/markdown")
-                  if (text := output.get("data", {}).get(kind)) is not None]
+        tables = [
+            "".join(text) if isinstance(text, list) else text
+            for output in cell.get("outputs", [])
+            for kind in ("text/html", "text/markdown")
+            if (text := output.get("data", {}).get(kind)) is not None
+        ]
         if MACHINE_DEPENDENT_TAG in cell.get("metadata", {}).get("tags", []):
             machine_dependent += len(tables)
         else:
@@ -609,8 +701,10 @@ def compare_tables(out: Path, committed: Path = NOTEBOOK_DIR) -> bool:
         same = sum(a == b for a, b in zip(ours, theirs))
         verdict = "identical" if ours == theirs else f"DIFFERENT ({same} of {max(len(ours), len(theirs))} equal)"
         identical &= ours == theirs
-        print(f"{executed.stem:45s} {len(ours):3d} tables: {verdict}"
-              + (f" ({skipped} machine-dependent left out)" if skipped else ""))
+        print(
+            f"{executed.stem:45s} {len(ours):3d} tables: {verdict}"
+            + (f" ({skipped} machine-dependent left out)" if skipped else "")
+        )
     return identical
 
 
@@ -626,46 +720,75 @@ def _outputs_command(args: argparse.Namespace) -> None:
 
     paths = args.notebooks or sorted(NOTEBOOK_DIR.glob("*.ipynb"))
     if args.command == "clean-outputs":
-        print("| notebook | output bytes before | after | outputs removed | widget state removed "
-              "| run paths and times removed | rules failing |")
+        print(
+            "| notebook | output bytes before | after | outputs removed | widget state removed "
+            "| run paths and times removed | rules failing |"
+        )
         print("|---|---:|---:|---:|---|---:|---|")
         for row in notebook_outputs.clean_files(paths, args.repo_root):
-            print(f"| {row['notebook']} | {row['bytes_before']:,} | {row['bytes_after']:,} | {row['outputs_removed']} "
-                  f"| {'yes' if row['widget_state_removed'] else 'no'} | {row['run_metadata_removed']} "
-                  f"| {', '.join(row['rules_failing']) or 'none'} |")
+            print(
+                f"| {row['notebook']} | {row['bytes_before']:,} | {row['bytes_after']:,} | {row['outputs_removed']} "
+                f"| {'yes' if row['widget_state_removed'] else 'no'} | {row['run_metadata_removed']} "
+                f"| {', '.join(row['rules_failing']) or 'none'} |"
+            )
     else:
         print(notebook_outputs.report_table(paths))
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m helpers.course", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.course", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("run", "prepare"):
         p = sub.add_parser(name)
-        p.add_argument("--profile", choices=PROFILE_NAMES, default=None,
-                       help="profile injected into every notebook (default: each notebook's own default, quick)")
+        p.add_argument(
+            "--profile",
+            choices=PROFILE_NAMES,
+            default=None,
+            help="profile injected into every notebook (default: each notebook's own default, quick)",
+        )
         p.add_argument("--out", type=Path, default=None, help="run folder (default: runs/<time>-<profile>)")
         p.add_argument("--notebooks", nargs="*", default=None, help="prefixes such as 00 01 (default: all)")
-        p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                       help="extra parameter for every notebook, VALUE parsed as JSON when possible")
+        p.add_argument(
+            "-p",
+            "--parameter",
+            nargs=2,
+            action="append",
+            default=[],
+            metavar=("NAME", "VALUE"),
+            help="extra parameter for every notebook, VALUE parsed as JSON when possible",
+        )
     _add_grid_arguments(sub.choices["run"])
     check = sub.add_parser("check")
     check.add_argument("out", type=Path)
-    publish_parser = sub.add_parser("publish", help="copy a checked reference run's notebooks and results JSON "
-                                    "into notebooks/ and results/reference/")
+    publish_parser = sub.add_parser(
+        "publish",
+        help="copy a checked reference run's notebooks and results JSON into notebooks/ and results/reference/",
+    )
     publish_parser.add_argument("out", type=Path)
-    compare_parser = sub.add_parser("compare", help="do a run's executed notebooks show the committed notebooks' "
-                                    "tables (DataFrame / markdown outputs)?")
+    compare_parser = sub.add_parser(
+        "compare",
+        help="do a run's executed notebooks show the committed notebooks' tables (DataFrame / markdown outputs)?",
+    )
     compare_parser.add_argument("out", type=Path)
     for name in ("clean-outputs", "check-outputs"):
-        p = sub.add_parser(name, help="strip progress bars, widget state and absolute path prefixes from stored "
-                           "outputs (in place)" if name == "clean-outputs" else "report the output rules per notebook")
+        p = sub.add_parser(
+            name,
+            help="strip progress bars, widget state and absolute path prefixes from stored outputs (in place)"
+            if name == "clean-outputs"
+            else "report the output rules per notebook",
+        )
         p.add_argument("notebooks", nargs="*", type=Path, help="notebook files (default: notebooks/*.ipynb)")
         if name == "clean-outputs":
-            p.add_argument("--repo-root", action="append", default=None, metavar="PATH",
-                           help="absolute checkout path of the machine that executed the notebooks, rewritten to a "
-                                "relative path (repeatable; default: this checkout)")
+            p.add_argument(
+                "--repo-root",
+                action="append",
+                default=None,
+                metavar="PATH",
+                help="absolute checkout path of the machine that executed the notebooks, rewritten to a "
+                "relative path (repeatable; default: this checkout)",
+            )
     args = parser.parse_args(argv)
 
     if args.command == "check":
@@ -688,33 +811,52 @@ def main(argv: list[str] | None = None) -> None:
         _run_grid_command(parser, args, out, extra)
         return
     try:
-        run_course(out, profile=args.profile, selection=args.notebooks, prepare_only=args.command == "prepare",
-                   extra=extra)
+        run_course(
+            out, profile=args.profile, selection=args.notebooks, prepare_only=args.command == "prepare", extra=extra
+        )
     except ValueError as error:  # a bad selection or parameter name: a message, not a traceback
         raise SystemExit(f"error: {error}") from None
 
 
 def _add_grid_arguments(run_parser: argparse.ArgumentParser) -> None:
     """``run --engine ray --grid NAME=A,B ...`` (helpers/scale.py; Ray is the optional extra ``scale``)."""
-    run_parser.add_argument("--engine", choices=("local", "ray"), default="local",
-                            help="ray: every (grid point, notebook) a Ray task, each point in its own folder")
-    run_parser.add_argument("--grid", action="append", default=[], metavar="NAME=A,B",
-                            help="a parameter swept over its values (repeatable: the grid is every combination)")
-    run_parser.add_argument("--address", default=None,
-                            help="Ray cluster to join: auto or HOST:PORT (default: a local Ray on this machine)")
+    run_parser.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="ray: every (grid point, notebook) a Ray task, each point in its own folder",
+    )
+    run_parser.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="NAME=A,B",
+        help="a parameter swept over its values (repeatable: the grid is every combination)",
+    )
+    run_parser.add_argument(
+        "--address", default=None, help="Ray cluster to join: auto or HOST:PORT (default: a local Ray on this machine)"
+    )
     run_parser.add_argument("--gpus-per-run", type=float, default=0.0, help="GPU share of each notebook's task")
 
 
-def _run_grid_command(parser: argparse.ArgumentParser, args: argparse.Namespace, out: Path,
-                      extra: Mapping[str, Any]) -> None:
+def _run_grid_command(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, out: Path, extra: Mapping[str, Any]
+) -> None:
     if args.engine != "ray":
         parser.error("--grid runs through Ray: add --engine ray")
     from helpers import scale  # the Ray engine imports this module, never the other way round at import time
 
     try:
         grid = scale.parse_grid(args.grid)
-        scale.run_grid(out, grid, profile=args.profile, selection=args.notebooks, extra=extra,
-                       address=args.address, gpus_per_notebook=args.gpus_per_run)
+        scale.run_grid(
+            out,
+            grid,
+            profile=args.profile,
+            selection=args.notebooks,
+            extra=extra,
+            address=args.address,
+            gpus_per_notebook=args.gpus_per_run,
+        )
     except ValueError as error:
         raise SystemExit(f"error: {error}") from None
 

@@ -109,10 +109,17 @@ class DatasetBundle:
         splits, per-class counts, licence, notes."""
         kind = "positives per label" if self.task == MULTI_LABEL else "images per class"
         unit = "labels" if self.task == MULTI_LABEL else "classes"
-        lines = [f"{self.name}: {self.task}, {self.n_classes} {unit}, {self.image_size}x{self.image_size} px, "
-                 f"{self.n_channels} channel(s)"]
-        lines += textwrap.wrap(f"source: {shorten_paths(self.source)}", width, subsequent_indent="  ",
-                               break_long_words=False, break_on_hyphens=False)
+        lines = [
+            f"{self.name}: {self.task}, {self.n_classes} {unit}, {self.image_size}x{self.image_size} px, "
+            f"{self.n_channels} channel(s)"
+        ]
+        lines += textwrap.wrap(
+            f"source: {shorten_paths(self.source)}",
+            width,
+            subsequent_indent="  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
         lines.append("splits: " + ", ".join(f"{name} {len(split):,}" for name, split in self.splits().items()))
         counts = [f"{name} {count:,}" for name, count in zip(self.class_names, self.class_counts())]
         lines += _wrap_items(f"training {kind}: ", counts, width)
@@ -127,8 +134,12 @@ class DatasetBundle:
 def _wrap_items(prefix: str, items: list[str], width: int) -> list[str]:
     """``prefix`` + comma-separated ``items`` in lines of at most ``width`` characters, never splitting an item."""
     glued = ", ".join(item.replace(" ", "\xa0") for item in items)  # textwrap does not break at a no-break space
-    return [line.replace("\xa0", " ") for line in textwrap.wrap(prefix + glued, width, subsequent_indent="  ",
-                                                                break_long_words=False, break_on_hyphens=False)]
+    return [
+        line.replace("\xa0", " ")
+        for line in textwrap.wrap(
+            prefix + glued, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -153,8 +164,10 @@ data_dir = resolve_data_dir  # the public name; loaders use resolve_data_dir bec
 
 
 def _where_to_put(directory: Path) -> str:
-    return (f"Put it in the data directory {directory} (chosen by the data_dir argument, else the environment "
-            f"variable {DATA_DIR_ENV}, else <repo>/data).")
+    return (
+        f"Put it in the data directory {directory} (chosen by the data_dir argument, else the environment "
+        f"variable {DATA_DIR_ENV}, else <repo>/data)."
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -202,8 +215,9 @@ def _not_a_regular_file(path: Path) -> str | None:
 def _check_regular_file(path: Path) -> None:
     kind = _not_a_regular_file(path)
     if kind is not None:
-        raise ValueError(f"{path} exists but is {kind}, not the .npz file expected there; remove it or put the "
-                         "file in its place")
+        raise ValueError(
+            f"{path} exists but is {kind}, not the .npz file expected there; remove it or put the file in its place"
+        )
 
 
 def _read_npz(path: Path, keys: list[str], hint: str) -> dict[str, np.ndarray]:
@@ -211,8 +225,11 @@ def _read_npz(path: Path, keys: list[str], hint: str) -> dict[str, np.ndarray]:
     try:
         archive = np.load(path, allow_pickle=False)
     except PermissionError as error:
-        raise PermissionError(error.errno, f"cannot read {path}: permission denied; give this user read access "
-                              f"(e.g. chmod u+r {path})", str(path)) from error
+        raise PermissionError(
+            error.errno,
+            f"cannot read {path}: permission denied; give this user read access (e.g. chmod u+r {path})",
+            str(path),
+        ) from error
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
         raise ValueError(f"{path} is not a readable .npz file ({type(error).__name__}: {error}). {hint}") from error
     if not isinstance(archive, np.lib.npyio.NpzFile):
@@ -224,8 +241,9 @@ def _read_npz(path: Path, keys: list[str], hint: str) -> dict[str, np.ndarray]:
         try:
             return {key: _read_member(archive, key) for key in keys}
         except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as error:
-            raise ValueError(f"{path} is damaged: reading its arrays failed ({type(error).__name__}: {error}). "
-                             f"{hint}") from error
+            raise ValueError(
+                f"{path} is damaged: reading its arrays failed ({type(error).__name__}: {error}). {hint}"
+            ) from error
 
 
 def _read_member(archive: np.lib.npyio.NpzFile, key: str) -> np.ndarray:
@@ -242,14 +260,17 @@ def _images_to_tensor(images: np.ndarray, path: Path, key: str, n_channels: int,
     if images.shape[:1] == (0,):
         raise ValueError(f"{path}: {key} has no images")
     if images.ndim != len(expected) + 1 or images.shape[1:] != expected:
-        raise ValueError(f"{path}: {key} must have shape (N, {', '.join(map(str, expected))}) for "
-                         f"{n_channels} channel(s) at {image_size} px, got {images.shape}")
+        raise ValueError(
+            f"{path}: {key} must have shape (N, {', '.join(map(str, expected))}) for "
+            f"{n_channels} channel(s) at {image_size} px, got {images.shape}"
+        )
     tensor = torch.from_numpy(np.ascontiguousarray(images))
     return tensor.unsqueeze(1) if n_channels == 1 else tensor.permute(0, 3, 1, 2).contiguous()
 
 
-def _labels_to_tensor(labels: np.ndarray, path: Path, key: str, task: str, n_classes: int,
-                      n_images: int) -> torch.Tensor:
+def _labels_to_tensor(
+    labels: np.ndarray, path: Path, key: str, task: str, n_classes: int, n_images: int
+) -> torch.Tensor:
     if labels.ndim == 1:
         labels = labels[:, None]
     if labels.ndim != 2 or labels.shape[0] != n_images:
@@ -266,8 +287,9 @@ def _labels_to_tensor(labels: np.ndarray, path: Path, key: str, task: str, n_cla
         raise ValueError(f"{path}: {key} must have shape (N, 1) for a {task} set, got {labels.shape}")
     values = labels[:, 0]
     if not np.all(values == np.round(values)) or values.min() < 0 or values.max() >= n_classes:
-        raise ValueError(f"{path}: {key} must be integers in [0, {n_classes - 1}], got values in "
-                         f"[{values.min()}, {values.max()}]")
+        raise ValueError(
+            f"{path}: {key} must be integers in [0, {n_classes - 1}], got values in [{values.min()}, {values.max()}]"
+        )
     return torch.from_numpy(values.astype(np.int64))
 
 
@@ -294,7 +316,8 @@ def load_medmnist(name: str, image_size: int = 28, data_dir: str | os.PathLike |
     if not path.is_file():
         raise FileNotFoundError(
             f"{info['python_class']} ({name}, {image_size} px) not found: expected the file {path}. "
-            f"No download is attempted. {fetch} {_where_to_put(directory)}")
+            f"No download is attempted. {fetch} {_where_to_put(directory)}"
+        )
     return _read_medmnist_file(name, image_size, path, f"Replace it with the official file: {fetch}")
 
 
@@ -310,16 +333,28 @@ def _read_medmnist_file(name: str, image_size: int, path: Path, repair_hint: str
     try:
         for split in SPLITS:
             images = _images_to_tensor(arrays[f"{split}_images"], path, f"{split}_images", n_channels, image_size)
-            labels = _labels_to_tensor(arrays[f"{split}_labels"], path, f"{split}_labels", task, len(class_names),
-                                       len(images))
+            labels = _labels_to_tensor(
+                arrays[f"{split}_labels"], path, f"{split}_labels", task, len(class_names), len(images)
+            )
             splits[split] = Split(images, labels)
     except ValueError as error:
         raise ValueError(f"{error}. {repair_hint}") from error
     actual_md5 = _md5(path)
-    note = ("The file's md5 matches the official release." if actual_md5 == md5 else
-            f"The file's md5 ({actual_md5}) differs from the official release ({md5}).")
-    return DatasetBundle(name=name, task=task, class_names=class_names, **splits, source=str(path),
-                         licence=info["license"], image_size=image_size, notes=[note])
+    note = (
+        "The file's md5 matches the official release."
+        if actual_md5 == md5
+        else f"The file's md5 ({actual_md5}) differs from the official release ({md5})."
+    )
+    return DatasetBundle(
+        name=name,
+        task=task,
+        class_names=class_names,
+        **splits,
+        source=str(path),
+        licence=info["license"],
+        image_size=image_size,
+        notes=[note],
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -331,8 +366,15 @@ def cache_dir_default(data_dir: str | os.PathLike | None = None) -> Path:
     return resolve_data_dir(data_dir) / "cache"
 
 
-def _decode_cached(dataset: str, root: Path, paths: dict[str, list[Path]], image_size: int, mode: str,
-                   cache: bool, cache_dir: str | os.PathLike | None) -> tuple[dict[str, np.ndarray], Path]:
+def _decode_cached(
+    dataset: str,
+    root: Path,
+    paths: dict[str, list[Path]],
+    image_size: int,
+    mode: str,
+    cache: bool,
+    cache_dir: str | os.PathLike | None,
+) -> tuple[dict[str, np.ndarray], Path]:
     """(split -> uint8 images decoded by ``image_files.decode_resized``, cache path), from the cache when its
     fingerprint (the files' names, sizes and modification times, the size, mode and resize method) matches, else
     decoded and cached. The cache file is ``<cache dir>/<dataset>-<hash of root>-<size>px.npz``, written atomically."""
@@ -345,17 +387,25 @@ def _decode_cached(dataset: str, root: Path, paths: dict[str, list[Path]], image
     if cache and _cache_matches(cache_path, fingerprint.hexdigest()):
         arrays = _read_npz(cache_path, keys, "Delete this cache file; it is rebuilt from the images.")
         return {split: arrays[f"{split}_images"] for split in paths}, cache_path
-    every_image = image_files.decode_resized([path for split_paths in paths.values() for path in split_paths],
-                                             image_size, mode, f"decoding {dataset} images")
+    every_image = image_files.decode_resized(
+        [path for split_paths in paths.values() for path in split_paths], image_size, mode, f"decoding {dataset} images"
+    )
     ends = np.cumsum([len(split_paths) for split_paths in paths.values()])
     decoded = dict(zip(paths, np.split(every_image, ends[:-1])))
     if cache:
         try:
-            synthetic._write_npz(cache_path, {**{f"{split}_images": images for split, images in decoded.items()},
-                                              "fingerprint": np.array(fingerprint.hexdigest())})
+            synthetic._write_npz(
+                cache_path,
+                {
+                    **{f"{split}_images": images for split, images in decoded.items()},
+                    "fingerprint": np.array(fingerprint.hexdigest()),
+                },
+            )
         except OSError as error:  # the cache only saves time; the data are already loaded
-            warnings.warn(f"could not write the image cache {cache_path} ({error}); the next load decodes the "
-                          "images again", stacklevel=3)
+            warnings.warn(
+                f"could not write the image cache {cache_path} ({error}); the next load decodes the images again",
+                stacklevel=3,
+            )
     return decoded, cache_path
 
 
@@ -381,7 +431,8 @@ def _isic_image_paths(folder: Path, csv_path: Path, image_ids: list[str]) -> lis
         raise FileNotFoundError(
             f"{len(absent)} of the {len(image_ids)} images listed in {csv_path} are missing from {folder} (first: "
             f"{', '.join(absent[:3])}; looked for .jpg/.jpeg/.png). Unzip the complete archive into {folder}, or "
-            f"remove their rows from the CSV to use the images that are there.")
+            f"remove their rows from the CSV to use the images that are there."
+        )
     return paths
 
 
@@ -390,9 +441,14 @@ def _check_image_size(image_size: int) -> None:
         raise ValueError(f"image_size must be an integer >= 8, got {image_size!r}")
 
 
-def load_isic2018(root: str | os.PathLike, image_size: int = 28, cache: bool = True,
-                  cache_dir: str | os.PathLike | None = None, val_fraction: float = 0.15,
-                  split_seed: int = 0) -> DatasetBundle:
+def load_isic2018(
+    root: str | os.PathLike,
+    image_size: int = 28,
+    cache: bool = True,
+    cache_dir: str | os.PathLike | None = None,
+    val_fraction: float = 0.15,
+    split_seed: int = 0,
+) -> DatasetBundle:
     """ISIC 2018 Task 3 (7 classes) from the official layout under ``root`` (see ``helpers.isic2018``), every
     split decoded and resized to ``image_size`` by one pipeline (``helpers.image_files.decode_resized``).
 
@@ -407,27 +463,47 @@ def load_isic2018(root: str | os.PathLike, image_size: int = 28, cache: bool = T
     root = Path(root)
     layout = isic2018.find_layout(root)
     truth = {split: isic2018.read_ground_truth(csv_path) for split, (_, csv_path) in layout.items()}
-    paths = {split: _isic_image_paths(folder, csv_path, truth[split][0])
-             for split, (folder, csv_path) in layout.items()}
+    paths = {
+        split: _isic_image_paths(folder, csv_path, truth[split][0]) for split, (folder, csv_path) in layout.items()
+    }
     images, cache_path = _decode_cached("isic2018", root, paths, image_size, "RGB", cache, cache_dir)
     metadata_path = root / isic2018.METADATA_FILE
     ham = isic2018.read_metadata(metadata_path) if metadata_path.is_file() else None
     carve = "val" not in layout
-    metadata = {split: isic2018.metadata_for(ids, labels, ham, layout[split][0], carve and split == "train"
-                                             and ham is not None) for split, (ids, labels) in truth.items()}
-    splits = {split: _split_from_arrays(images[split], labels, cache_path, split, 3, image_size, MULTI_CLASS,
-                                        len(isic2018.CLASSES)) for split, (_, labels) in truth.items()}
-    notes = [(f"Class order {', '.join(isic2018.CLASSES)} (the ground-truth CSV's). Every split resized to "
-              f"{image_size} px by one pipeline: {image_files.RESIZE_METHOD}.")]
+    metadata = {
+        split: isic2018.metadata_for(ids, labels, ham, layout[split][0], carve and split == "train" and ham is not None)
+        for split, (ids, labels) in truth.items()
+    }
+    splits = {
+        split: _split_from_arrays(
+            images[split], labels, cache_path, split, 3, image_size, MULTI_CLASS, len(isic2018.CLASSES)
+        )
+        for split, (_, labels) in truth.items()
+    }
+    notes = [
+        (
+            f"Class order {', '.join(isic2018.CLASSES)} (the ground-truth CSV's). Every split resized to "
+            f"{image_size} px by one pipeline: {image_files.RESIZE_METHOD}."
+        )
+    ]
     if carve:
         notes.append(_carve_isic_validation(splits, metadata, ham is not None, val_fraction, split_seed))
-    return DatasetBundle(name="isic2018", task=MULTI_CLASS, class_names=list(isic2018.CLASS_NAMES), **splits,
-                         source=str(root), licence=isic2018.LICENCE, image_size=image_size, notes=notes,
-                         metadata=metadata)
+    return DatasetBundle(
+        name="isic2018",
+        task=MULTI_CLASS,
+        class_names=list(isic2018.CLASS_NAMES),
+        **splits,
+        source=str(root),
+        licence=isic2018.LICENCE,
+        image_size=image_size,
+        notes=notes,
+        metadata=metadata,
+    )
 
 
-def _carve_isic_validation(splits: dict[str, Split], metadata: dict, by_lesion: bool, fraction: float,
-                           seed: int) -> str:
+def _carve_isic_validation(
+    splits: dict[str, Split], metadata: dict, by_lesion: bool, fraction: float, seed: int
+) -> str:
     """Move ``fraction`` of the training lesions (or images) into ``splits["val"]`` in place; returns the note."""
     train, train_meta = splits.pop("train"), metadata.pop("train")
     labels = train.labels.numpy()
@@ -436,11 +512,15 @@ def _carve_isic_validation(splits: dict[str, Split], metadata: dict, by_lesion: 
     splits["train"], splits["val"] = _take(train, keep), _take(train, held)
     metadata["train"], metadata["val"] = train_meta.iloc[keep], train_meta.iloc[held]
     unit = "lesion" if by_lesion else "image"
-    note = (f"No ISIC2018_Task3_Validation folder: validation is {len(held):,} training images "
-            f"({fraction:.0%} of the training {unit}s, {_stratified(stratified)}, seed {seed}), carved by {unit}.")
+    note = (
+        f"No ISIC2018_Task3_Validation folder: validation is {len(held):,} training images "
+        f"({fraction:.0%} of the training {unit}s, {_stratified(stratified)}, seed {seed}), carved by {unit}."
+    )
     if not by_lesion:
-        note += (f" {isic2018.METADATA_FILE} was not found, so images of one lesion may fall on both sides; put it "
-                 "in the ISIC 2018 folder to carve by lesion.")
+        note += (
+            f" {isic2018.METADATA_FILE} was not found, so images of one lesion may fall on both sides; put it "
+            "in the ISIC 2018 folder to carve by lesion."
+        )
         print(textwrap.fill(note, DESCRIBE_WIDTH))
     return note
 
@@ -454,16 +534,28 @@ def _take(split: Split, index: np.ndarray) -> Split:
     return Split(split.images[index], split.labels[index])
 
 
-def _split_from_arrays(images: np.ndarray, labels: np.ndarray, path: Path, split: str, n_channels: int,
-                       image_size: int, task: str, n_classes: int) -> Split:
+def _split_from_arrays(
+    images: np.ndarray,
+    labels: np.ndarray,
+    path: Path,
+    split: str,
+    n_channels: int,
+    image_size: int,
+    task: str,
+    n_classes: int,
+) -> Split:
     """A Split after the same checks as a medmnist file's arrays (a malformed cache raises instead of loading)."""
     tensor = _images_to_tensor(images, path, f"{split}_images", n_channels, image_size)
     return Split(tensor, _labels_to_tensor(labels, path, f"{split}_labels", task, n_classes, len(tensor)))
 
 
-def isic_site_split(bundle: DatasetBundle, train_sites: tuple[str, ...] = isic2018.VIENNA_SITES,
-                    test_sites: tuple[str, ...] = ("rosendahl",), val_fraction: float = 0.15,
-                    seed: int = 0) -> DatasetBundle:
+def isic_site_split(
+    bundle: DatasetBundle,
+    train_sites: tuple[str, ...] = isic2018.VIENNA_SITES,
+    test_sites: tuple[str, ...] = ("rosendahl",),
+    val_fraction: float = 0.15,
+    seed: int = 0,
+) -> DatasetBundle:
     """A dataset-shift split of an ``isic2018`` bundle by acquisition site (HAM10000's ``dataset`` column).
 
     Every image of the bundle acquired at ``train_sites`` (default: the three Vienna sites) is split by lesion
@@ -473,12 +565,15 @@ def isic_site_split(bundle: DatasetBundle, train_sites: tuple[str, ...] = isic20
     pooled first.
     """
     if bundle.metadata is None or "dataset" not in next(iter(bundle.metadata.values())).columns:
-        raise ValueError(f"{bundle.name} carries no acquisition-site metadata: load isic2018 with "
-                         f"{isic2018.METADATA_FILE} in its folder")
+        raise ValueError(
+            f"{bundle.name} carries no acquisition-site metadata: load isic2018 with "
+            f"{isic2018.METADATA_FILE} in its folder"
+        )
     overlap = sorted(set(train_sites) & set(test_sites))
     if overlap:
-        raise ValueError(f"sites {overlap} are in both train_sites and test_sites; a site-shift split needs "
-                         "disjoint sites")
+        raise ValueError(
+            f"sites {overlap} are in both train_sites and test_sites; a site-shift split needs disjoint sites"
+        )
     images = torch.cat([split.images for split in bundle.splits().values()])
     labels = torch.cat([split.labels for split in bundle.splits().values()])
     pooled = pd.concat([bundle.metadata[name] for name in SPLITS])
@@ -487,24 +582,40 @@ def isic_site_split(bundle: DatasetBundle, train_sites: tuple[str, ...] = isic20
         if len(index) == 0:
             raise ValueError(f"no image of {bundle.name} was acquired at {list(sites)}")
     pool = Split(images[source], labels[source])
-    keep, held, stratified = isic2018.carve_validation(pool.labels.numpy(),
-                                                       pooled["lesion_id"].iloc[source].to_numpy(str), val_fraction,
-                                                       seed)
+    keep, held, stratified = isic2018.carve_validation(
+        pool.labels.numpy(), pooled["lesion_id"].iloc[source].to_numpy(str), val_fraction, seed
+    )
     metadata = {"train": pooled.iloc[source[keep]], "val": pooled.iloc[source[held]], "test": pooled.iloc[target]}
-    note = (f"Site-shift split: train and validation from {', '.join(train_sites)} ({len(source):,} images, "
-            f"validation {val_fraction:.0%} of their lesions, {_stratified(stratified)}, seed {seed}); test from "
-            f"{', '.join(test_sites)} ({len(target):,} images).")
-    return DatasetBundle(name=f"{bundle.name}_sites", task=bundle.task, class_names=list(bundle.class_names),
-                         train=_take(pool, keep), val=_take(pool, held), test=Split(images[target], labels[target]),
-                         source=bundle.source, licence=bundle.licence, image_size=bundle.image_size,
-                         notes=bundle.notes[:1] + [note], metadata=metadata)
+    note = (
+        f"Site-shift split: train and validation from {', '.join(train_sites)} ({len(source):,} images, "
+        f"validation {val_fraction:.0%} of their lesions, {_stratified(stratified)}, seed {seed}); test from "
+        f"{', '.join(test_sites)} ({len(target):,} images)."
+    )
+    return DatasetBundle(
+        name=f"{bundle.name}_sites",
+        task=bundle.task,
+        class_names=list(bundle.class_names),
+        train=_take(pool, keep),
+        val=_take(pool, held),
+        test=Split(images[target], labels[target]),
+        source=bundle.source,
+        licence=bundle.licence,
+        image_size=bundle.image_size,
+        notes=bundle.notes[:1] + [note],
+        metadata=metadata,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # NIH ChestX-ray14 with ChestMNIST's split
 # ---------------------------------------------------------------------------------------------------------------
-def load_chestxray14(root: str | os.PathLike, image_size: int = 28, cache: bool = True,
-                     cache_dir: str | os.PathLike | None = None, label_disagreement: str = "lists") -> DatasetBundle:
+def load_chestxray14(
+    root: str | os.PathLike,
+    image_size: int = 28,
+    cache: bool = True,
+    cache_dir: str | os.PathLike | None = None,
+    label_disagreement: str = "lists",
+) -> DatasetBundle:
     """NIH ChestX-ray14 from its official layout under ``root`` (see ``helpers.chestxray14``) as a multi-label
     bundle like ChestMNIST's: 14 labels in ChestMNIST's order, ChestMNIST's patient-wise split from the lists,
     grayscale images (one channel) resized to ``image_size`` by one pipeline (``image_files.decode_resized``).
@@ -514,9 +625,9 @@ def load_chestxray14(root: str | os.PathLike, image_size: int = 28, cache: bool 
     ``Data_Entry_2017.csv``: where they disagree, ``label_disagreement="lists"`` (the default: ChestMNIST's
     labels, which the course's multi-label track follows) keeps the lists' labels and prints one line naming the
     count, ``"data_entry"`` takes the CSV's (the lists' for images it has no row for), either noted in
-    ``describe()``; ``"error"`` raises naming the images. (The shared 1,000-image sample has two such images.) ``bundle.metadata[split]``: patient_id, follow_up, age,
-    sex, view_position per image. Decoded images are cached in ``cache_dir`` (default ``<data dir>/cache``) while
-    the image files are unchanged.
+    ``describe()``; ``"error"`` raises naming the images. (The shared 1,000-image sample has two such images.)
+    ``bundle.metadata[split]``: patient_id, follow_up, age, sex, view_position per image. Decoded images are cached
+    in ``cache_dir`` (default ``<data dir>/cache``) while the image files are unchanged.
     """
     _check_image_size(image_size)
     if label_disagreement not in chestxray14.LABEL_SOURCES:
@@ -526,8 +637,12 @@ def load_chestxray14(root: str | os.PathLike, image_size: int = 28, cache: bool 
     lists = {split: chestxray14.read_split_list(path) for split, path in layout.lists.items()}
     chestxray14.check_patient_wise({split: names for split, (names, _) in lists.items()}, root)
     entries, entry_metadata = chestxray14.read_data_entry(layout.label_file)
-    notes = [(f"Labels in ChestMNIST's order; ChestMNIST's patient-wise split ({chestxray14.LIST_FOLDER}/). Every "
-              f"split resized to {image_size} px by one pipeline: {image_files.RESIZE_METHOD}, grayscale.")]
+    notes = [
+        (
+            f"Labels in ChestMNIST's order; ChestMNIST's patient-wise split ({chestxray14.LIST_FOLDER}/). Every "
+            f"split resized to {image_size} px by one pipeline: {image_files.RESIZE_METHOD}, grayscale."
+        )
+    ]
     present = chestxray14.present_images(layout.images)
     kept = {split: [k for k, name in enumerate(names) if name in present] for split, (names, _) in lists.items()}
     _report_chest_files(lists, kept, present, layout)
@@ -537,16 +652,27 @@ def load_chestxray14(root: str | os.PathLike, image_size: int = 28, cache: bool 
         print(f"ChestX-ray14: {disagreement_note.split(' (')[0]}; {label_disagreement!r} labels used (see describe()).")
     paths = {split: [present[lists[split][0][k]] for k in kept[split]] for split in SPLITS}
     images, cache_path = _decode_cached("chestxray14", root, paths, image_size, "L", cache, cache_dir)
-    splits = {split: _split_from_arrays(images[split], labels[split], cache_path, split, 1, image_size,
-                                        MULTI_LABEL, len(chestxray14.FINDINGS)) for split in SPLITS}
+    splits = {
+        split: _split_from_arrays(
+            images[split], labels[split], cache_path, split, 1, image_size, MULTI_LABEL, len(chestxray14.FINDINGS)
+        )
+        for split in SPLITS
+    }
     metadata = {split: entry_metadata.reindex([lists[split][0][k] for k in kept[split]]) for split in SPLITS}
-    return DatasetBundle(name="chestxray14", task=MULTI_LABEL, class_names=list(CHEST_LABELS), **splits,
-                         source=str(root), licence=chestxray14.LICENCE, image_size=image_size, notes=notes,
-                         metadata=metadata)
+    return DatasetBundle(
+        name="chestxray14",
+        task=MULTI_LABEL,
+        class_names=list(CHEST_LABELS),
+        **splits,
+        source=str(root),
+        licence=chestxray14.LICENCE,
+        image_size=image_size,
+        notes=notes,
+        metadata=metadata,
+    )
 
 
-def _report_chest_files(lists: dict, kept: dict, present: dict[str, Path],
-                        layout: chestxray14.ChestLayout) -> None:
+def _report_chest_files(lists: dict, kept: dict, present: dict[str, Path], layout: chestxray14.ChestLayout) -> None:
     """Print the counts of listed images that are absent; warn naming images that no list names; raise for a
     split with no image at all."""
     listed = {name for names, _ in lists.values() for name in names}
@@ -554,20 +680,28 @@ def _report_chest_files(lists: dict, kept: dict, present: dict[str, Path],
     n_kept = sum(len(k) for k in kept.values())
     if n_kept < n_listed:  # at most 120 characters: the limit for a printed line in a stored notebook
         counts = ", ".join(f"{split} {len(kept[split]):,}" for split in SPLITS)
-        print(f"ChestX-ray14: {n_kept:,} of {n_listed:,} listed images present ({counts}), "
-              f"{n_listed - n_kept:,} absent: skipped.")
+        print(
+            f"ChestX-ray14: {n_kept:,} of {n_listed:,} listed images present ({counts}), "
+            f"{n_listed - n_kept:,} absent: skipped."
+        )
     empty = [split for split in SPLITS if not kept[split]]
     if empty:
-        raise FileNotFoundError(f"no image of the {', '.join(empty)} list(s) is in {layout.images}: every split "
-                                "needs at least one image; unpack more of the ChestX-ray14 images there")
+        raise FileNotFoundError(
+            f"no image of the {', '.join(empty)} list(s) is in {layout.images}: every split "
+            "needs at least one image; unpack more of the ChestX-ray14 images there"
+        )
     unlisted = sorted(set(present) - listed)
     if unlisted:
-        warnings.warn(f"{len(unlisted)} image(s) in {layout.images} are in no split list and are not used: "
-                      f"{', '.join(unlisted[:10])}{', ...' if len(unlisted) > 10 else ''}", stacklevel=3)
+        warnings.warn(
+            f"{len(unlisted)} image(s) in {layout.images} are in no split list and are not used: "
+            f"{', '.join(unlisted[:10])}{', ...' if len(unlisted) > 10 else ''}",
+            stacklevel=3,
+        )
 
 
-def _chest_labels(lists: dict, kept: dict, entries: dict[str, np.ndarray], label_file: Path,
-                  source: str) -> tuple[dict[str, np.ndarray], str | None]:
+def _chest_labels(
+    lists: dict, kept: dict, entries: dict[str, np.ndarray], label_file: Path, source: str
+) -> tuple[dict[str, np.ndarray], str | None]:
     """split -> labels (N, 14) of the kept images, and a note when the lists and the CSV disagree somewhere."""
     differing = [line for split in SPLITS for line in chestxray14.disagreements(*lists[split], entries)]
     if differing and source == "error":
@@ -575,7 +709,8 @@ def _chest_labels(lists: dict, kept: dict, entries: dict[str, np.ndarray], label
             f"{len(differing)} listed image(s) have labels that differ from {label_file}: "
             f"{'; '.join(differing[:5])}{'; ...' if len(differing) > 5 else ''}. Check that the lists and the "
             "label file belong together, then pass label_disagreement='lists' to keep the lists' (ChestMNIST's) "
-            "labels or 'data_entry' to take the label file's.")
+            "labels or 'data_entry' to take the label file's."
+        )
     labels = {}
     for split in SPLITS:
         names, rows = lists[split]
@@ -584,8 +719,10 @@ def _chest_labels(lists: dict, kept: dict, entries: dict[str, np.ndarray], label
     if not differing:
         return labels, None
     which = "the lists'" if source == "lists" else f"{chestxray14.LABEL_FILE}'s"
-    return labels, (f"{len(differing)} listed image(s) have labels that differ between the split lists and "
-                    f"{chestxray14.LABEL_FILE} ({'; '.join(differing[:3])}); {which} labels are used.")
+    return labels, (
+        f"{len(differing)} listed image(s) have labels that differ between the split lists and "
+        f"{chestxray14.LABEL_FILE} ({'; '.join(differing[:3])}); {which} labels are used."
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -611,8 +748,10 @@ def load_synthetic(name: str, data_dir: str | os.PathLike | None = None, seed: i
         try:
             synthetic.write_medmnist_npz(path, synthetic.GENERATORS[name](seed=seed))
         except OSError as error:
-            raise OSError(f"cannot write the synthetic set {name} into {folder} ({error}); point {DATA_DIR_ENV} "
-                          f"(or data_dir) at a writable folder") from error
+            raise OSError(
+                f"cannot write the synthetic set {name} into {folder} ({error}); point {DATA_DIR_ENV} "
+                f"(or data_dir) at a writable folder"
+            ) from error
     regenerate = f"Delete {folder} to regenerate it."
     bundle = _read_medmnist_file(flag, 28, path, regenerate)
     extra_keys = [f"{split}_posteriors" for split in SPLITS]
@@ -622,15 +761,19 @@ def load_synthetic(name: str, data_dir: str | os.PathLike | None = None, seed: i
     for split in SPLITS:
         values = torch.from_numpy(arrays[f"{split}_posteriors"].astype(np.float64))
         if values.shape != (len(bundle.splits()[split]), bundle.n_classes):
-            raise ValueError(f"{posteriors_file}: {split}_posteriors has shape {tuple(values.shape)}, expected "
-                             f"({len(bundle.splits()[split])}, {bundle.n_classes}). Delete {folder} to regenerate.")
+            raise ValueError(
+                f"{posteriors_file}: {split}_posteriors has shape {tuple(values.shape)}, expected "
+                f"({len(bundle.splits()[split])}, {bundle.n_classes}). Delete {folder} to regenerate."
+            )
         true_posteriors[split] = values
     with np.load(posteriors_file, allow_pickle=False) as archive:
         version = int(archive["generator_version"]) if "generator_version" in archive.files else None
         ground_truth = {key[3:]: torch.from_numpy(archive[key]) for key in archive.files if key.startswith("gt_")}
     if version != synthetic.GENERATOR_VERSION:
-        raise ValueError(f"{posteriors_file} was written by generator version {version}, this code is version "
-                         f"{synthetic.GENERATOR_VERSION}. Delete {folder} to regenerate it.")
+        raise ValueError(
+            f"{posteriors_file} was written by generator version {version}, this code is version "
+            f"{synthetic.GENERATOR_VERSION}. Delete {folder} to regenerate it."
+        )
     bundle.name = name
     bundle.source = f"{path} (generated by helpers.synthetic v{synthetic.GENERATOR_VERSION}, seed {seed})"
     bundle.licence = "generated data, no third-party licence (label names from MedMNIST)"
@@ -646,8 +789,9 @@ def load_synthetic(name: str, data_dir: str | os.PathLike | None = None, seed: i
 # ---------------------------------------------------------------------------------------------------------------
 # Dispatcher
 # ---------------------------------------------------------------------------------------------------------------
-def inventory(data_dir: str | os.PathLike | None = None,
-              names: tuple[str, ...] = ("dermamnist", "chestmnist")) -> list[dict[str, object]]:
+def inventory(
+    data_dir: str | os.PathLike | None = None, names: tuple[str, ...] = ("dermamnist", "chestmnist")
+) -> list[dict[str, object]]:
     """Which dataset files are present in the data directory: one row per MedMNIST set and size, plus the ISIC 2018
     and ChestX-ray14 folders.
 
@@ -660,8 +804,9 @@ def inventory(data_dir: str | os.PathLike | None = None,
             path = directory / medmnist_filename(name, size)
             rows.append({"dataset": name, "size": size, "file": str(path), "present": path.is_file()})
     for name, folder in (("isic2018", "ISIC2018"), ("chestxray14", "ChestXray14")):
-        rows.append({"dataset": name, "size": "any", "file": str(directory / folder),
-                     "present": (directory / folder).is_dir()})
+        rows.append(
+            {"dataset": name, "size": "any", "file": str(directory / folder), "present": (directory / folder).is_dir()}
+        )
     return rows
 
 
@@ -671,8 +816,10 @@ def inventory_report(data_dir: str | os.PathLike | None = None) -> str:
     lines = [f"data directory: {display_path(resolve_data_dir(data_dir))}"]
     for row in inventory(data_dir):
         size = f"{row['size']} px" if isinstance(row["size"], int) else "folder"
-        lines.append(f"  {row['dataset']:12s} {size:>7s}  {'present' if row['present'] else 'missing':8s} "
-                     f"{display_path(str(row['file']))}")
+        lines.append(
+            f"  {row['dataset']:12s} {size:>7s}  {'present' if row['present'] else 'missing':8s} "
+            f"{display_path(str(row['file']))}"
+        )
     return "\n".join(lines)
 
 
@@ -708,8 +855,14 @@ def dataset_task(name: str) -> str:
     return _task_of(INFO[synthetic.MEDMNIST_FLAGS.get(key, key)])
 
 
-def load_dataset(name: str, image_size: int = 28, data_dir: str | os.PathLike | None = None,
-                 max_train: int | None = None, seed: int = 0, label_disagreement: str | None = None) -> DatasetBundle:
+def load_dataset(
+    name: str,
+    image_size: int = 28,
+    data_dir: str | os.PathLike | None = None,
+    max_train: int | None = None,
+    seed: int = 0,
+    label_disagreement: str | None = None,
+) -> DatasetBundle:
     """Load a data set by name: a MedMNIST 2D name (``dermamnist``, ``chestmnist``, ...), ``isic2018`` (from
     ``<data dir>/ISIC2018``, :func:`load_isic2018`), ``chestxray14`` (from ``<data dir>/ChestXray14``,
     :func:`load_chestxray14`) or a synthetic set: ``synthetic_dermamnist``, ``synthetic_chestmnist`` (labels
@@ -718,7 +871,8 @@ def load_dataset(name: str, image_size: int = 28, data_dir: str | os.PathLike | 
 
     ``max_train`` keeps a seeded random subset of the training split (``seed``); validation and test are
     untouched. Synthetic sets are always generated with seed 0, and ISIC 2018's validation carve uses seed 0, so
-    ``seed`` only picks the subset. ``label_disagreement``: ``chestxray14`` only (see :func:`load_chestxray14`; default ``"lists"``).
+    ``seed`` only picks the subset. ``label_disagreement``: ``chestxray14`` only (see :func:`load_chestxray14`;
+    default ``"lists"``).
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {type(name).__name__}")
@@ -732,11 +886,16 @@ def load_dataset(name: str, image_size: int = 28, data_dir: str | os.PathLike | 
             raise ValueError(f"{key} exists only at 28 px, got image_size={image_size!r}")
         bundle = load_synthetic(key, data_dir)
     elif key == "isic2018":
-        bundle = load_isic2018(resolve_data_dir(data_dir) / "ISIC2018", image_size,
-                               cache_dir=cache_dir_default(data_dir))
+        bundle = load_isic2018(
+            resolve_data_dir(data_dir) / "ISIC2018", image_size, cache_dir=cache_dir_default(data_dir)
+        )
     elif key == "chestxray14":
-        bundle = load_chestxray14(resolve_data_dir(data_dir) / "ChestXray14", image_size,
-                                  cache_dir=cache_dir_default(data_dir), label_disagreement=label_disagreement or "lists")
+        bundle = load_chestxray14(
+            resolve_data_dir(data_dir) / "ChestXray14",
+            image_size,
+            cache_dir=cache_dir_default(data_dir),
+            label_disagreement=label_disagreement or "lists",
+        )
     else:
         bundle = load_medmnist(key, image_size, data_dir)
     if max_train is not None:

@@ -179,8 +179,9 @@ class ScoreDecomposition:
 def _binned_sums(forecast: torch.Tensor, outcome: torch.Tensor, n_bins: int) -> dict[str, torch.Tensor]:
     """Per-(column, bin) sums of 1, p, o, p^2 and p*o, each (G, n_bins) float64, for (N, G) forecasts/outcomes."""
     n_columns = forecast.shape[1]
-    cell = (_equal_width_bin_index(forecast, n_bins)
-            + n_bins * torch.arange(n_columns, device=forecast.device)).reshape(-1)
+    cell = (
+        _equal_width_bin_index(forecast, n_bins) + n_bins * torch.arange(n_columns, device=forecast.device)
+    ).reshape(-1)
     p = forecast.to(torch.float64).reshape(-1)
     o = outcome.to(torch.float64).reshape(-1)
     sums = {}
@@ -220,8 +221,7 @@ def brier_decomposition(probs: Any, labels: Any, n_bins: int = metrics.DEFAULT_N
     return BrierDecomposition(**{name: float(values.sum()) for name, values in terms.items()})
 
 
-def multilabel_brier_decomposition(probs: Any, labels: Any,
-                                   n_bins: int = metrics.DEFAULT_N_BINS) -> BrierDecomposition:
+def multilabel_brier_decomposition(probs: Any, labels: Any, n_bins: int = metrics.DEFAULT_N_BINS) -> BrierDecomposition:
     """Multi-label Brier score (:func:`helpers.metrics.multilabel_brier`) split as in eq. (1) per label, each
     component averaged over the T labels (so they add up to the mean over all (sample, label) pairs)."""
     _check_n_bins(n_bins)
@@ -263,12 +263,17 @@ def _binary_entropy(rate: torch.Tensor) -> torch.Tensor:
 
 def _binary_kl(q: torch.Tensor, rate: torch.Tensor) -> torch.Tensor:
     """KL(Bernoulli(q) || Bernoulli(rate)) elementwise (0 log 0 = 0)."""
-    return (torch.xlogy(q, q) - torch.xlogy(q, rate.expand_as(q))
-            + torch.xlogy(1 - q, 1 - q) - torch.xlogy(1 - q, (1 - rate).expand_as(q)))
+    return (
+        torch.xlogy(q, q)
+        - torch.xlogy(q, rate.expand_as(q))
+        + torch.xlogy(1 - q, 1 - q)
+        - torch.xlogy(1 - q, (1 - rate).expand_as(q))
+    )
 
 
-def multilabel_nll_decomposition(probs: Any, labels: Any, recalibration: str = "isotonic",
-                                 n_bins: int = metrics.DEFAULT_N_BINS) -> ScoreDecomposition:
+def multilabel_nll_decomposition(
+    probs: Any, labels: Any, recalibration: str = "isotonic", n_bins: int = metrics.DEFAULT_N_BINS
+) -> ScoreDecomposition:
     """Multi-label NLL (:func:`helpers.metrics.multilabel_nll`) = calibration + refinement (eq. 2), per label with a
     recalibration map fitted per label on these data, each component averaged over labels. The resolution is the
     mean KL(q || base rate), computed on its own: refinement = uncertainty - resolution holds because q is
@@ -279,9 +284,14 @@ def multilabel_nll_decomposition(probs: Any, labels: Any, recalibration: str = "
     base_rate = y.mean(0)
     score = metrics.multilabel_nll(p, y)
     refinement = float(_binary_log_loss(q, y).mean())
-    return ScoreDecomposition(score=score, calibration=score - refinement, refinement=refinement,
-                              uncertainty=float(_binary_entropy(base_rate).mean()),
-                              resolution=float(_binary_kl(q, base_rate).mean()), recalibration=recalibration)
+    return ScoreDecomposition(
+        score=score,
+        calibration=score - refinement,
+        refinement=refinement,
+        uncertainty=float(_binary_entropy(base_rate).mean()),
+        resolution=float(_binary_kl(q, base_rate).mean()),
+        recalibration=recalibration,
+    )
 
 
 def _rank_chain_log_loss(p: torch.Tensor, y: torch.Tensor, recalibration: str, n_bins: int) -> float:
@@ -299,16 +309,18 @@ def _rank_chain_log_loss(p: torch.Tensor, y: torch.Tensor, recalibration: str, n
         if not bool(at_risk.any()):
             break
         mass = remaining[at_risk, r]
-        conditional = torch.where(mass > 0, by_rank[at_risk, r] / mass.clamp_min(torch.finfo(p.dtype).tiny),
-                                  1.0 / (n_classes - r))
+        conditional = torch.where(
+            mass > 0, by_rank[at_risk, r] / mass.clamp_min(torch.finfo(p.dtype).tiny), 1.0 / (n_classes - r)
+        )
         hit = (label_rank[at_risk] == r).to(torch.float64)
         q = _recalibrate(conditional.clamp(0.0, 1.0), hit, recalibration, n_bins)
         total += float(_binary_log_loss(q, hit) * len(hit))
     return total / len(y)
 
 
-def nll_decomposition(probs: Any, labels: Any, recalibration: str = "isotonic",
-                      n_bins: int = metrics.DEFAULT_N_BINS) -> ScoreDecomposition:
+def nll_decomposition(
+    probs: Any, labels: Any, recalibration: str = "isotonic", n_bins: int = metrics.DEFAULT_N_BINS
+) -> ScoreDecomposition:
     """Multi-class NLL (:func:`helpers.metrics.nll`) = calibration + refinement (eq. 2), with the rank-by-rank
     recalibration map of the module docstring fitted on these data; uncertainty = the entropy of the class
     frequencies (the NLL of the constant base-rate forecast), resolution = uncertainty - refinement."""
@@ -318,9 +330,14 @@ def nll_decomposition(probs: Any, labels: Any, recalibration: str = "isotonic",
     refinement = _rank_chain_log_loss(p, y, recalibration, n_bins)
     frequency = torch.bincount(y, minlength=p.shape[1]).to(torch.float64) / len(y)
     uncertainty = float(-torch.xlogy(frequency, frequency).sum())
-    return ScoreDecomposition(score=score, calibration=score - refinement, refinement=refinement,
-                              uncertainty=uncertainty, resolution=uncertainty - refinement,
-                              recalibration=recalibration)
+    return ScoreDecomposition(
+        score=score,
+        calibration=score - refinement,
+        refinement=refinement,
+        uncertainty=uncertainty,
+        resolution=uncertainty - refinement,
+        recalibration=recalibration,
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -332,15 +349,27 @@ def _components(probs: Any, labels: Any, multilabel: bool, n_bins: int, recalibr
     nll_fn = multilabel_nll_decomposition if multilabel else nll_decomposition
     brier = brier_fn(probs, labels, n_bins=n_bins)
     nll = nll_fn(probs, labels, recalibration=recalibration, n_bins=n_bins)
-    return {"brier": brier.brier, "brier_reliability": brier.reliability, "brier_resolution": brier.resolution,
-            "brier_uncertainty": brier.uncertainty, "brier_within_bin": brier.within_bin,
-            "nll": nll.score, "nll_calibration": nll.calibration, "nll_refinement": nll.refinement,
-            "nll_resolution": nll.resolution, "nll_uncertainty": nll.uncertainty}
+    return {
+        "brier": brier.brier,
+        "brier_reliability": brier.reliability,
+        "brier_resolution": brier.resolution,
+        "brier_uncertainty": brier.uncertainty,
+        "brier_within_bin": brier.within_bin,
+        "nll": nll.score,
+        "nll_calibration": nll.calibration,
+        "nll_refinement": nll.refinement,
+        "nll_resolution": nll.resolution,
+        "nll_uncertainty": nll.uncertainty,
+    }
 
 
-def decomposition_summaries(probs_by_model: Mapping[str, Sequence[Any]], labels: Any, multilabel: bool = False,
-                            n_bins: int = metrics.DEFAULT_N_BINS,
-                            recalibration: str = "isotonic") -> dict[str, dict[str, dict[str, Any]]]:
+def decomposition_summaries(
+    probs_by_model: Mapping[str, Sequence[Any]],
+    labels: Any,
+    multilabel: bool = False,
+    n_bins: int = metrics.DEFAULT_N_BINS,
+    recalibration: str = "isotonic",
+) -> dict[str, dict[str, dict[str, Any]]]:
     """{model: {component: :func:`helpers.stats.seed_summary` over the model's seeds}}, the shape of
     :func:`helpers.stats.seed_summaries` (so it goes into a results JSON as is). ``probs_by_model`` is a notebook's
     {model: [test probabilities per training seed]} (a single tensor counts as one seed)."""
@@ -360,14 +389,23 @@ def _rounded(value: float, digits: int) -> float:
 
 
 COLUMNS = {
-    "brier": "Brier", "brier_reliability": "reliability", "brier_resolution": "resolution",
-    "brier_uncertainty": "uncertainty", "brier_within_bin": "within-bin",
-    "nll": "NLL", "nll_calibration": "NLL calibration", "nll_resolution": "NLL resolution",
+    "brier": "Brier",
+    "brier_reliability": "reliability",
+    "brier_resolution": "resolution",
+    "brier_uncertainty": "uncertainty",
+    "brier_within_bin": "within-bin",
+    "nll": "NLL",
+    "nll_calibration": "NLL calibration",
+    "nll_resolution": "NLL resolution",
 }
 
 
-def decomposition_table(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]], models: Sequence[str] | None = None,
-                        columns: Mapping[str, str] | None = None, digits: int = 4) -> pd.DataFrame:
+def decomposition_table(
+    summaries: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    models: Sequence[str] | None = None,
+    columns: Mapping[str, str] | None = None,
+    digits: int = 4,
+) -> pd.DataFrame:
     """Rows = models, columns = components with readable names (``columns``: key -> header, default
     :data:`COLUMNS`), cells = the mean over training seeds, rounded to ``digits``."""
     columns = dict(COLUMNS if columns is None else columns)
@@ -379,10 +417,12 @@ def decomposition_table(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]]
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("model")
 
 
-
-def decomposition_grid(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]],
-                       grid: Mapping[str, Mapping[str, str]], components: Mapping[str, str] | None = None,
-                       digits: int = 4) -> pd.DataFrame:
+def decomposition_grid(
+    summaries: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    grid: Mapping[str, Mapping[str, str]],
+    components: Mapping[str, str] | None = None,
+    digits: int = 4,
+) -> pd.DataFrame:
     """A compact comparison: rows = ``grid``'s keys, ``grid[row]`` = {column group: model key of ``summaries``},
     columns = (group, component header) for each of ``components`` (key -> header; default reliability and
     resolution of the Brier score), cells = the mean over training seeds, rounded to ``digits``. E.g. rows = losses,
@@ -391,28 +431,37 @@ def decomposition_grid(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]],
     missing = sorted({key for groups in grid.values() for key in groups.values() if key not in summaries})
     if missing:
         raise KeyError(f"no decomposition for model(s) {missing}; computed: {list(summaries)}")
-    rows = {row: {(group, header): _rounded(summaries[key][component]["mean"], digits)
-                  for group, key in groups.items() for component, header in components.items()}
-            for row, groups in grid.items()}
+    rows = {
+        row: {
+            (group, header): _rounded(summaries[key][component]["mean"], digits)
+            for group, key in groups.items()
+            for component, header in components.items()
+        }
+        for row, groups in grid.items()
+    }
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.columns = pd.MultiIndex.from_tuples(table.columns)
     return table
 
 
-def results_record(summaries: Mapping[str, Mapping[str, Mapping[str, Any]]], multilabel: bool = False,
-                   n_bins: int = metrics.DEFAULT_N_BINS, recalibration: str = "isotonic") -> dict[str, Any]:
+def results_record(
+    summaries: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    multilabel: bool = False,
+    n_bins: int = metrics.DEFAULT_N_BINS,
+    recalibration: str = "isotonic",
+) -> dict[str, Any]:
     """The block a notebook stores in its results JSON: how the components were computed, and every model's
     per-seed components (:func:`decomposition_summaries`, called with the same ``multilabel``, ``n_bins`` and
     ``recalibration``)."""
-    brier = ("per label, averaged over labels" if multilabel else "one-vs-rest per class, summed over classes")
+    brier = "per label, averaged over labels" if multilabel else "one-vs-rest per class, summed over classes"
     return {
         "method": {
             "brier": f"Murphy (1973) REL - RES + UNC with the within-bin terms of Stephenson et al. (2008), {brier}; "
-                     f"{n_bins} equal-width bins; brier_within_bin = WBV - WBC",
+            f"{n_bins} equal-width bins; brier_within_bin = WBV - WBC",
             "nll": f"calibration = NLL - NLL(recalibrated), refinement = NLL(recalibrated), resolution = uncertainty "
-                   f"- refinement (DeGroot & Fienberg 1983; Bröcker 2009); {recalibration} recalibration fitted "
-                   "on the evaluated (test) data itself: an in-sample estimate"
-                   + ("" if multilabel else ", rank by rank (helpers.decomposition)"),
+            f"- refinement (DeGroot & Fienberg 1983; Bröcker 2009); {recalibration} recalibration fitted "
+            "on the evaluated (test) data itself: an in-sample estimate"
+            + ("" if multilabel else ", rank by rank (helpers.decomposition)"),
         },
         "models": {model: dict(components) for model, components in summaries.items()},
     }

@@ -22,7 +22,8 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 CUBLAS_WORKSPACE = ":4096:8"
 _DETERMINISTIC_WORKSPACES = (":4096:8", ":16:8")  # the two values cuBLAS documents as deterministic
@@ -37,17 +38,23 @@ def check_cublas_workspace() -> None:
     PyTorch itself refuses a cuBLAS call in deterministic mode without the setting."""
     value = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
     if torch.cuda.is_initialized() and value not in _DETERMINISTIC_WORKSPACES:
-        raise RuntimeError(f"CUBLAS_WORKSPACE_CONFIG is {value!r}: deterministic training on CUDA needs "
-                           f"{CUBLAS_WORKSPACE!r} (or ':16:8'), set before CUDA initialises. Unset it or export "
-                           f"CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} and restart the kernel.")
+        raise RuntimeError(
+            f"CUBLAS_WORKSPACE_CONFIG is {value!r}: deterministic training on CUDA needs "
+            f"{CUBLAS_WORKSPACE!r} (or ':16:8'), set before CUDA initialises. Unset it or export "
+            f"CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} and restart the kernel."
+        )
 
 
 @contextlib.contextmanager
 def deterministic() -> Iterator[None]:
     """Run the enclosed code with deterministic algorithms and without cuDNN autotuning; restore the settings after."""
     check_cublas_workspace()
-    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-              torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic)
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cudnn.benchmark,
+        torch.backends.cudnn.deterministic,
+    )
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
@@ -71,6 +78,10 @@ def device_name(device: torch.device | str) -> str:
 def software_record(device: torch.device | str) -> dict[str, Any]:
     """What a stored run records about how it was trained: determinism, software versions and the device's name."""
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    return {"deterministic": torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.benchmark,
-            "torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": cudnn,
-            "device_name": device_name(device)}
+    return {
+        "deterministic": torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.benchmark,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": cudnn,
+        "device_name": device_name(device),
+    }

@@ -19,7 +19,8 @@ with expectations over the pool's images. λ = 0 is the Bayes model p̂ = p*, pe
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,8 +35,10 @@ def _posteriors(posteriors: Any) -> torch.Tensor:
     if p.ndim != 2 or p.shape[0] == 0 or p.shape[1] < 2:
         raise ValueError(f"posteriors must be a non-empty (N, K) matrix with K >= 2, got shape {tuple(p.shape)}")
     if not bool(torch.isfinite(p).all()) or bool((p < 0).any()) or float((p.sum(1) - 1).abs().max()) > 1e-6:
-        raise ValueError("posteriors must be finite, non-negative rows summing to 1 (exact P(y | x) of a synthetic "
-                         "multi-class set, e.g. bundle.true_posteriors['test'])")
+        raise ValueError(
+            "posteriors must be finite, non-negative rows summing to 1 (exact P(y | x) of a synthetic "
+            "multi-class set, e.g. bundle.true_posteriors['test'])"
+        )
     return p
 
 
@@ -61,8 +64,9 @@ def exact_top_label_errors(posteriors: Any, lam: float) -> tuple[float, float]:
     return lam * float(shortfall.mean()), lam * float(shortfall.pow(2).mean().sqrt())
 
 
-def draw_test_sets(posteriors: Any, n: int, repeats: int,
-                   generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def draw_test_sets(
+    posteriors: Any, n: int, repeats: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``repeats`` test sets of ``n`` (image, label) pairs: image indices (repeats, n) drawn uniformly with
     replacement and labels (repeats, n) drawn from each image's exact posterior."""
     p = _posteriors(posteriors)
@@ -74,9 +78,15 @@ def draw_test_sets(posteriors: Any, n: int, repeats: int,
     return indices, labels
 
 
-def estimator_study(models: Mapping[str, Any], posteriors: Any, estimators: Mapping[str, Callable[..., float]],
-                    sample_sizes: Sequence[int], repeats: int, repeats_by_estimator: Mapping[str, int] | None = None,
-                    seed: int = 0) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
+def estimator_study(
+    models: Mapping[str, Any],
+    posteriors: Any,
+    estimators: Mapping[str, Callable[..., float]],
+    sample_sizes: Sequence[int],
+    repeats: int,
+    repeats_by_estimator: Mapping[str, int] | None = None,
+    seed: int = 0,
+) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """{model: {estimator: (means, sds)}}, one entry per sample size, over ``repeats`` test sets per size.
 
     ``models`` maps a name to its (N, K) probabilities on the pool's N images (the rows of ``posteriors``);
@@ -90,8 +100,9 @@ def estimator_study(models: Mapping[str, Any], posteriors: Any, estimators: Mapp
     probs = {name: torch.as_tensor(q).to(torch.float64) for name, q in models.items()}
     wrong = {name: tuple(q.shape) for name, q in probs.items() if q.shape != p.shape}
     if wrong:
-        raise ValueError(f"every model needs probabilities of shape {tuple(p.shape)} (one row per pool image), "
-                         f"got {wrong}")
+        raise ValueError(
+            f"every model needs probabilities of shape {tuple(p.shape)} (one row per pool image), got {wrong}"
+        )
     counts = {name: (repeats_by_estimator or {}).get(name, repeats) for name in estimators}
     bad = {name: count for name, count in counts.items() if not 1 <= count <= repeats}
     if bad:
@@ -105,5 +116,7 @@ def estimator_study(models: Mapping[str, Any], posteriors: Any, estimators: Mapp
                 for name, estimator in estimators.items():
                     estimates = [estimator(q[indices[r]], labels[r]) for r in range(counts[name])]
                     values[model][name].append((float(np.mean(estimates)), float(np.std(estimates))))
-    return {model: {name: tuple(np.array(column) for column in zip(*rows)) for name, rows in by_name.items()}
-            for model, by_name in values.items()}
+    return {
+        model: {name: tuple(np.array(column) for column in zip(*rows)) for name, rows in by_name.items()}
+        for model, by_name in values.items()
+    }

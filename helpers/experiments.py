@@ -66,10 +66,26 @@ from .paths import display_path
 from .training_version import training_version
 
 RECIPES: dict[str, dict[str, Any]] = {
-    "well-regularised": dict(optimizer="sgd", momentum=0.9, weight_decay=5e-4, schedule="onecycle", augment=True,
-                             monitor="val_nll", monitor_mode="min", lr_scale=1.0),
-    "over-fitting": dict(optimizer="sgd", momentum=0.9, weight_decay=0.0, schedule="constant", augment=False,
-                         monitor="epoch", monitor_mode="max", lr_scale=0.5),
+    "well-regularised": dict(
+        optimizer="sgd",
+        momentum=0.9,
+        weight_decay=5e-4,
+        schedule="onecycle",
+        augment=True,
+        monitor="val_nll",
+        monitor_mode="min",
+        lr_scale=1.0,
+    ),
+    "over-fitting": dict(
+        optimizer="sgd",
+        momentum=0.9,
+        weight_decay=0.0,
+        schedule="constant",
+        augment=False,
+        monitor="epoch",
+        monitor_mode="max",
+        lr_scale=0.5,
+    ),
 }
 CACHE_DIR = course.REPO_ROOT / "runs" / "cache"
 #: moves the local run cache (default :data:`CACHE_DIR`), e.g. out of a read-only checkout
@@ -80,16 +96,18 @@ STORE_FORMAT = 1
 _NOT_DEFINING = ("device", "progress", "checkpoint_path", "resume", "eval_batch_size")
 
 
-def recipe_config(recipe: str, *, epochs: int, lr: float, batch_size: int, seed: int = 0, device: str = "auto",
-                  **overrides: Any) -> train.TrainConfig:
+def recipe_config(
+    recipe: str, *, epochs: int, lr: float, batch_size: int, seed: int = 0, device: str = "auto", **overrides: Any
+) -> train.TrainConfig:
     """The :class:`~helpers.train.TrainConfig` of a named recipe; ``lr`` is the recipe's peak rate before scaling."""
     if recipe not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}; choose one of {list(RECIPES)}")
     settings = dict(RECIPES[recipe])
     lr_scale = settings.pop("lr_scale")
     settings.update(overrides)
-    return train.TrainConfig(epochs=epochs, lr=lr * lr_scale, batch_size=batch_size, seed=seed, device=device,
-                             **settings)
+    return train.TrainConfig(
+        epochs=epochs, lr=lr * lr_scale, batch_size=batch_size, seed=seed, device=device, **settings
+    )
 
 
 @dataclass
@@ -163,8 +181,13 @@ def _loss_fingerprint(loss: nn.Module) -> dict[str, Any]:
     state = sorted(loss.state_dict().items())
     tensors = [value for _, value in state if isinstance(value, torch.Tensor)]
     others = [(key, value) for key, value in state if not isinstance(value, torch.Tensor)]
-    return {"class": type(loss).__name__, "repr": _stable_repr(loss), "state_keys": [k for k, _ in state],
-            "state": _tensor_hash(*tensors), "extra_state": hashlib.sha256(pickle.dumps(others)).hexdigest()[:16]}
+    return {
+        "class": type(loss).__name__,
+        "repr": _stable_repr(loss),
+        "state_keys": [k for k, _ in state],
+        "state": _tensor_hash(*tensors),
+        "extra_state": hashlib.sha256(pickle.dumps(others)).hexdigest()[:16],
+    }
 
 
 def _plain(value: Any) -> Any:
@@ -176,10 +199,12 @@ def run_definition(bundle: Any, model_name: str, loss: nn.Module, config: train.
     splits = {name: getattr(bundle, name) for name in ("train", "val", "test")}
     config_values = asdict(replace(config, progress=True, checkpoint_path=None, resume=False))
     return {
-        "dataset": bundle.name, "image_size": bundle.image_size,
+        "dataset": bundle.name,
+        "image_size": bundle.image_size,
         "split_sizes": {name: len(split.labels) for name, split in splits.items()},
         "data": {name: _tensor_hash(split.images, split.labels) for name, split in splits.items()},
-        "model": model_name, "loss": _loss_fingerprint(loss),
+        "model": model_name,
+        "loss": _loss_fingerprint(loss),
         "config": {k: _plain(v) for k, v in config_values.items() if k not in _NOT_DEFINING},
     }
 
@@ -222,18 +247,33 @@ def _json_bytes(value: Any) -> np.ndarray:
 
 
 def _finite_history(history: list[dict[str, float]]) -> list[dict[str, Any]]:
-    return [{k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in record.items()}
-            for record in history]
+    return [
+        {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in record.items()}
+        for record in history
+    ]
 
 
 def save_stored_run(path: Path, run: TrainedRun, definition: dict[str, Any]) -> None:
     """Write a stored reference run (logits, history, loss state, provenance) atomically."""
-    meta = {"format": STORE_FORMAT, "key": run.key, "name": run.name, "definition": definition,
-            "training_version": training_version(), "device": run.device, "seconds": run.seconds,
-            "torch": torch.__version__, **run.software, "stored_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "history": _finite_history(run.history)}
-    arrays = {"val_logits": run.val_logits.float().numpy(), "test_logits": run.test_logits.float().numpy(),
-              "loss_state": _state_bytes(run.loss), "meta": _json_bytes(meta)}
+    meta = {
+        "format": STORE_FORMAT,
+        "key": run.key,
+        "name": run.name,
+        "definition": definition,
+        "training_version": training_version(),
+        "device": run.device,
+        "seconds": run.seconds,
+        "torch": torch.__version__,
+        **run.software,
+        "stored_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "history": _finite_history(run.history),
+    }
+    arrays = {
+        "val_logits": run.val_logits.float().numpy(),
+        "test_logits": run.test_logits.float().numpy(),
+        "loss_state": _state_bytes(run.loss),
+        "meta": _json_bytes(meta),
+    }
     _atomic_write(path, lambda file: np.savez_compressed(file, **arrays))
 
 
@@ -242,8 +282,10 @@ class DamagedRunError(RuntimeError):
 
 
 def _expected_shapes(bundle: Any) -> dict[str, tuple[int, int]]:
-    return {"val_logits": (len(bundle.val.labels), bundle.n_classes),
-            "test_logits": (len(bundle.test.labels), bundle.n_classes)}
+    return {
+        "val_logits": (len(bundle.val.labels), bundle.n_classes),
+        "test_logits": (len(bundle.test.labels), bundle.n_classes),
+    }
 
 
 RECIPE_MODELS: dict[str, dict[str, str]] = {"over-fitting": {"small_cnn": "small_cnn_wide"}}
@@ -268,10 +310,15 @@ def _check_logits(path: Path, logits: dict[str, torch.Tensor], bundle: Any) -> N
 
 _NUMBER = (int, float)
 #: the entries a cached run (``.pt``) and a stored run's metadata must have, with their types
-_CACHED_FIELDS = {"model": dict, "loss": dict, "history": list, "val_logits": torch.Tensor,
-                  "test_logits": torch.Tensor, "seconds": _NUMBER}
-_STORED_META_FIELDS = {"format": int, "key": str, "name": str, "history": list, "seconds": _NUMBER,
-                       "definition": dict}
+_CACHED_FIELDS = {
+    "model": dict,
+    "loss": dict,
+    "history": list,
+    "val_logits": torch.Tensor,
+    "test_logits": torch.Tensor,
+    "seconds": _NUMBER,
+}
+_STORED_META_FIELDS = {"format": int, "key": str, "name": str, "history": list, "seconds": _NUMBER, "definition": dict}
 
 
 def _check_fields(path: Path, record: Any, fields: dict[str, type | tuple[type, ...]], what: str) -> None:
@@ -282,9 +329,12 @@ def _check_fields(path: Path, record: Any, fields: dict[str, type | tuple[type, 
     missing = [name for name in fields if name not in record]
     if missing:
         raise DamagedRunError(f"{path}: {what} lacks {missing}")
-    wrong = [f"{name} is {type(record[name]).__name__}" for name, kind in fields.items()
-             if not isinstance(record[name], kind) or (kind is _NUMBER and (isinstance(record[name], bool)
-                                                                          or not math.isfinite(record[name])))]
+    wrong = [
+        f"{name} is {type(record[name]).__name__}"
+        for name, kind in fields.items()
+        if not isinstance(record[name], kind)
+        or (kind is _NUMBER and (isinstance(record[name], bool) or not math.isfinite(record[name])))
+    ]
     if wrong:
         raise DamagedRunError(f"{path}: {what} has entries of the wrong type ({', '.join(wrong)})")
 
@@ -295,8 +345,9 @@ def read_stored_meta(path: Path) -> dict[str, Any]:
         with np.load(path, allow_pickle=False) as stored:
             meta = json.loads(stored["meta"].tobytes())
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
-        raise DamagedRunError(f"{path}: cannot read this stored run's metadata ({type(error).__name__}: "
-                              f"{error})") from error
+        raise DamagedRunError(
+            f"{path}: cannot read this stored run's metadata ({type(error).__name__}: {error})"
+        ) from error
     _check_fields(path, meta, _STORED_META_FIELDS, "the metadata")
     return meta
 
@@ -308,27 +359,45 @@ def load_stored_run(path: Path, bundle: Any, loss: nn.Module, key: str) -> tuple
             meta = json.loads(stored["meta"].tobytes())
             logits = {name: torch.from_numpy(stored[name].copy()) for name in ("val_logits", "test_logits")}
             state = torch.load(io.BytesIO(stored["loss_state"].tobytes()), map_location="cpu", weights_only=True)
-    except (OSError, ValueError, KeyError, EOFError, RuntimeError, pickle.UnpicklingError,
-            zipfile.BadZipFile) as error:
+    except (OSError, ValueError, KeyError, EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile) as error:
         raise DamagedRunError(f"{path}: cannot read this stored run ({type(error).__name__}: {error})") from error
     _check_fields(path, meta, _STORED_META_FIELDS, "the metadata")
     if meta.get("format") != STORE_FORMAT or meta.get("key") != key:
-        raise DamagedRunError(f"{path}: format {meta.get('format')} / key {meta.get('key')} do not match "
-                              f"format {STORE_FORMAT} / key {key}")
+        raise DamagedRunError(
+            f"{path}: format {meta.get('format')} / key {meta.get('key')} do not match "
+            f"format {STORE_FORMAT} / key {key}"
+        )
     _check_logits(path, logits, bundle)
     if hasattr(loss, "load_stored_state"):
         loss.load_stored_state(state)
     else:
         loss.load_state_dict(state)
-    run = TrainedRun(meta["name"], None, loss, meta["history"], logits["val_logits"], logits["test_logits"],
-                     meta["seconds"], "stored", key, meta.get("device", ""))
+    run = TrainedRun(
+        meta["name"],
+        None,
+        loss,
+        meta["history"],
+        logits["val_logits"],
+        logits["test_logits"],
+        meta["seconds"],
+        "stored",
+        key,
+        meta.get("device", ""),
+    )
     return meta, run
 
 
 def _save_cached_run(path: Path, run: TrainedRun) -> None:
-    payload = {"model": run.model.state_dict(), "loss": run.loss.state_dict(), "history": run.history,
-               "val_logits": run.val_logits, "test_logits": run.test_logits, "seconds": run.seconds,
-               "device": run.device, "software": run.software}
+    payload = {
+        "model": run.model.state_dict(),
+        "loss": run.loss.state_dict(),
+        "history": run.history,
+        "val_logits": run.val_logits,
+        "test_logits": run.test_logits,
+        "seconds": run.seconds,
+        "device": run.device,
+        "software": run.software,
+    }
     _atomic_write(path, lambda file: torch.save(payload, file))
 
 
@@ -349,11 +418,17 @@ def _save_or_warn(path: Path, save: Any, stored: bool) -> None:
         if folder in _unwritable_reported:
             return
         _unwritable_reported.add(folder)
-        fix = ("pass a writable stored_dir, or make stored_runs/ writable" if stored else
-               f"set {CACHE_DIR_ENV} to a writable folder, or CALIBMED_NO_CACHE=1 to train without the cache")
-        warnings.warn(f"cannot write trained runs into {display_path(folder)} ({error.strerror or error}): runs "
-                      f"trained here are used but not saved, and will be trained again next time; {fix}",
-                      RunNotSavedWarning, stacklevel=2)  # reported from train_run, not the caller
+        fix = (
+            "pass a writable stored_dir, or make stored_runs/ writable"
+            if stored
+            else f"set {CACHE_DIR_ENV} to a writable folder, or CALIBMED_NO_CACHE=1 to train without the cache"
+        )
+        warnings.warn(
+            f"cannot write trained runs into {display_path(folder)} ({error.strerror or error}): runs "
+            f"trained here are used but not saved, and will be trained again next time; {fix}",
+            RunNotSavedWarning,
+            stacklevel=2,
+        )  # reported from train_run, not the caller
 
 
 def _load_cached_run(path: Path, name: str, model: nn.Module, loss: nn.Module, bundle: Any, key: str) -> TrainedRun:
@@ -365,8 +440,19 @@ def _load_cached_run(path: Path, name: str, model: nn.Module, loss: nn.Module, b
     except (OSError, RuntimeError, EOFError, KeyError, TypeError, pickle.UnpicklingError) as error:
         raise DamagedRunError(f"{path}: cannot read this cached run ({type(error).__name__}: {error})") from error
     _check_logits(path, {k: stored[k] for k in ("val_logits", "test_logits")}, bundle)
-    return TrainedRun(name, model, loss, stored["history"], stored["val_logits"], stored["test_logits"],
-                      stored["seconds"], "cache", key, stored.get("device", ""), stored.get("software", {}))
+    return TrainedRun(
+        name,
+        model,
+        loss,
+        stored["history"],
+        stored["val_logits"],
+        stored["test_logits"],
+        stored["seconds"],
+        "cache",
+        key,
+        stored.get("device", ""),
+        stored.get("software", {}),
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -409,7 +495,7 @@ _LINE_WIDTH = run_log.LINE_WIDTH
 
 
 def _stored_run_line(name: str, where: str, meta: dict[str, Any]) -> str:
-    """"<name>: stored run <data set>/<key> (trained on <device> in <s> s)", the parenthesis on a second, indented
+    """ "<name>: stored run <data set>/<key> (trained on <device> in <s> s)", the parenthesis on a second, indented
     line when one line would be longer than the notebooks' line limit."""
     head = f"{name}: stored run {where}"
     detail = f"(trained on {meta.get('device_name') or meta.get('device') or '?'} in {meta['seconds']:.0f} s)"
@@ -430,19 +516,34 @@ def _from_older_code(path: Path) -> bool:
         return True
 
 
-def _report_run(run: TrainedRun, bundle: Any, config: train.TrainConfig, line: str | None,
-                meta: dict[str, Any]) -> None:
+def _report_run(
+    run: TrainedRun, bundle: Any, config: train.TrainConfig, line: str | None, meta: dict[str, Any]
+) -> None:
     """Hand a loaded or trained run to :func:`helpers.run_log.report` (one summary per suite)."""
     software = meta if run.source == "stored" else run.software
-    record = run_log.RunRecord(run.name, run.source, bundle.name, config.seed,
-                               software.get("device_name") or run.device, software.get("deterministic"),
-                               is_current(meta) if run.source == "stored" else True)
+    record = run_log.RunRecord(
+        run.name,
+        run.source,
+        bundle.name,
+        config.seed,
+        software.get("device_name") or run.device,
+        software.get("deterministic"),
+        is_current(meta) if run.source == "stored" else True,
+    )
     run_log.report(record, line)
 
 
-def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: train.TrainConfig,
-              cache: bool = True, cache_dir: str | os.PathLike | None = None, stored: bool = False,
-              stored_dir: str | os.PathLike | None = None) -> TrainedRun:
+def train_run(
+    name: str,
+    loss: nn.Module,
+    bundle: Any,
+    model_name: str,
+    config: train.TrainConfig,
+    cache: bool = True,
+    cache_dir: str | os.PathLike | None = None,
+    stored: bool = False,
+    stored_dir: str | os.PathLike | None = None,
+) -> TrainedRun:
     """Train ``model_name`` with ``loss`` on ``bundle`` through :func:`helpers.train.fit`, or load it.
 
     With ``stored=True`` (the ``reference`` profile) a stored reference run is loaded when present and a trained
@@ -468,8 +569,13 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
     if cache and not stored and cache_path.is_file():
         try:
             run = _load_cached_run(cache_path, name, model, loss, bundle, key)
-            _report_run(run, bundle, config,
-                        f"{name}: loaded from the run cache ({cache_path.name}; trained in {run.seconds:.0f} s)", {})
+            _report_run(
+                run,
+                bundle,
+                config,
+                f"{name}: loaded from the run cache ({cache_path.name}; trained in {run.seconds:.0f} s)",
+                {},
+            )
             return run
         except DamagedRunError as error:
             print(f"{name}: {error}; training it again")
@@ -478,24 +584,48 @@ def train_run(name: str, loss: nn.Module, bundle: Any, model_name: str, config: 
     if _plan is not None:
         _plan.append(PlannedRun(name, loss, bundle, model_name, config, stored, key))
         shapes = _expected_shapes(bundle)
-        return TrainedRun(name, None, loss, [], torch.zeros(shapes["val_logits"]), torch.zeros(shapes["test_logits"]),
-                          0.0, "planned", key)
+        return TrainedRun(
+            name,
+            None,
+            loss,
+            [],
+            torch.zeros(shapes["val_logits"]),
+            torch.zeros(shapes["test_logits"]),
+            0.0,
+            "planned",
+            key,
+        )
     target_dir = store_path.parent.parent if stored else cache_path.parent
     if (stored or cache) and target_dir.exists() and not target_dir.is_dir():
-        raise NotADirectoryError(f"{target_dir} is not a folder: trained runs are stored in a folder there; "
-                                 "pass another cache_dir / stored_dir or remove the file")
+        raise NotADirectoryError(
+            f"{target_dir} is not a folder: trained runs are stored in a folder there; "
+            "pass another cache_dir / stored_dir or remove the file"
+        )
     target_file = store_path if stored else cache_path
     if (stored or cache) and target_file.is_dir():
-        raise IsADirectoryError(f"{target_file} is a folder, where this run's file is written: remove it "
-                                "(or pass another cache_dir / stored_dir)")
+        raise IsADirectoryError(
+            f"{target_file} is a folder, where this run's file is written: remove it "
+            "(or pass another cache_dir / stored_dir)"
+        )
     definition = run_definition(bundle, model_name, loss, config) if stored else None
     print(f"{name}: training {model_name} with {type(loss).__name__} for {config.epochs} epochs")
     result = train.fit(model, loss, bundle, config)
     with determinism.deterministic():
         val_logits = train.predict_logits(result.model, bundle.val.images, batch_size=config.eval_batch_size)
         test_logits = train.predict_logits(result.model, bundle.test.images, batch_size=config.eval_batch_size)
-    run = TrainedRun(name, result.model.cpu(), loss.cpu(), result.history, val_logits.cpu(), test_logits.cpu(),
-                     result.seconds, "trained", key, result.device, result.software)
+    run = TrainedRun(
+        name,
+        result.model.cpu(),
+        loss.cpu(),
+        result.history,
+        val_logits.cpu(),
+        test_logits.cpu(),
+        result.seconds,
+        "trained",
+        key,
+        result.device,
+        result.software,
+    )
     _report_run(run, bundle, config, None, {})  # its "training" line is printed above
     if stored:
         _save_or_warn(store_path, lambda: save_stored_run(store_path, run, definition), stored=True)

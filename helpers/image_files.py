@@ -54,8 +54,10 @@ def decode_resized(paths: list[Path], image_size: int, mode: str, desc: str) -> 
             with Image.open(path) as image:
                 resized = image.convert(mode).resize((image_size, image_size), Image.Resampling.BICUBIC)
         except (UnidentifiedImageError, OSError, SyntaxError) as error:
-            raise ValueError(f"cannot decode the image {path} ({type(error).__name__}: {error}); replace it with "
-                             f"the file from the official download") from error
+            raise ValueError(
+                f"cannot decode the image {path} ({type(error).__name__}: {error}); replace it with "
+                f"the file from the official download"
+            ) from error
         out[index] = np.asarray(resized)
     bar.close()
     return out

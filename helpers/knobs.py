@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,11 @@ def number(minimum: float, maximum: float | None = None, above_minimum: bool = F
     description = f"a number {low}" + (f" and <= {maximum:g}" if maximum is not None else "")
 
     def accepts(value: Any) -> bool:
-        return (_is_number(value) and (value > minimum if above_minimum else value >= minimum)
-                and (maximum is None or value <= maximum))
+        return (
+            _is_number(value)
+            and (value > minimum if above_minimum else value >= minimum)
+            and (maximum is None or value <= maximum)
+        )
 
     return Rule(description, accepts)
 
@@ -57,8 +61,10 @@ def path(optional: bool = False) -> Rule:
 
 
 def list_of(item: Rule) -> Rule:
-    return Rule(f"a non-empty list, each item {item.description}",
-                lambda v: isinstance(v, list) and len(v) > 0 and all(item.accepts(x) for x in v))
+    return Rule(
+        f"a non-empty list, each item {item.description}",
+        lambda v: isinstance(v, list) and len(v) > 0 and all(item.accepts(x) for x in v),
+    )
 
 
 COUNT = integer(1)
@@ -68,26 +74,61 @@ PROBABILITY = number(0.0, 1.0)
 
 #: the rules of the course knobs and of the notebook knobs that several notebooks share or that need a range
 RULES: dict[str, Rule] = {
-    "dataset": text(), "model": text(), "device": text(), "data_dir": path(optional=True),
-    "results_path": path(), "image_size": integer(8), "epochs": COUNT, "batch_size": COUNT, "lr": RATE,
-    "seed": integer(0), "max_train": integer(1, optional=True), "seeds": list_of(integer(0)),
+    "dataset": text(),
+    "model": text(),
+    "device": text(),
+    "data_dir": path(optional=True),
+    "results_path": path(),
+    "image_size": integer(8),
+    "epochs": COUNT,
+    "batch_size": COUNT,
+    "lr": RATE,
+    "seed": integer(0),
+    "max_train": integer(1, optional=True),
+    "seeds": list_of(integer(0)),
     # notebook knobs: counts of images, resamples, repeats, epochs, iterations
-    "timing_images": COUNT, "bootstrap_samples": COUNT, "band_bootstrap": COUNT, "bias_repeats": COUNT,
-    "smooth_repeats": COUNT, "smooth_bootstrap": COUNT, "eta_grid": integer(2), "lpr_bias_images": COUNT,
-    "overfit_epochs": COUNT, "max_queries": COUNT, "max_length": COUNT, "posthoc_max_iter": COUNT,
+    "timing_images": COUNT,
+    "bootstrap_samples": COUNT,
+    "band_bootstrap": COUNT,
+    "bias_repeats": COUNT,
+    "smooth_repeats": COUNT,
+    "smooth_bootstrap": COUNT,
+    "eta_grid": integer(2),
+    "lpr_bias_images": COUNT,
+    "overfit_epochs": COUNT,
+    "max_queries": COUNT,
+    "max_length": COUNT,
+    "posthoc_max_iter": COUNT,
     "ideal_images": integer(1, optional=True),
     # loss hyper-parameters: rates > 0, weights and exponents >= 0, smoothing factors in [0, 1]
-    "lr_ccl": RATE, "synthetic_lr_ccl": RATE, "margin": RATE, "gamma": WEIGHT, "dca_beta": WEIGHT,
-    "mdca_beta": WEIGHT, "mbls_lambda": WEIGHT, "lpr_weight": WEIGHT, "alpha": PROBABILITY,
-    "lsplus_alpha": PROBABILITY, "sweep_margins": list_of(RATE), "sweep_lr_ccl": list_of(RATE),
-    "smoothing_epsilons": list_of(PROBABILITY), "losses": list_of(text()), "independent_losses": list_of(text()),
-    "ccl_optimizer": text(), "sweep_recipe": text(), "overfit_model": text(), "synthetic_dataset": text(),
+    "lr_ccl": RATE,
+    "synthetic_lr_ccl": RATE,
+    "margin": RATE,
+    "gamma": WEIGHT,
+    "dca_beta": WEIGHT,
+    "mdca_beta": WEIGHT,
+    "mbls_lambda": WEIGHT,
+    "lpr_weight": WEIGHT,
+    "alpha": PROBABILITY,
+    "lsplus_alpha": PROBABILITY,
+    "sweep_margins": list_of(RATE),
+    "sweep_lr_ccl": list_of(RATE),
+    "smoothing_epsilons": list_of(PROBABILITY),
+    "losses": list_of(text()),
+    "independent_losses": list_of(text()),
+    "ccl_optimizer": text(),
+    "sweep_recipe": text(),
+    "overfit_model": text(),
+    "synthetic_dataset": text(),
     "independent_dataset": text(),
 }
 
 _KINDS: tuple[tuple[str, Callable[[Any], bool]], ...] = (
-    ("true or false", lambda v: isinstance(v, bool)), ("an integer", _is_integer),
-    ("a number", _is_number), ("text", lambda v: isinstance(v, str)), ("a list", lambda v: isinstance(v, list)),
+    ("true or false", lambda v: isinstance(v, bool)),
+    ("an integer", _is_integer),
+    ("a number", _is_number),
+    ("text", lambda v: isinstance(v, str)),
+    ("a list", lambda v: isinstance(v, list)),
     ("a mapping", lambda v: isinstance(v, dict)),
 )
 
@@ -129,6 +170,9 @@ def check(notebook: str, values: Mapping[str, Any], profiles: Mapping[str, Mappi
     """Raise a ValueError listing every knob of ``values`` that breaks its rule, and how to fix it."""
     found = problems(values, profiles)
     if found:
-        raise ValueError(f"{notebook}: knob value(s) not allowed:\n  " + "\n  ".join(found)
-                         + "\nPass allowed values (papermill -p NAME VALUE, or `course run -p NAME VALUE` with VALUE "
-                           "as JSON, e.g. -p lr 0.05) or fix the notebook's PROFILES table.")
+        raise ValueError(
+            f"{notebook}: knob value(s) not allowed:\n  "
+            + "\n  ".join(found)
+            + "\nPass allowed values (papermill -p NAME VALUE, or `course run -p NAME VALUE` with VALUE "
+            "as JSON, e.g. -p lr 0.05) or fix the notebook's PROFILES table."
+        )

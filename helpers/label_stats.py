@@ -34,20 +34,34 @@ from helpers.atomic import write_text_atomically
 
 #: ChestMNIST's labels (medmnist's order) and the finding names in ChestX-ray14's label file
 CHESTXRAY14_NAMES: dict[str, str] = {
-    "atelectasis": "Atelectasis", "cardiomegaly": "Cardiomegaly", "effusion": "Effusion",
-    "infiltration": "Infiltration", "mass": "Mass", "nodule": "Nodule", "pneumonia": "Pneumonia",
-    "pneumothorax": "Pneumothorax", "consolidation": "Consolidation", "edema": "Edema", "emphysema": "Emphysema",
-    "fibrosis": "Fibrosis", "pleural": "Pleural_Thickening", "hernia": "Hernia",
+    "atelectasis": "Atelectasis",
+    "cardiomegaly": "Cardiomegaly",
+    "effusion": "Effusion",
+    "infiltration": "Infiltration",
+    "mass": "Mass",
+    "nodule": "Nodule",
+    "pneumonia": "Pneumonia",
+    "pneumothorax": "Pneumothorax",
+    "consolidation": "Consolidation",
+    "edema": "Edema",
+    "emphysema": "Emphysema",
+    "fibrosis": "Fibrosis",
+    "pleural": "Pleural_Thickening",
+    "hernia": "Hernia",
 }
 FINDINGS: list[str] = list(CHESTXRAY14_NAMES)
 NO_FINDING = "No Finding"
 _COLUMN = {name: t for t, name in enumerate(CHESTXRAY14_NAMES.values())}  # finding name -> label index
 STATS_PATH = Path(__file__).parent / "data_files" / "chestxray14_label_stats.json"
-CITATION = ("Wang X, Peng Y, Lu L, Lu Z, Bagheri M, Summers RM. ChestX-ray8: Hospital-scale Chest X-ray Database "
-            "and Benchmarks on Weakly-Supervised Classification and Localization of Common Thorax Diseases. "
-            "CVPR 2017. Data: NIH Clinical Center.")
-LICENCE = ("NIH releases ChestX-ray14 without restriction on use, asking for acknowledgement of the NIH Clinical "
-           "Center and citation of the paper above. This file holds only counts derived from the label file.")
+CITATION = (
+    "Wang X, Peng Y, Lu L, Lu Z, Bagheri M, Summers RM. ChestX-ray8: Hospital-scale Chest X-ray Database "
+    "and Benchmarks on Weakly-Supervised Classification and Localization of Common Thorax Diseases. "
+    "CVPR 2017. Data: NIH Clinical Center."
+)
+LICENCE = (
+    "NIH releases ChestX-ray14 without restriction on use, asking for acknowledgement of the NIH Clinical "
+    "Center and citation of the paper above. This file holds only counts derived from the label file."
+)
 
 
 def file_md5(path: str | os.PathLike) -> str:
@@ -66,8 +80,10 @@ def finding_vector(finding_labels: str, where: str) -> np.ndarray:
     if names != [NO_FINDING]:
         for name in names:
             if name not in _COLUMN:
-                raise ValueError(f"{where}: unknown finding {name!r}; expected {NO_FINDING!r} or '|'-separated "
-                                 f"names from {sorted(_COLUMN)}")
+                raise ValueError(
+                    f"{where}: unknown finding {name!r}; expected {NO_FINDING!r} or '|'-separated "
+                    f"names from {sorted(_COLUMN)}"
+                )
             y[_COLUMN[name]] = 1
     return y
 
@@ -82,8 +98,10 @@ def read_labels(csv_path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
         reader = csv.DictReader(handle)
         missing = {"Finding Labels", "Patient ID"} - set(reader.fieldnames or ())
         if missing:
-            raise ValueError(f"{csv_path}: no column(s) {sorted(missing)}; expected ChestX-ray14's Data_Entry_2017.csv "
-                             f"layout (Image Index, Finding Labels, Follow-up #, Patient ID, ...)")
+            raise ValueError(
+                f"{csv_path}: no column(s) {sorted(missing)}; expected ChestX-ray14's Data_Entry_2017.csv "
+                f"layout (Image Index, Finding Labels, Follow-up #, Patient ID, ...)"
+            )
         for line, row in enumerate(reader, start=2):
             labels.append(finding_vector(row["Finding Labels"], f"{csv_path}, line {line}"))
             patients.append(int(row["Patient ID"]))
@@ -123,8 +141,10 @@ def write_label_stats(csv_path: str | os.PathLike, out_path: str | os.PathLike =
 def _load(path: str) -> dict:
     stats = json.loads(Path(path).read_text())
     if stats.get("findings") != FINDINGS:
-        raise ValueError(f"{path}: findings {stats.get('findings')} are not ChestMNIST's {FINDINGS}; regenerate it "
-                         f"with `python -m helpers.label_stats <csv>`")
+        raise ValueError(
+            f"{path}: findings {stats.get('findings')} are not ChestMNIST's {FINDINGS}; regenerate it "
+            f"with `python -m helpers.label_stats <csv>`"
+        )
     return stats
 
 

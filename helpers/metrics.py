@@ -33,8 +33,9 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -42,20 +43,68 @@ from sklearn import metrics as sk_metrics
 
 from helpers import selective, weighted_metrics
 from helpers.metrics_core import (  # noqa: F401  (re-exported: other modules and the tests use these names)
-    _CHUNK_ENTRIES, _FAST_BINNING_MAX_BINS, _LOGITS_HINT, _NEAR_EDGE, DEFAULT_N_BINS, ROW_SUM_TOLERANCE, _auroc_rows,
-    _average_error, _average_precision_rows, _bin_gaps, _bin_sums, _BinSums, _cell_index, _check_n_bins,
-    _class_index, _debiased_squared_error, _equal_mass_bin_index, _equal_width_bin_index, _estimate_and_posteriors,
-    _expected_error, _max_error, _multiclass_inputs, _multilabel_inputs, _probability_matrix, _row_sum_tolerance,
-    _tie_groups, _to_tensor, _top_label, bin_edges)
+    _CHUNK_ENTRIES,
+    _FAST_BINNING_MAX_BINS,
+    _LOGITS_HINT,
+    _NEAR_EDGE,
+    DEFAULT_N_BINS,
+    ROW_SUM_TOLERANCE,
+    _auroc_rows,
+    _average_error,
+    _average_precision_rows,
+    _bin_gaps,
+    _bin_sums,
+    _BinSums,
+    _cell_index,
+    _check_n_bins,
+    _class_index,
+    _debiased_squared_error,
+    _equal_mass_bin_index,
+    _equal_width_bin_index,
+    _estimate_and_posteriors,
+    _expected_error,
+    _max_error,
+    _multiclass_inputs,
+    _multilabel_inputs,
+    _probability_matrix,
+    _row_sum_tolerance,
+    _tie_groups,
+    _to_tensor,
+    _top_label,
+    bin_edges,
+)
 
 __all__ = [
-    "ece", "adaptive_ece", "average_calibration_error", "mce", "classwise_ece", "brier", "nll",
-    "multilabel_ece", "multilabel_average_calibration_error", "multilabel_mce", "multilabel_brier",
+    "ece",
+    "adaptive_ece",
+    "average_calibration_error",
+    "mce",
+    "classwise_ece",
+    "brier",
+    "nll",
+    "multilabel_ece",
+    "multilabel_average_calibration_error",
+    "multilabel_mce",
+    "multilabel_brier",
     "multilabel_nll",
-    "hamming_loss", "macro_auroc", "map_per_class", "map_per_example",
-    "accuracy", "macro_f1", "cohen_kappa", "jaccard", "auroc_ovr",
-    "bootstrap", "BootstrapResult", "true_calibration_error", "TrueCalibrationError",
-    "reliability_bins", "ReliabilityBins", "bin_edges", "multiclass_report", "multilabel_report",
+    "hamming_loss",
+    "macro_auroc",
+    "map_per_class",
+    "map_per_example",
+    "accuracy",
+    "macro_f1",
+    "cohen_kappa",
+    "jaccard",
+    "auroc_ovr",
+    "bootstrap",
+    "BootstrapResult",
+    "true_calibration_error",
+    "TrueCalibrationError",
+    "reliability_bins",
+    "ReliabilityBins",
+    "bin_edges",
+    "multiclass_report",
+    "multilabel_report",
 ]
 
 POOLED = "pooled over labels"  # ReliabilityBins.kind of multi-label bins pooled over every (example, label)
@@ -113,8 +162,9 @@ class ReliabilityBins:
         return float(_average_error(self._sums())[0])
 
 
-def reliability_bins(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS,
-                     multilabel: bool = False) -> ReliabilityBins:
+def reliability_bins(
+    probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS, multilabel: bool = False
+) -> ReliabilityBins:
     """Per-bin counts, mean confidence and accuracy for a reliability diagram (equal-width bins, see module doc).
 
     Multi-class: the top-label forecast (confidence max_k p_k, outcome 1[argmax = label]; Guo et al. 2017, Sec. 2).
@@ -129,8 +179,9 @@ def reliability_bins(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS,
         p, y = _multiclass_inputs(probs, labels)
         (confidence, outcome), kind = _top_label(p, y), "top-label"
     sums = _bin_sums(confidence, outcome, n_bins)
-    return ReliabilityBins(bin_edges(n_bins), sums.counts[0].cpu(), sums.confidence_sum[0].cpu(),
-                           sums.outcome_sum[0].cpu(), kind)
+    return ReliabilityBins(
+        bin_edges(n_bins), sums.counts[0].cpu(), sums.confidence_sum[0].cpu(), sums.outcome_sum[0].cpu(), kind
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -211,7 +262,8 @@ def _mean_negative_log(p_outcome: torch.Tensor, metric: str) -> float:
         warnings.warn(
             f"{metric}: {n_zero} forecast(s) give probability 0 to the observed outcome; each contributes "
             f"-log(float64 tiny) = {-math.log(tiny):.1f} instead of infinity",
-            RuntimeWarning, stacklevel=3,
+            RuntimeWarning,
+            stacklevel=3,
         )
     return float(-p_outcome.clamp_min(tiny).log().mean())
 
@@ -256,8 +308,9 @@ def multilabel_ece(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS, per_la
     return float(_expected_error(_multilabel_sums(probs, labels, n_bins, per_label)).mean())
 
 
-def multilabel_average_calibration_error(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS,
-                                         per_label: bool = False) -> float:
+def multilabel_average_calibration_error(
+    probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS, per_label: bool = False
+) -> float:
     return float(_average_error(_multilabel_sums(probs, labels, n_bins, per_label)).mean())
 
 
@@ -288,8 +341,6 @@ def hamming_loss(probs: Any, labels: Any, threshold: float = 0.5) -> float:
         raise ValueError(f"threshold must lie in [0, 1], got {threshold}")
     p, y = _multilabel_inputs(probs, labels)
     return float(((p >= threshold) != (y == 1)).to(torch.float64).mean())
-
-
 
 
 def map_per_class(probs: Any, labels: Any) -> float:
@@ -430,9 +481,11 @@ def true_calibration_error(probs: Any, true_posteriors: Any, multilabel: bool = 
         for name, rows in (("probs", p_hat), ("true_posteriors", p_true)):
             worst = (rows.sum(1) - 1).abs().max()
             if worst > tolerance:
-                raise ValueError(f"multi-class {name} must have rows summing to 1 (a row is off by "
-                                 f"{float(worst):.3g}); for per-label (multi-label) probabilities pass "
-                                 f"multilabel=True; otherwise " + _LOGITS_HINT)
+                raise ValueError(
+                    f"multi-class {name} must have rows summing to 1 (a row is off by "
+                    f"{float(worst):.3g}); for per-label (multi-label) probabilities pass "
+                    f"multilabel=True; otherwise " + _LOGITS_HINT
+                )
     difference = p_hat - p_true
     top_label = None
     if not multilabel:
@@ -459,8 +512,15 @@ class BootstrapResult:
         return int((~torch.isnan(self.samples)).sum())
 
 
-def bootstrap(metric: Callable[..., float], probs: Any, labels: Any, n: int = 1000, seed: int = 0,
-              level: float = 0.95, **metric_kwargs: Any) -> BootstrapResult:
+def bootstrap(
+    metric: Callable[..., float],
+    probs: Any,
+    labels: Any,
+    n: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    **metric_kwargs: Any,
+) -> BootstrapResult:
     """Non-parametric bootstrap of any metric of this module (Efron & Tibshirani 1993, percentile interval).
 
     All n index sets (sampling N rows with replacement) come from one ``torch.randint`` call with a
@@ -487,15 +547,22 @@ def bootstrap(metric: Callable[..., float], probs: Any, labels: Any, n: int = 10
     undefined: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        samples = torch.tensor([_resample_value(metric, p[i], y[i], metric_kwargs, undefined) for i in indices],
-                               dtype=torch.float64)
+        samples = torch.tensor(
+            [_resample_value(metric, p[i], y[i], metric_kwargs, undefined) for i in indices], dtype=torch.float64
+        )
     if caught:
-        warnings.warn(f"bootstrap: {len(caught)} warning(s) inside the {n} resamples, e.g.: {caught[0].message}",
-                      RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"bootstrap: {len(caught)} warning(s) inside the {n} resamples, e.g.: {caught[0].message}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     if undefined:
-        warnings.warn(f"bootstrap: {len(undefined)} of {n} resamples left out (NaN in samples): "
-                      f"{getattr(metric, '__name__', metric)} is undefined on them, e.g.: {undefined[0]}",
-                      RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"bootstrap: {len(undefined)} of {n} resamples left out (NaN in samples): "
+            f"{getattr(metric, '__name__', metric)} is undefined on them, e.g.: {undefined[0]}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     valid = samples[~torch.isnan(samples)]
     if valid.numel() == 0:
         raise ValueError(f"bootstrap: {getattr(metric, '__name__', metric)} is NaN on every resample")
@@ -504,8 +571,13 @@ def bootstrap(metric: Callable[..., float], probs: Any, labels: Any, n: int = 10
     return BootstrapResult(estimate, low, high, level, samples)
 
 
-def _resample_value(metric: Callable[..., float], probs: torch.Tensor, labels: torch.Tensor,
-                    metric_kwargs: dict[str, Any], undefined: list[str]) -> float:
+def _resample_value(
+    metric: Callable[..., float],
+    probs: torch.Tensor,
+    labels: torch.Tensor,
+    metric_kwargs: dict[str, Any],
+    undefined: list[str],
+) -> float:
     """The metric on one resample; NaN (and the reason appended to ``undefined``) where it is undefined there.
 
     The inputs were validated by the estimate on the full data, so a ValueError on a resample means a degenerate
@@ -558,8 +630,15 @@ def multilabel_report(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> 
 # ----------------------------------------------------------------------------------------------------------------
 # smooth and debiased calibration errors, the true RMS error, smooth reliability diagrams
 # ----------------------------------------------------------------------------------------------------------------
-__all__ += ["smooth_ece", "multilabel_smooth_ece", "debiased_ece", "true_rms", "class_recall",
-            "smooth_reliability", "SmoothReliability"]
+__all__ += [
+    "smooth_ece",
+    "multilabel_smooth_ece",
+    "debiased_ece",
+    "true_rms",
+    "class_recall",
+    "smooth_reliability",
+    "SmoothReliability",
+]
 
 
 def _relplot_smooth_ece(forecast: torch.Tensor, outcome: torch.Tensor) -> float:
@@ -615,8 +694,6 @@ def _kumar_equal_mass_bin_index(confidence: torch.Tensor, n_bins: int) -> torch.
     boundaries = torch.cat([interior, torch.ones(1, dtype=confidence.dtype, device=confidence.device)])
     # bucketize(right=False) is numpy.searchsorted(side="left"): the first boundary >= c
     return torch.bucketize(confidence, boundaries, right=False)
-
-
 
 
 def debiased_ece(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> float:
@@ -691,8 +768,9 @@ class SmoothReliability:
     n_bootstrap: int
 
 
-def smooth_reliability(probs: Any, labels: Any, multilabel: bool = False, n_bootstrap: int = 200,
-                       seed: int = 0) -> SmoothReliability:
+def smooth_reliability(
+    probs: Any, labels: Any, multilabel: bool = False, n_bootstrap: int = 200, seed: int = 0
+) -> SmoothReliability:
     """Data of a smooth reliability diagram with its bootstrap band, computed by relplot (what
     :func:`helpers.plots.smooth_reliability_diagram` draws).
 
@@ -718,12 +796,27 @@ def smooth_reliability(probs: Any, labels: Any, multilabel: bool = False, n_boot
             # relplot 1.0.3 builds its band with a pandas call that pandas 3 deprecates (harmless; once per fit)
             warnings.filterwarnings("ignore", message="Passing a dict to DataFrame.from_records is deprecated")
             diagram = relplot.prepare_rel_diagram(
-                _numpy(forecast.to(torch.float64)), _numpy(outcome.to(torch.float64)), plot_confidence_band=True,
-                num_bootstrap=n_bootstrap, report_CE=True, report_CE_std=False)
+                _numpy(forecast.to(torch.float64)),
+                _numpy(outcome.to(torch.float64)),
+                plot_confidence_band=True,
+                num_bootstrap=n_bootstrap,
+                report_CE=True,
+                report_CE_std=False,
+            )
     finally:
         np.random.set_state(state)
-    return SmoothReliability(diagram["mesh"], diagram["mu"], diagram["lower"], diagram["upper"], diagram["density"],
-                             float(diagram["ce"]), float(diagram["sigma"]), kind, int(forecast.numel()), n_bootstrap)
+    return SmoothReliability(
+        diagram["mesh"],
+        diagram["mu"],
+        diagram["lower"],
+        diagram["upper"],
+        diagram["density"],
+        float(diagram["ce"]),
+        float(diagram["sigma"]),
+        kind,
+        int(forecast.numel()),
+        n_bootstrap,
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -765,13 +858,17 @@ def _per_seed(probs: Any, name: str, n_rows: int) -> list[torch.Tensor]:
     if isinstance(probs, (torch.Tensor, np.ndarray)):
         probs = [probs]
     if not isinstance(probs, (list, tuple)) or not probs:
-        raise TypeError(f"{name} must be a non-empty list of (N, C) probability tensors, one per training seed "
-                        f"(or a single (N, C) tensor), got {type(probs).__name__}")
+        raise TypeError(
+            f"{name} must be a non-empty list of (N, C) probability tensors, one per training seed "
+            f"(or a single (N, C) tensor), got {type(probs).__name__}"
+        )
     tensors = [_to_tensor(p, f"{name}[{s}]") for s, p in enumerate(probs)]
     for s, p in enumerate(tensors):
         if p.ndim != 2 or p.shape[0] != n_rows:
-            raise ValueError(f"{name}[{s}] must be (N, C) with N = {n_rows} rows (the same test images as labels), "
-                             f"got shape {tuple(p.shape)}")
+            raise ValueError(
+                f"{name}[{s}] must be (N, C) with N = {n_rows} rows (the same test images as labels), "
+                f"got shape {tuple(p.shape)}"
+            )
     return tensors
 
 
@@ -793,7 +890,7 @@ def _resampled_differences_weighted(evaluators_a: list, evaluators_b: list, indi
     chunk = max(1, min(n_resamples, _CHUNK_ENTRIES // n_rows))
     differences = []
     for start in range(0, n_resamples, chunk):
-        rows = indices[start:start + chunk]
+        rows = indices[start : start + chunk]
         weights = torch.zeros(rows.shape, dtype=torch.float64, device=rows.device)
         weights.scatter_add_(1, rows, torch.ones(1, dtype=torch.float64, device=rows.device).expand_as(rows))
         mean_a = torch.stack([evaluate(weights) for evaluate in evaluators_a]).mean(0)
@@ -809,9 +906,13 @@ def _metric_or_nan(metric: Callable[..., float], probs: torch.Tensor, labels: to
         return math.nan
 
 
-def _resampled_differences_loop(metric: Callable[..., float], probs_a: list[torch.Tensor],
-                                probs_b: list[torch.Tensor], labels: torch.Tensor,
-                                indices: torch.Tensor) -> torch.Tensor:
+def _resampled_differences_loop(
+    metric: Callable[..., float],
+    probs_a: list[torch.Tensor],
+    probs_b: list[torch.Tensor],
+    labels: torch.Tensor,
+    indices: torch.Tensor,
+) -> torch.Tensor:
     differences = torch.empty(indices.shape[0], dtype=torch.float64)
     for b, index in enumerate(indices):
         y = labels[index]
@@ -821,8 +922,16 @@ def _resampled_differences_loop(metric: Callable[..., float], probs_a: list[torc
     return differences
 
 
-def paired_bootstrap(metric: Callable[..., float], probs_a: Any, probs_b: Any, labels: Any, n: int = 1000,
-                     seed: int = 0, level: float = 0.95, vectorised: bool = True) -> PairedBootstrapResult:
+def paired_bootstrap(
+    metric: Callable[..., float],
+    probs_a: Any,
+    probs_b: Any,
+    labels: Any,
+    n: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    vectorised: bool = True,
+) -> PairedBootstrapResult:
     """Paired bootstrap of a difference between two models over the same test images, averaged over training seeds.
 
     ``probs_a`` / ``probs_b``: one (N, C) probability tensor per training seed (a list; a single tensor is one
@@ -858,8 +967,10 @@ def paired_bootstrap(metric: Callable[..., float], probs_a: Any, probs_b: Any, l
     values_a = [float(metric(p, y)) for p in a]
     values_b = [float(metric(p, y)) for p in b]
     if any(math.isnan(v) for v in values_a + values_b):
-        raise ValueError(f"paired_bootstrap: {getattr(metric, '__name__', metric)} is undefined (NaN) on the full "
-                         f"test set for some model or seed: a {values_a}, b {values_b}")
+        raise ValueError(
+            f"paired_bootstrap: {getattr(metric, '__name__', metric)} is undefined (NaN) on the full "
+            f"test set for some model or seed: a {values_a}, b {values_b}"
+        )
     estimate = float(np.mean(values_a) - np.mean(values_b))
     generator = torch.Generator().manual_seed(seed)
     indices = torch.randint(y.shape[0], (n, y.shape[0]), generator=generator).to(y.device)
@@ -874,8 +985,11 @@ def paired_bootstrap(metric: Callable[..., float], probs_a: Any, probs_b: Any, l
         if samples is None:
             samples = _resampled_differences_loop(metric, a, b, y, indices)
     if caught:
-        warnings.warn(f"paired_bootstrap: {len(caught)} warning(s) inside the {n} resamples, e.g.: "
-                      f"{caught[0].message}", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"paired_bootstrap: {len(caught)} warning(s) inside the {n} resamples, e.g.: {caught[0].message}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     valid = samples[~torch.isnan(samples)]
     if valid.numel() == 0:
         raise ValueError(f"paired_bootstrap: {getattr(metric, '__name__', metric)} is undefined on every resample")
@@ -891,19 +1005,31 @@ __all__ += ["WEIGHTED_METRICS", "weighted_evaluator"]
 
 #: metric -> its weighted form in :mod:`helpers.weighted_metrics` (same keyword arguments)
 WEIGHTED_METRICS: dict[Callable[..., float], Callable[..., weighted_metrics.Evaluate]] = {
-    accuracy: weighted_metrics._accuracy, nll: weighted_metrics._nll, brier: weighted_metrics._brier,
-    ece: weighted_metrics._ece, mce: weighted_metrics._mce,
+    accuracy: weighted_metrics._accuracy,
+    nll: weighted_metrics._nll,
+    brier: weighted_metrics._brier,
+    ece: weighted_metrics._ece,
+    mce: weighted_metrics._mce,
     average_calibration_error: weighted_metrics._average_calibration_error,
-    classwise_ece: weighted_metrics._classwise_ece, adaptive_ece: weighted_metrics._adaptive_ece,
-    debiased_ece: weighted_metrics._debiased_ece, auroc_ovr: weighted_metrics._auroc_ovr,
-    macro_f1: weighted_metrics._macro_f1, jaccard: weighted_metrics._jaccard,
-    cohen_kappa: weighted_metrics._cohen_kappa, class_recall: weighted_metrics._class_recall,
-    multilabel_ece: weighted_metrics._multilabel_ece, multilabel_mce: weighted_metrics._multilabel_mce,
+    classwise_ece: weighted_metrics._classwise_ece,
+    adaptive_ece: weighted_metrics._adaptive_ece,
+    debiased_ece: weighted_metrics._debiased_ece,
+    auroc_ovr: weighted_metrics._auroc_ovr,
+    macro_f1: weighted_metrics._macro_f1,
+    jaccard: weighted_metrics._jaccard,
+    cohen_kappa: weighted_metrics._cohen_kappa,
+    class_recall: weighted_metrics._class_recall,
+    multilabel_ece: weighted_metrics._multilabel_ece,
+    multilabel_mce: weighted_metrics._multilabel_mce,
     multilabel_average_calibration_error: weighted_metrics._multilabel_average_calibration_error,
-    multilabel_brier: weighted_metrics._multilabel_brier, multilabel_nll: weighted_metrics._multilabel_nll,
-    hamming_loss: weighted_metrics._hamming_loss, macro_auroc: weighted_metrics._macro_auroc,
-    map_per_class: weighted_metrics._map_per_class, map_per_example: weighted_metrics._map_per_example,
-    true_rms: weighted_metrics._true_rms, selective.r_auc: weighted_metrics._r_auc,
+    multilabel_brier: weighted_metrics._multilabel_brier,
+    multilabel_nll: weighted_metrics._multilabel_nll,
+    hamming_loss: weighted_metrics._hamming_loss,
+    macro_auroc: weighted_metrics._macro_auroc,
+    map_per_class: weighted_metrics._map_per_class,
+    map_per_example: weighted_metrics._map_per_example,
+    true_rms: weighted_metrics._true_rms,
+    selective.r_auc: weighted_metrics._r_auc,
 }
 
 

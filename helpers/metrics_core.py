@@ -138,8 +138,11 @@ def _multilabel_inputs(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Ten
 def _class_index(class_index: Any, n_classes: int) -> int:
     """``class_index`` checked to be an integer column of K = ``n_classes`` (what :func:`metrics.class_recall`
     accepts)."""
-    if isinstance(class_index, bool) or not isinstance(class_index, (int, np.integer)) \
-            or not 0 <= class_index < n_classes:
+    if (
+        isinstance(class_index, bool)
+        or not isinstance(class_index, (int, np.integer))
+        or not 0 <= class_index < n_classes
+    ):
         raise ValueError(f"class_index must be an integer in [0, {n_classes - 1}], got {class_index!r}")
     return int(class_index)
 
@@ -149,8 +152,9 @@ def _estimate_and_posteriors(probs: Any, true_posteriors: Any) -> tuple[torch.Te
     p_hat = _probability_matrix(probs, "probs")
     p_true = _probability_matrix(true_posteriors, "true_posteriors").to(p_hat.device)
     if p_hat.shape != p_true.shape:
-        raise ValueError(f"probs and true_posteriors must have the same shape, got {tuple(p_hat.shape)} vs "
-                         f"{tuple(p_true.shape)}")
+        raise ValueError(
+            f"probs and true_posteriors must have the same shape, got {tuple(p_hat.shape)} vs {tuple(p_true.shape)}"
+        )
     return p_hat.to(torch.float64), p_true.to(torch.float64)
 
 
@@ -183,8 +187,9 @@ def _equal_width_bin_index(confidence: torch.Tensor, n_bins: int) -> torch.Tenso
     if confidence.dtype != torch.float64:
         confidence = confidence.float()
         rounded = interior.float()
-        interior = torch.where(rounded.double() > interior, torch.nextafter(rounded, torch.zeros_like(rounded)),
-                               rounded)
+        interior = torch.where(
+            rounded.double() > interior, torch.nextafter(rounded, torch.zeros_like(rounded)), rounded
+        )
     if n_bins > _FAST_BINNING_MAX_BINS:
         return torch.bucketize(confidence, interior, right=False)
     scaled = confidence * n_bins
@@ -231,8 +236,9 @@ def _cell_index(bin_index: torch.Tensor, n_bins: int) -> torch.Tensor:
 _CHUNK_ENTRIES = 2**20
 
 
-def _bin_sums(confidence: torch.Tensor, outcome: torch.Tensor, n_bins: int,
-              bin_index: torch.Tensor | None = None) -> _BinSums:
+def _bin_sums(
+    confidence: torch.Tensor, outcome: torch.Tensor, n_bins: int, bin_index: torch.Tensor | None = None
+) -> _BinSums:
     """Per-(group, bin) sums over samples. ``confidence`` is (N, G): column g is forecast group g.
 
     ``outcome`` is (N, G) in {0, 1}, or, for one-vs-rest groups (class-wise ECE), an (N,) int64 tensor giving
@@ -255,8 +261,9 @@ def _bin_sums(confidence: torch.Tensor, outcome: torch.Tensor, n_bins: int,
         confidence_sum.scatter_add_(0, flat, chunk.reshape(-1).to(torch.float64))
         if one_vs_rest:
             positive_cell = cell.gather(1, outcome[rows, None]).reshape(-1)
-            outcome_sum.scatter_add_(0, positive_cell,
-                                     torch.ones(1, dtype=torch.float64, device=device).expand_as(positive_cell))
+            outcome_sum.scatter_add_(
+                0, positive_cell, torch.ones(1, dtype=torch.float64, device=device).expand_as(positive_cell)
+            )
         else:
             outcome_sum.scatter_add_(0, flat, outcome[rows].reshape(-1).to(torch.float64))
     shape = (n_groups, n_bins)
@@ -288,6 +295,7 @@ def _top_label(p: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     """(N, 1) top-label confidence and (N, 1) correctness (ties in the max: the first maximal class)."""
     confidence, prediction = p.max(dim=1)
     return confidence[:, None], (prediction == y)[:, None]
+
 
 # ----------------------------------------------------------------------------------------------------------------
 # ranks with ties (average precision, AUROC) and the debiased squared error

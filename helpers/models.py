@@ -14,7 +14,7 @@ average pooling, so one model works at 28, 64, 128 and 224 px.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -32,8 +32,9 @@ class SmallCNN(nn.Module):
     compute-bound: see ``bench/bench_training.py`` for the data path versus the step.
     """
 
-    def __init__(self, in_channels: int, num_classes: int, widths: Sequence[int] = (32, 64, 128),
-                 convs_per_block: int = 1):
+    def __init__(
+        self, in_channels: int, num_classes: int, widths: Sequence[int] = (32, 64, 128), convs_per_block: int = 1
+    ):
         super().__init__()
         _check_sizes(in_channels, num_classes)
         if len(widths) == 0 or any(int(w) < 1 for w in widths):
@@ -46,8 +47,11 @@ class SmallCNN(nn.Module):
             if block_index > 0:
                 layers.append(nn.MaxPool2d(2))
             for _ in range(convs_per_block):
-                layers += [nn.Conv2d(channels, width, 3, padding=1, bias=False), nn.BatchNorm2d(width),
-                           nn.ReLU(inplace=True)]
+                layers += [
+                    nn.Conv2d(channels, width, 3, padding=1, bias=False),
+                    nn.BatchNorm2d(width),
+                    nn.ReLU(inplace=True),
+                ]
                 channels = width
         self.body = nn.Sequential(*layers)
         self.pool = nn.AdaptiveAvgPool2d(1)

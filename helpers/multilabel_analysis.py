@@ -9,14 +9,15 @@ Cheng & Vasconcelos, "Towards Calibrated Multi-label Deep Neural Networks", CVPR
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from helpers import experiments, metrics, properness
-from helpers.losses import (ASL, BCE, LDACE, LPR, SPA, AsymmetricFocal, Composite, LDACEWithCCL)
+from helpers.losses import ASL, BCE, LDACE, LPR, SPA, AsymmetricFocal, Composite, LDACEWithCCL
 
 __all__ = [
     "LOSS_NAMES",
@@ -67,8 +68,9 @@ def multilabel_train_config(epochs: int, lr: float, batch_size: int, seed: int =
     (the heart is off-centre, hernia and edema have one position each): a flipped, shifted or rotated image has a
     different exact posterior than the label it carries, so augmenting would corrupt the known ground truth.
     """
-    return experiments.recipe_config("well-regularised", epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                                     device=device, augment=False)
+    return experiments.recipe_config(
+        "well-regularised", epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, device=device, augment=False
+    )
 
 
 def probability_readouts(name: str, loss: nn.Module, logits: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -82,15 +84,21 @@ def probability_readouts(name: str, loss: nn.Module, logits: torch.Tensor) -> di
     return readouts
 
 
-def risk_minimiser_curves(losses: Mapping[str, nn.Module], eta: torch.Tensor,
-                          logit_range: tuple[float, float] = (-40.0, 40.0)) -> dict[str, properness.RiskMinimum]:
+def risk_minimiser_curves(
+    losses: Mapping[str, nn.Module], eta: torch.Tensor, logit_range: tuple[float, float] = (-40.0, 40.0)
+) -> dict[str, properness.RiskMinimum]:
     """:func:`helpers.properness.conditional_risk_minimiser` (eq. 11) for several per-label losses at once."""
-    return {name: properness.conditional_risk_minimiser(loss, eta, logit_range=logit_range)
-            for name, loss in losses.items()}
+    return {
+        name: properness.conditional_risk_minimiser(loss, eta, logit_range=logit_range) for name, loss in losses.items()
+    }
 
 
-def loss_properties(loss: nn.Module, recover: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                    tolerance: float = 1e-4, grid: int = 199) -> dict[str, Any]:
+def loss_properties(
+    loss: nn.Module,
+    recover: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    tolerance: float = 1e-4,
+    grid: int = 199,
+) -> dict[str, Any]:
     """The three columns of the SPA paper's Table 1, measured instead of asserted.
 
     * asymmetric: ℓ₊(v) ≠ ℓ₋(−v) for some v (BCE is symmetric: ℓ₊(η̂) = ℓ₋(1 − η̂));
@@ -117,9 +125,14 @@ def loss_properties(loss: nn.Module, recover: Callable[[torch.Tensor], torch.Ten
         recovered = recover(torch.sigmoid(minimum.logits[interior]))
         recover_error = float((recovered.double() - eta[interior]).abs().max())
     recovers = injective and (recover_error is None or recover_error < tolerance)
-    return {"asymmetric": asymmetric, "strictly_proper": own_error < tolerance and bool(interior.all()),
-            "recover_eta": recovers, "max_error_own_estimate": own_error, "max_error_recovered": recover_error,
-            "n_eta_at_boundary": int((~interior).sum())}
+    return {
+        "asymmetric": asymmetric,
+        "strictly_proper": own_error < tolerance and bool(interior.all()),
+        "recover_eta": recovers,
+        "max_error_own_estimate": own_error,
+        "max_error_recovered": recover_error,
+        "n_eta_at_boundary": int((~interior).sum()),
+    }
 
 
 def label_correlation(labels: torch.Tensor) -> torch.Tensor:
@@ -136,9 +149,14 @@ def label_correlation(labels: torch.Tensor) -> torch.Tensor:
     return covariance / (scale[:, None] * scale[None, :])
 
 
-def bootstrap_table(probs_by_model: Mapping[str, torch.Tensor], labels: torch.Tensor,
-                    metric_fns: Mapping[str, Callable[..., float]], n: int = 1000, seed: int = 0,
-                    targets: Mapping[str, torch.Tensor] | None = None) -> dict[str, dict[str, metrics.BootstrapResult]]:
+def bootstrap_table(
+    probs_by_model: Mapping[str, torch.Tensor],
+    labels: torch.Tensor,
+    metric_fns: Mapping[str, Callable[..., float]],
+    n: int = 1000,
+    seed: int = 0,
+    targets: Mapping[str, torch.Tensor] | None = None,
+) -> dict[str, dict[str, metrics.BootstrapResult]]:
     """``{model: {metric: metrics.bootstrap(fn, probs, labels, n, seed)}}``; the same ``seed`` gives every model
     the same resamples (paired comparison). ``targets`` overrides ``labels`` for named metrics (e.g. the true
     posteriors for a true-calibration-error metric: its rows are resampled together with the predictions)."""
@@ -148,15 +166,20 @@ def bootstrap_table(probs_by_model: Mapping[str, torch.Tensor], labels: torch.Te
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return {model: {name: metrics.bootstrap(fn, probs, targets.get(name, labels), n=n, seed=seed)
-                        for name, fn in metric_fns.items()}
-                for model, probs in probs_by_model.items()}
+        return {
+            model: {
+                name: metrics.bootstrap(fn, probs, targets.get(name, labels), n=n, seed=seed)
+                for name, fn in metric_fns.items()
+            }
+            for model, probs in probs_by_model.items()
+        }
     finally:
         torch.set_num_threads(threads)
 
 
-def format_interval_table(table: Mapping[str, Mapping[str, metrics.BootstrapResult]], scale: float = 100.0,
-                          digits: int = 1) -> str:
+def format_interval_table(
+    table: Mapping[str, Mapping[str, metrics.BootstrapResult]], scale: float = 100.0, digits: int = 1
+) -> str:
     """A plain-text table "estimate [low, high]" (values multiplied by ``scale``, e.g. percent)."""
     columns = list(next(iter(table.values())))
     width = max(len(c) for c in columns) + 2
@@ -164,14 +187,17 @@ def format_interval_table(table: Mapping[str, Mapping[str, metrics.BootstrapResu
     name_width = max(len(m) for m in table) + 2
     lines = [" " * name_width + "".join(f"{c:>{width}s}" for c in columns)]
     for model, row in table.items():
-        cells = [f"{scale * r.estimate:.{digits}f} [{scale * r.low:.{digits}f},{scale * r.high:.{digits}f}]"
-                 for r in row.values()]
+        cells = [
+            f"{scale * r.estimate:.{digits}f} [{scale * r.low:.{digits}f},{scale * r.high:.{digits}f}]"
+            for r in row.values()
+        ]
         lines.append(f"{model:{name_width}s}" + "".join(f"{c:>{width}s}" for c in cells))
     return "\n".join(lines)
 
 
-def binned_calibration_with_counts(probs: torch.Tensor, labels: torch.Tensor,
-                                   n_bins: int = metrics.DEFAULT_N_BINS) -> dict[str, float]:
+def binned_calibration_with_counts(
+    probs: torch.Tensor, labels: torch.Tensor, n_bins: int = metrics.DEFAULT_N_BINS
+) -> dict[str, float]:
     """The SPA / LDACE papers' binned calibration errors of one model, with the bin counts that say how noisy
     they are (equal-width bins, :mod:`helpers.metrics`).
 
@@ -181,13 +207,18 @@ def binned_calibration_with_counts(probs: torch.Tensor, labels: torch.Tensor,
     in the least-filled non-empty pooled bin) and ``nonempty_bins_per_label`` (mean over labels).
     """
     pooled = metrics.reliability_bins(probs, labels, n_bins=n_bins, multilabel=True)
-    per_label = [metrics.reliability_bins(probs[:, t:t + 1], labels[:, t:t + 1], n_bins=n_bins, multilabel=True)
-                 for t in range(probs.shape[1])]
-    return {"ace": pooled.average_calibration_error, "mce": pooled.mce,
-            "ace_per_label": metrics.multilabel_average_calibration_error(probs, labels, n_bins, per_label=True),
-            "pooled_nonempty_bins": int(pooled.nonempty.sum()),
-            "pooled_smallest_bin": int(pooled.counts[pooled.nonempty].min()),
-            "nonempty_bins_per_label": float(sum(int(b.nonempty.sum()) for b in per_label) / len(per_label))}
+    per_label = [
+        metrics.reliability_bins(probs[:, t : t + 1], labels[:, t : t + 1], n_bins=n_bins, multilabel=True)
+        for t in range(probs.shape[1])
+    ]
+    return {
+        "ace": pooled.average_calibration_error,
+        "mce": pooled.mce,
+        "ace_per_label": metrics.multilabel_average_calibration_error(probs, labels, n_bins, per_label=True),
+        "pooled_nonempty_bins": int(pooled.nonempty.sum()),
+        "pooled_smallest_bin": int(pooled.counts[pooled.nonempty].min()),
+        "nonempty_bins_per_label": float(sum(int(b.nonempty.sum()) for b in per_label) / len(per_label)),
+    }
 
 
 def ideal_output(loss: nn.Module, eta, n_grid: int = 801) -> torch.Tensor:

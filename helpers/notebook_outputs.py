@@ -37,8 +37,9 @@ import copy
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from helpers.atomic import write_text_atomically
 from helpers.paths import REPO_ROOT
@@ -52,8 +53,10 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 # a tqdm text bar: "epochs:  43%|████▎     | 13/30 [07:22<06:37, 23.37s/it, ...]"
 TQDM_BAR = re.compile(r"\d+%\|[^|\n]*\|\s*\d+/\d+|\[\d+:\d+(?::\d+)?<|\d(?:it/s|s/it)[,\]]")
-TQDM_FINAL = re.compile(r"(?P<desc>[^\r\n:]*): *\d+%\|[^|]*\| *(?P<n>\d+)/(?P<total>\d+) "
-                        r"\[(?P<elapsed>[\d:]+)<[^,\]]*(?:, *[^,\]]*(?:it/s|s/it))?(?:, *(?P<postfix>[^\]]*))?\]")
+TQDM_FINAL = re.compile(
+    r"(?P<desc>[^\r\n:]*): *\d+%\|[^|]*\| *(?P<n>\d+)/(?P<total>\d+) "
+    r"\[(?P<elapsed>[\d:]+)<[^,\]]*(?:, *[^,\]]*(?:it/s|s/it))?(?:, *(?P<postfix>[^\]]*))?\]"
+)
 # an absolute POSIX path with at least one folder ("/work/x/…"), not inside a URL or a relative path
 ABSOLUTE_PATH = re.compile(r"(?<![\w.~$/:-])/(?:[\w.+-]+/)+[\w.+-]*|\b[A-Za-z]:\\\\?[\w.-]+\\")
 LICENCE = re.compile(r"licen[cs]e|\bCC[- ]BY|\bCC0\b|\bMIT\b", re.IGNORECASE)
@@ -64,20 +67,37 @@ TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?
 # whole entry); removed by clean_notebook
 RUN_METADATA = {"papermill": ("input_path", "output_path", "start_time", "end_time", "duration")}
 CELL_RUN_METADATA = {"papermill": ("start_time", "end_time", "duration"), "execution": None}
-PRINTED_CONFIG = [re.compile(r"profile '(?P<profile>[\w-]+)', dataset '(?P<dataset>[\w-]+)'"),
-                  re.compile(r"profile='(?P<profile>[\w-]+)'.*?dataset='(?P<dataset>[\w-]+)'")]
+PRINTED_CONFIG = [
+    re.compile(r"profile '(?P<profile>[\w-]+)', dataset '(?P<dataset>[\w-]+)'"),
+    re.compile(r"profile='(?P<profile>[\w-]+)'.*?dataset='(?P<dataset>[\w-]+)'"),
+]
 
 # run logs (issue 16, items 2 and 9): a per-run line of helpers.experiments.train_run (and its wrapped second
 # line), a suite's summary line (helpers.run_log.summary_line) and the once-per-process warning
-RUN_LISTING_LINE = re.compile(r"^.+: (?:stored run \S+/[0-9a-f]{20}|loaded from the run cache \()|^  \(trained on .+ s\)")
+RUN_LISTING_LINE = re.compile(
+    r"^.+: (?:stored run \S+/[0-9a-f]{20}|loaded from the run cache \()|^  \(trained on .+ s\)"
+)
 RUN_SUMMARY_LINE = re.compile(r"^\d+ (?:stored runs loaded|runs loaded from the run cache|runs trained here)\b")
 STALE_RUN_WARNING = "come from older training code"
 STALE_MARK = "(*)"
 MAX_RUN_SUMMARIES = 4  # one per suite of runs a notebook loads (05 loads three)
 
-RULES = ("no_progress_bars", "no_absolute_paths", "no_timestamps", "no_raw_warnings", "no_long_lines",
-         "no_widget_state", "outputs_size", "no_errors", "profile_and_data_named", "title_summary_licence",
-         "one_parameters_cell", "takeaway_cell", "results_json_written", "quiet_run_logs")
+RULES = (
+    "no_progress_bars",
+    "no_absolute_paths",
+    "no_timestamps",
+    "no_raw_warnings",
+    "no_long_lines",
+    "no_widget_state",
+    "outputs_size",
+    "no_errors",
+    "profile_and_data_named",
+    "title_summary_licence",
+    "one_parameters_cell",
+    "takeaway_cell",
+    "results_json_written",
+    "quiet_run_logs",
+)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -142,14 +162,18 @@ def _found_in_strings(nb: dict, pattern: re.Pattern) -> list[str]:
         if matches:
             place = re.sub(r"\[\d+\]$", "", where)  # the lines of one source or one stream count once
             found.setdefault(place, set()).update(matches)
-    return [f"{place}: {', '.join(sorted(matches)[:3])}" + (" …" if len(matches) > 3 else "")
-            for place, matches in found.items()]
+    return [
+        f"{place}: {', '.join(sorted(matches)[:3])}" + (" …" if len(matches) > 3 else "")
+        for place, matches in found.items()
+    ]
 
 
 def output_bytes(nb: dict) -> int:
     """Bytes of all stored outputs, as compact UTF-8 JSON."""
-    return sum(len(json.dumps(cell.get("outputs", []), ensure_ascii=False, separators=(",", ":")).encode())
-               for cell in nb.get("cells", []))
+    return sum(
+        len(json.dumps(cell.get("outputs", []), ensure_ascii=False, separators=(",", ":")).encode())
+        for cell in nb.get("cells", [])
+    )
 
 
 def _markdown(cell: dict) -> str:
@@ -169,8 +193,14 @@ def _is_progress_output(output: dict) -> bool:
 
 
 def no_progress_bars(nb: dict) -> list[str]:
-    cells = sorted({index for index, cell in enumerate(nb["cells"]) for output in cell.get("outputs", [])
-                    if _is_progress_output(output)})
+    cells = sorted(
+        {
+            index
+            for index, cell in enumerate(nb["cells"])
+            for output in cell.get("outputs", [])
+            if _is_progress_output(output)
+        }
+    )
     count = sum(_is_progress_output(o) for cell in nb["cells"] for o in cell.get("outputs", []))
     return [f"{count} progress-bar outputs in cells {cells}"] if count else []
 
@@ -215,8 +245,11 @@ def outputs_size(nb: dict) -> list[str]:
 
 
 def no_errors(nb: dict) -> list[str]:
-    return [f"cell {index}: {output.get('ename')}: {output.get('evalue', '')[:100]}"
-            for index, output, kind, _ in text_outputs(nb) if kind == "error"]
+    return [
+        f"cell {index}: {output.get('ename')}: {output.get('evalue', '')[:100]}"
+        for index, output, kind, _ in text_outputs(nb)
+        if kind == "error"
+    ]
 
 
 def printed_profile_and_dataset(nb: dict) -> tuple[str, str] | None:
@@ -236,10 +269,20 @@ def profile_and_data_named(nb: dict) -> list[str]:
         return ["no printed configuration naming the profile and dataset (course.configure prints it)"]
     profile, dataset = printed
     top = [_markdown(cell).lower() for cell in nb["cells"][:TOP_CELLS]]
-    named = any("profile" in text and re.search(rf"\b{re.escape(profile.lower())}\b", text)
-                and dataset.lower() in text.replace("\\_", "_") for text in top)
-    return [] if named else [f"no markdown cell among the first {TOP_CELLS} names the profile {profile!r} "
-                             f"and the dataset {dataset!r} that produced the outputs"]
+    named = any(
+        "profile" in text
+        and re.search(rf"\b{re.escape(profile.lower())}\b", text)
+        and dataset.lower() in text.replace("\\_", "_")
+        for text in top
+    )
+    return (
+        []
+        if named
+        else [
+            f"no markdown cell among the first {TOP_CELLS} names the profile {profile!r} "
+            f"and the dataset {dataset!r} that produced the outputs"
+        ]
+    )
 
 
 def title_summary_licence(nb: dict) -> list[str]:
@@ -269,8 +312,10 @@ def takeaway_cell(nb: dict) -> list[str]:
 def results_json_written(nb: dict) -> list[str]:
     for cell in nb["cells"]:
         if cell.get("cell_type") == "code" and "save_results(" in _text(cell.get("source", "")):
-            printed = any(o.get("output_type") == "stream" and "results written to" in _text(o.get("text", ""))
-                          for o in cell.get("outputs", []))
+            printed = any(
+                o.get("output_type") == "stream" and "results written to" in _text(o.get("text", ""))
+                for o in cell.get("outputs", [])
+            )
             return [] if printed else ["the save_results cell did not print 'results written to'"]
     return ["no cell calls course.save_results"]
 
@@ -278,17 +323,23 @@ def results_json_written(nb: dict) -> list[str]:
 def run_log_counts(nb: dict) -> dict[str, int]:
     """Printed run-log lines of a notebook: per-run listing lines, summary lines, "(*)" marks, stale-run warnings."""
     lines = [line for _, _, kind, text in text_outputs(nb) if kind == "stdout" for line in text.splitlines()]
-    return {"listing": sum(bool(RUN_LISTING_LINE.search(line)) for line in lines),
-            "summaries": sum(bool(RUN_SUMMARY_LINE.search(line)) for line in lines),
-            "marks": sum(line.count(STALE_MARK) for line in lines),
-            "warnings": sum(STALE_RUN_WARNING in line for line in lines)}
+    return {
+        "listing": sum(bool(RUN_LISTING_LINE.search(line)) for line in lines),
+        "summaries": sum(bool(RUN_SUMMARY_LINE.search(line)) for line in lines),
+        "marks": sum(line.count(STALE_MARK) for line in lines),
+        "warnings": sum(STALE_RUN_WARNING in line for line in lines),
+    }
 
 
 def quiet_run_logs(nb: dict) -> list[str]:
     counts = run_log_counts(nb)
     limits = {"listing": 0, "summaries": MAX_RUN_SUMMARIES, "marks": 0, "warnings": 1}
-    what = {"listing": "per-run log lines (list them only with CALIBMED_VERBOSE=1)", "summaries": "run summaries",
-            "marks": '"(*)" marks', "warnings": "warnings about older training code"}
+    what = {
+        "listing": "per-run log lines (list them only with CALIBMED_VERBOSE=1)",
+        "summaries": "run summaries",
+        "marks": '"(*)" marks',
+        "warnings": "warnings about older training code",
+    }
     return [f"{counts[key]} {what[key]}, at most {limit}" for key, limit in limits.items() if counts[key] > limit]
 
 
@@ -310,8 +361,13 @@ def _summary_of_bars(texts: list[str]) -> str | None:
             seconds = 0
             for part in last["elapsed"].split(":"):
                 seconds = seconds * 60 + int(part)
-            return final_line(last["desc"].strip(), int(last["n"]), int(last["total"]), format_duration(seconds),
-                              (last["postfix"] or "").strip())
+            return final_line(
+                last["desc"].strip(),
+                int(last["n"]),
+                int(last["total"]),
+                format_duration(seconds),
+                (last["postfix"] or "").strip(),
+            )
     return None
 
 
@@ -331,8 +387,11 @@ def _clean_outputs(outputs: list[dict], prefixes: list[str]) -> tuple[list[dict]
             bars.append(_text(output.get("text", output.get("data", {}).get("text/plain", ""))))
             removed += 1
             continue
-        if output.get("output_type") == "stream" and output.get("name") == "stderr" \
-                and not _text(output.get("text", "")).strip():
+        if (
+            output.get("output_type") == "stream"
+            and output.get("name") == "stderr"
+            and not _text(output.get("text", "")).strip()
+        ):
             removed += 1
             continue
         if bars:
@@ -386,9 +445,12 @@ def clean_notebook(nb: dict, repo_roots: list[str] | None = None) -> tuple[dict,
     prefixes = sorted({os.path.abspath(p) for p in (repo_roots or [str(REPO_ROOT)])}, key=len, reverse=True)
     nb = copy.deepcopy(nb)
     metadata = nb.setdefault("metadata", {})
-    report: dict[str, Any] = {"bytes_before": output_bytes(nb), "outputs_removed": 0,
-                              "widget_state_removed": bool(metadata.pop("widgets", None)),
-                              "run_metadata_removed": _remove_run_metadata(metadata, RUN_METADATA)}
+    report: dict[str, Any] = {
+        "bytes_before": output_bytes(nb),
+        "outputs_removed": 0,
+        "widget_state_removed": bool(metadata.pop("widgets", None)),
+        "run_metadata_removed": _remove_run_metadata(metadata, RUN_METADATA),
+    }
     for cell in nb["cells"]:
         report["run_metadata_removed"] += _remove_run_metadata(cell.get("metadata", {}), CELL_RUN_METADATA)
         if cell.get("cell_type") == "code":
@@ -425,7 +487,9 @@ def report_table(paths: list[Path]) -> str:
     for path in paths:
         nb = json.loads(Path(path).read_text(encoding="utf-8"))
         failing = {rule: problems for rule, problems in check_notebook(nb).items() if problems}
-        detail = "; ".join(f"{rule}: {problems[0]}" + (f" (+{len(problems) - 1})" if len(problems) > 1 else "")
-                           for rule, problems in failing.items())
+        detail = "; ".join(
+            f"{rule}: {problems[0]}" + (f" (+{len(problems) - 1})" if len(problems) > 1 else "")
+            for rule, problems in failing.items()
+        )
         lines.append(f"| {Path(path).stem} | {output_bytes(nb):,} | {detail or 'none'} |")
     return "\n".join(lines)

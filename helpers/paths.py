@@ -39,7 +39,7 @@ def display_path(path: str | os.PathLike) -> str:
         if text == prefix:
             return replacement or "."
         if text.startswith(prefix + os.sep):
-            rest = text[len(prefix) + 1:]
+            rest = text[len(prefix) + 1 :]
             return f"{replacement}/{rest}" if replacement else rest
     return os.fspath(path)
 
@@ -47,7 +47,7 @@ def display_path(path: str | os.PathLike) -> str:
 def shorten_paths(text: str) -> str:
     """Every absolute repository, data-directory or home path inside ``text`` written as ``display_path`` does."""
     for prefix, replacement in _prefixes():
-        text = re.sub(re.escape(prefix + os.sep), lambda _: f"{replacement}/" if replacement else "", text)
+        text = re.sub(re.escape(prefix + os.sep), lambda _, r=replacement: f"{r}/" if r else "", text)
         # the bare prefix only where it ends a path, not inside a longer name such as /work/main2
-        text = re.sub(re.escape(prefix) + r"(?![\w.-])", lambda _: replacement or ".", text)
+        text = re.sub(re.escape(prefix) + r"(?![\w.-])", lambda _, r=replacement: r or ".", text)
     return text

@@ -13,7 +13,8 @@ weight each bar carries in the ECE.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -25,8 +26,16 @@ from mpl_toolkits.axes_grid1 import make_axes_locatable
 from helpers.metrics import POOLED, ReliabilityBins
 from helpers.selective import retention_area
 
-__all__ = ["reliability_diagram", "reliability_grid", "reliability_overlay", "training_curves", "heatmap",
-           "ece_title", "image_grid", "class_counts"]
+__all__ = [
+    "reliability_diagram",
+    "reliability_grid",
+    "reliability_overlay",
+    "training_curves",
+    "heatmap",
+    "ece_title",
+    "image_grid",
+    "class_counts",
+]
 
 ACCURACY_COLOR = "#4C72B0"
 GAP_COLOR = "#C44E52"
@@ -39,8 +48,7 @@ def _figure_and_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Fig
     return ax.figure, ax
 
 
-def _label_axes(ax: Axes, xlabel: str, ylabel: str | None = None, title: str | None = None,
-                grid: bool = False) -> None:
+def _label_axes(ax: Axes, xlabel: str, ylabel: str | None = None, title: str | None = None, grid: bool = False) -> None:
     """Axis labels, the title (when given) and the small legend every line plot here ends with."""
     ax.set_xlabel(xlabel)
     if ylabel is not None:
@@ -55,8 +63,14 @@ def _label_axes(ax: Axes, xlabel: str, ylabel: str | None = None, title: str | N
 def _draw_intervals(ax: Axes, names: Sequence[str], values: np.ndarray) -> np.ndarray:
     """One (estimate, low, high) row per name as a dot with whiskers, the first name on top; returns the y."""
     positions = np.arange(len(names))[::-1]
-    ax.errorbar(values[:, 0], positions, xerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]],
-                fmt="o", capsize=3, color=ACCURACY_COLOR)
+    ax.errorbar(
+        values[:, 0],
+        positions,
+        xerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]],
+        fmt="o",
+        capsize=3,
+        color=ACCURACY_COLOR,
+    )
     ax.set_yticks(positions, labels=list(names))
     ax.grid(axis="x", alpha=0.3)
     return positions
@@ -76,15 +90,20 @@ def _numpy(values: Any) -> np.ndarray:
 
 
 def ece_title(bins: ReliabilityBins, title: str | None = None) -> str:
-    """"<title> - ECE x.xx %" plus "(pooled over labels)" for pooled multi-label bins."""
+    """ "<title> - ECE x.xx %" plus "(pooled over labels)" for pooled multi-label bins."""
     text = f"ECE {100 * bins.ece:.2f} %"
     if bins.kind == POOLED:
         text += f" ({POOLED})"
     return f"{title}\n{text}" if title else text
 
 
-def reliability_diagram(bins: ReliabilityBins, ax: Axes | None = None, title: str | None = None,
-                        show_histogram: bool = True, label: str | None = None) -> Figure:
+def reliability_diagram(
+    bins: ReliabilityBins,
+    ax: Axes | None = None,
+    title: str | None = None,
+    show_histogram: bool = True,
+    label: str | None = None,
+) -> Figure:
     """Reliability diagram of one model from ``metrics.reliability_bins(probs, labels, n_bins, multilabel)``.
 
     One accuracy bar and one gap bar per NON-EMPTY bin (empty bins have no accuracy to draw); the title gives
@@ -93,8 +112,9 @@ def reliability_diagram(bins: ReliabilityBins, ax: Axes | None = None, title: st
     Pooled multi-label bins are labelled as such: x is the forecast P(present), y the frequency of "present".
     """
     if not isinstance(bins, ReliabilityBins):
-        raise TypeError(f"bins must be a helpers.metrics.ReliabilityBins (from reliability_bins), got "
-                        f"{type(bins).__name__}")
+        raise TypeError(
+            f"bins must be a helpers.metrics.ReliabilityBins (from reliability_bins), got {type(bins).__name__}"
+        )
     figure, ax = _figure_and_axes(ax, (4.2, 5.0) if show_histogram else (4.2, 4.2))
     edges = _numpy(bins.edges)
     nonempty = _numpy(bins.nonempty)
@@ -102,10 +122,29 @@ def reliability_diagram(bins: ReliabilityBins, ax: Axes | None = None, title: st
     accuracy, confidence = _numpy(bins.accuracy)[nonempty], _numpy(bins.confidence)[nonempty]
     pooled = bins.kind == POOLED
 
-    ax.bar(left, accuracy, width=width, align="edge", color=ACCURACY_COLOR, edgecolor="black", linewidth=0.5,
-           label=label or ("frequency" if pooled else "accuracy"))
-    ax.bar(left, confidence - accuracy, bottom=accuracy, width=width, align="edge", color=GAP_COLOR, alpha=0.3,
-           hatch="//", edgecolor=GAP_COLOR, linewidth=0.5, label="gap to mean confidence")
+    ax.bar(
+        left,
+        accuracy,
+        width=width,
+        align="edge",
+        color=ACCURACY_COLOR,
+        edgecolor="black",
+        linewidth=0.5,
+        label=label or ("frequency" if pooled else "accuracy"),
+    )
+    ax.bar(
+        left,
+        confidence - accuracy,
+        bottom=accuracy,
+        width=width,
+        align="edge",
+        color=GAP_COLOR,
+        alpha=0.3,
+        hatch="//",
+        edgecolor=GAP_COLOR,
+        linewidth=0.5,
+        label="gap to mean confidence",
+    )
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
@@ -126,8 +165,13 @@ def reliability_diagram(bins: ReliabilityBins, ax: Axes | None = None, title: st
     return figure
 
 
-def reliability_grid(bins_by_model: Mapping[str, ReliabilityBins], ncols: int = 3, show_histogram: bool = True,
-                     axes: Sequence[Axes] | None = None, suptitle: str | None = None) -> Figure:
+def reliability_grid(
+    bins_by_model: Mapping[str, ReliabilityBins],
+    ncols: int = 3,
+    show_histogram: bool = True,
+    axes: Sequence[Axes] | None = None,
+    suptitle: str | None = None,
+) -> Figure:
     """One reliability diagram per model, side by side (``ncols`` per row); ``axes`` to draw on given axes."""
     if not bins_by_model:
         raise ValueError("bins_by_model is empty; pass {model name: metrics.reliability_bins(...)}")
@@ -137,8 +181,9 @@ def reliability_grid(bins_by_model: Mapping[str, ReliabilityBins], ncols: int = 
     if axes is None:
         ncols = min(ncols, n_models)
         nrows = math.ceil(n_models / ncols)
-        figure, grid = plt.subplots(nrows, ncols, figsize=(4.0 * ncols, (4.8 if show_histogram else 4.0) * nrows),
-                                    squeeze=False)
+        figure, grid = plt.subplots(
+            nrows, ncols, figsize=(4.0 * ncols, (4.8 if show_histogram else 4.0) * nrows), squeeze=False
+        )
         axes = list(grid.ravel())
         for unused in axes[n_models:]:
             unused.remove()
@@ -155,8 +200,9 @@ def reliability_grid(bins_by_model: Mapping[str, ReliabilityBins], ncols: int = 
     return figure
 
 
-def reliability_overlay(bins_by_model: Mapping[str, ReliabilityBins], ax: Axes | None = None,
-                        title: str | None = None) -> Figure:
+def reliability_overlay(
+    bins_by_model: Mapping[str, ReliabilityBins], ax: Axes | None = None, title: str | None = None
+) -> Figure:
     """Accuracy against mean confidence of the non-empty bins, one line per model, on one axis."""
     if not bins_by_model:
         raise ValueError("bins_by_model is empty; pass {model name: metrics.reliability_bins(...)}")
@@ -165,8 +211,13 @@ def reliability_overlay(bins_by_model: Mapping[str, ReliabilityBins], ax: Axes |
     pooled = False
     for name, bins in bins_by_model.items():
         nonempty = _numpy(bins.nonempty)
-        ax.plot(_numpy(bins.confidence)[nonempty], _numpy(bins.accuracy)[nonempty], marker="o", markersize=4,
-                label=f"{name} (ECE {100 * bins.ece:.2f} %)")
+        ax.plot(
+            _numpy(bins.confidence)[nonempty],
+            _numpy(bins.accuracy)[nonempty],
+            marker="o",
+            markersize=4,
+            label=f"{name} (ECE {100 * bins.ece:.2f} %)",
+        )
         pooled = pooled or bins.kind == POOLED
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
@@ -178,8 +229,12 @@ def reliability_overlay(bins_by_model: Mapping[str, ReliabilityBins], ax: Axes |
     return figure
 
 
-def training_curves(history: Sequence[Mapping[str, Any]], metrics: Sequence[str] = ("train_loss", "val_loss"),
-                    ax: Axes | None = None, title: str | None = None) -> Figure:
+def training_curves(
+    history: Sequence[Mapping[str, Any]],
+    metrics: Sequence[str] = ("train_loss", "val_loss"),
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Figure:
     """Per-epoch curves from the list-of-dicts history of ``helpers.train.fit`` (x: the "epoch" key, else 1, 2, ...).
 
     Entries missing a metric (or holding None) are skipped for that metric; a metric absent from every entry
@@ -190,8 +245,11 @@ def training_curves(history: Sequence[Mapping[str, Any]], metrics: Sequence[str]
     figure, ax = _figure_and_axes(ax, (5.0, 3.6))
     available = sorted({key for entry in history for key in entry})
     for metric in metrics:
-        points = [(entry.get("epoch", i + 1), entry[metric]) for i, entry in enumerate(history)
-                  if entry.get(metric) is not None]
+        points = [
+            (entry.get("epoch", i + 1), entry[metric])
+            for i, entry in enumerate(history)
+            if entry.get(metric) is not None
+        ]
         if not points:
             raise ValueError(f"metric {metric!r} is in no history entry; available: {available}")
         epochs, values = zip(*points)
@@ -200,10 +258,20 @@ def training_curves(history: Sequence[Mapping[str, Any]], metrics: Sequence[str]
     return figure
 
 
-def heatmap(matrix: Any, row_names: Sequence[str], col_names: Sequence[str], ax: Axes | None = None,
-            title: str | None = None, fmt: str = ".2f", cmap: str = "viridis", vmin: float | None = None,
-            vmax: float | None = None, annotate: bool = True, colorbar: bool = True,
-            aspect: str = "auto") -> Figure:
+def heatmap(
+    matrix: Any,
+    row_names: Sequence[str],
+    col_names: Sequence[str],
+    ax: Axes | None = None,
+    title: str | None = None,
+    fmt: str = ".2f",
+    cmap: str = "viridis",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    annotate: bool = True,
+    colorbar: bool = True,
+    aspect: str = "auto",
+) -> Figure:
     """Annotated heat map of a (rows, cols) matrix (class-correlation matrices, label co-occurrence).
 
     ``aspect="equal"`` keeps the cells square however wide the axes are (class-by-class matrices)."""
@@ -211,16 +279,24 @@ def heatmap(matrix: Any, row_names: Sequence[str], col_names: Sequence[str], ax:
     if values.ndim != 2:
         raise ValueError(f"matrix must be 2-D, got shape {values.shape}")
     if values.shape != (len(row_names), len(col_names)):
-        raise ValueError(f"matrix shape {values.shape} does not match {len(row_names)} row names and "
-                         f"{len(col_names)} column names")
+        raise ValueError(
+            f"matrix shape {values.shape} does not match {len(row_names)} row names and {len(col_names)} column names"
+        )
     figure, ax = _figure_and_axes(ax, (1.0 + 0.6 * len(col_names), 0.8 + 0.5 * len(row_names)))
     image = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, aspect=aspect)
     ax.set_xticks(range(len(col_names)), labels=list(col_names), rotation=45, ha="right")
     ax.set_yticks(range(len(row_names)), labels=list(row_names))
     if annotate:
         for (row, col), value in np.ndenumerate(values):
-            ax.text(col, row, format(value, fmt), ha="center", va="center", fontsize="small",
-                    color=_text_colour(image.cmap(image.norm(value))))
+            ax.text(
+                col,
+                row,
+                format(value, fmt),
+                ha="center",
+                va="center",
+                fontsize="small",
+                color=_text_colour(image.cmap(image.norm(value))),
+            )
     if colorbar:
         figure.colorbar(image, ax=ax)
     if title:
@@ -229,20 +305,28 @@ def heatmap(matrix: Any, row_names: Sequence[str], col_names: Sequence[str], ax:
 
 
 # --- data overview ---
-def image_grid(images: Any, labels: Any, class_names: Sequence[str], per_class: int = 6, ax: Axes | None = None,
-               title: str | None = None) -> Figure:
+def image_grid(
+    images: Any,
+    labels: Any,
+    class_names: Sequence[str],
+    per_class: int = 6,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Figure:
     """The first ``per_class`` images of every class, one row per class (uint8 (N, C, H, W) images, int labels)."""
     images = _numpy(images)
     labels = _numpy(labels)
     if images.ndim != 4 or labels.ndim != 1 or len(images) != len(labels):
-        raise ValueError(f"need uint8 images (N, C, H, W) and (N,) integer labels, got {images.shape} and "
-                         f"{labels.shape} (multi-label sets: show labels.argmax(1) or one finding at a time)")
+        raise ValueError(
+            f"need uint8 images (N, C, H, W) and (N,) integer labels, got {images.shape} and "
+            f"{labels.shape} (multi-label sets: show labels.argmax(1) or one finding at a time)"
+        )
     height, width = images.shape[2:]
     rows = []
     for k in range(len(class_names)):
         chosen = images[labels == k][:per_class]
         tiles = np.zeros((per_class, images.shape[1], height, width), dtype=images.dtype)
-        tiles[:len(chosen)] = chosen
+        tiles[: len(chosen)] = chosen
         rows.append(np.concatenate(list(tiles.transpose(0, 2, 3, 1)), axis=1))
     mosaic = np.concatenate(rows, axis=0)
     figure, ax = _figure_and_axes(ax, (per_class * 0.9, len(class_names) * 0.9))
@@ -253,8 +337,12 @@ def image_grid(images: Any, labels: Any, class_names: Sequence[str], per_class: 
     return figure
 
 
-def class_counts(labels_by_split: Mapping[str, Any], class_names: Sequence[str], ax: Axes | None = None,
-                 title: str | None = "images per class") -> Figure:
+def class_counts(
+    labels_by_split: Mapping[str, Any],
+    class_names: Sequence[str],
+    ax: Axes | None = None,
+    title: str | None = "images per class",
+) -> Figure:
     """Grouped horizontal bars: images per class in each split (multi-class integer labels or (N, T) multi-label)."""
     figure, ax = _figure_and_axes(ax, (6, 0.5 + 0.45 * len(class_names)))
     positions = np.arange(len(class_names))
@@ -270,8 +358,13 @@ def class_counts(labels_by_split: Mapping[str, Any], class_names: Sequence[str],
 
 
 # --- multi-label track ---
-def risk_minimiser_plot(eta: Any, estimates: Mapping[str, Any], ax: Axes | None = None, title: str | None = None,
-                        styles: Mapping[str, Mapping[str, Any]] | None = None) -> Figure:
+def risk_minimiser_plot(
+    eta: Any,
+    estimates: Mapping[str, Any],
+    ax: Axes | None = None,
+    title: str | None = None,
+    styles: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Figure:
     """η̂ at the conditional-risk minimiser against the true η, one line per loss (or read-out), with the diagonal
     that a strictly proper loss follows (SPA paper, eq. 11 and Definition 1). ``estimates``: name -> (G,) values
     on the grid ``eta``; NaN entries (e.g. no interior minimiser) are left as gaps."""
@@ -291,8 +384,9 @@ def risk_minimiser_plot(eta: Any, estimates: Mapping[str, Any], ax: Axes | None 
     return figure
 
 
-def partial_loss_plot(logits: Any, partials: Mapping[str, tuple[Any, Any]], ax: Axes | None = None,
-                      title: str | None = None) -> Figure:
+def partial_loss_plot(
+    logits: Any, partials: Mapping[str, tuple[Any, Any]], ax: Axes | None = None, title: str | None = None
+) -> Figure:
     """Partial losses ℓ₊(v) (solid) and ℓ₋(v) (dashed) against the logit v, one colour per loss (Fig. 2, left)."""
     if not partials:
         raise ValueError("partials is empty; pass {loss name: (loss_pos, loss_neg)} evaluated on logits")
@@ -301,8 +395,7 @@ def partial_loss_plot(logits: Any, partials: Mapping[str, tuple[Any, Any]], ax: 
     for index, (name, (positive, negative)) in enumerate(partials.items()):
         color = f"C{index}"
         ax.plot(v, _numpy(positive).astype(float).reshape(-1), color=color, label=f"{name}: ℓ₊ (y = 1)")
-        ax.plot(v, _numpy(negative).astype(float).reshape(-1), color=color, linestyle="--",
-                label=f"{name}: ℓ₋ (y = 0)")
+        ax.plot(v, _numpy(negative).astype(float).reshape(-1), color=color, linestyle="--", label=f"{name}: ℓ₋ (y = 0)")
     _label_axes(ax, "logit v", "partial loss", title or "partial losses", grid=True)
     return figure
 
@@ -321,8 +414,9 @@ def link_plot(logits: Any, links: Mapping[str, Any], ax: Axes | None = None, tit
     return figure
 
 
-def retrieval_curve(map_by_length: Mapping[str, Mapping[int, float]], ax: Axes | None = None,
-                    title: str | None = None) -> Figure:
+def retrieval_curve(
+    map_by_length: Mapping[str, Mapping[int, float]], ax: Axes | None = None, title: str | None = None
+) -> Figure:
     """Retrieval mAP against the query length ``|P|`` + ``|N|``, one line per model (SPA paper, Fig. 3)."""
     if not map_by_length:
         raise ValueError("map_by_length is empty; pass {model: RetrievalResult.map_by_length()}")
@@ -334,8 +428,13 @@ def retrieval_curve(map_by_length: Mapping[str, Mapping[int, float]], ax: Axes |
     return figure
 
 
-def bootstrap_interval_plot(estimates: Mapping[str, tuple[float, float, float]], ax: Axes | None = None,
-                  xlabel: str | None = None, title: str | None = None, scale: float = 100.0) -> Figure:
+def bootstrap_interval_plot(
+    estimates: Mapping[str, tuple[float, float, float]],
+    ax: Axes | None = None,
+    xlabel: str | None = None,
+    title: str | None = None,
+    scale: float = 100.0,
+) -> Figure:
     """Point estimates with their intervals, one row per model (a forest plot); values are (estimate, low, high),
     e.g. a :class:`helpers.metrics.BootstrapResult`, multiplied by ``scale``."""
     if not estimates:
@@ -352,8 +451,13 @@ def bootstrap_interval_plot(estimates: Mapping[str, tuple[float, float, float]],
     return figure
 
 
-def image_row(images: Any, relevant: Sequence[bool] | None = None, ax: Axes | None = None,
-              title: str | None = None, captions: Sequence[str] | None = None) -> Figure:
+def image_row(
+    images: Any,
+    relevant: Sequence[bool] | None = None,
+    ax: Axes | None = None,
+    title: str | None = None,
+    captions: Sequence[str] | None = None,
+) -> Figure:
     """k images (uint8 (k, C, H, W)) side by side on one axis; with ``relevant`` each gets a green (True) or red
     (False) frame, as the retrieval figures of the SPA paper (Fig. 4)."""
     images = _numpy(images)
@@ -371,14 +475,17 @@ def image_row(images: Any, relevant: Sequence[bool] | None = None, ax: Axes | No
     for index, tile in enumerate(tiles):
         left = index * (width + 2 * frame + gap)
         color = (0.2, 0.7, 0.2) if relevant is None or relevant[index] else (0.85, 0.1, 0.1)
-        canvas[:, left:left + width + 2 * frame] = color
-        canvas[frame:frame + height, left + frame:left + frame + width] = tile
+        canvas[:, left : left + width + 2 * frame] = color
+        canvas[frame : frame + height, left + frame : left + frame + width] = tile
     figure, ax = _figure_and_axes(ax, (1.1 * k, 1.5))
     ax.imshow(canvas, interpolation="nearest")
     ax.set_yticks([])
     if captions is not None:
-        ax.set_xticks([index * (width + 2 * frame + gap) + width / 2 + frame for index in range(k)],
-                      labels=list(captions), fontsize="x-small")
+        ax.set_xticks(
+            [index * (width + 2 * frame + gap) + width / 2 + frame for index in range(k)],
+            labels=list(captions),
+            fontsize="x-small",
+        )
     else:
         ax.set_xticks([])
     if title:
@@ -389,8 +496,7 @@ def image_row(images: Any, relevant: Sequence[bool] | None = None, ax: Axes | No
 # --- multi-class track ---
 
 
-def retention_curves(curves: Mapping[str, tuple[Any, Any]], ax: Axes | None = None,
-                     title: str | None = None) -> Figure:
+def retention_curves(curves: Mapping[str, tuple[Any, Any]], ax: Axes | None = None, title: str | None = None) -> Figure:
     """Accuracy–retention curves (LS+ paper Fig. 1), one line per model, R-AUC in the legend.
 
     ``curves``: {name: (fractions, accuracy)} from :func:`helpers.selective.retention_curve`.
@@ -402,13 +508,19 @@ def retention_curves(curves: Mapping[str, tuple[Any, Any]], ax: Axes | None = No
         fractions, accuracy = _numpy(fractions), _numpy(accuracy)
         ax.plot(fractions, accuracy, label=f"{name} (R-AUC {retention_area(fractions, accuracy):.4f})")
     ax.set_xlim(0, 1)
-    _label_axes(ax, "retention fraction (most confident predictions kept)",
-                "accuracy (referred samples counted correct)", title or "retention curves", grid=True)
+    _label_axes(
+        ax,
+        "retention fraction (most confident predictions kept)",
+        "accuracy (referred samples counted correct)",
+        title or "retention curves",
+        grid=True,
+    )
     return figure
 
 
-def confidence_densities(correct: Any, incorrect: Any, ax: Axes | None = None, title: str | None = None,
-                         bins: int = 20) -> Figure:
+def confidence_densities(
+    correct: Any, incorrect: Any, ax: Axes | None = None, title: str | None = None, bins: int = 20
+) -> Figure:
     """Density histograms of the top-label confidence of correct (green) and incorrect (red) predictions
     (LS+ paper Fig. 2); each histogram integrates to 1."""
     correct, incorrect = _numpy(correct).ravel(), _numpy(incorrect).ravel()
@@ -424,8 +536,13 @@ def confidence_densities(correct: Any, incorrect: Any, ax: Axes | None = None, t
     return figure
 
 
-def distance_histograms(distances_by_model: Mapping[str, Any], ax: Axes | None = None, margin: float | None = None,
-                        bins: int = 60, title: str | None = None) -> Figure:
+def distance_histograms(
+    distances_by_model: Mapping[str, Any],
+    ax: Axes | None = None,
+    margin: float | None = None,
+    bins: int = 60,
+    title: str | None = None,
+) -> Figure:
     """Step histograms (densities) of the non-winning logit distances of each model (notebook 03), with an
     optional vertical line at the MbLS margin m."""
     if not distances_by_model:
@@ -437,13 +554,15 @@ def distance_histograms(distances_by_model: Mapping[str, Any], ax: Axes | None =
         ax.hist(_numpy(distances).ravel(), bins=edges, density=True, histtype="step", linewidth=1.5, label=name)
     if margin is not None:
         ax.axvline(margin, color="black", linestyle="--", linewidth=1, label=f"margin m = {margin:g}")
-    _label_axes(ax, r"logit distance $d_k = \max_j z_j - z_k$ (non-winning classes)", "density",
-                title or "logit distances")
+    _label_axes(
+        ax, r"logit distance $d_k = \max_j z_j - z_k$ (non-winning classes)", "density", title or "logit distances"
+    )
     return figure
 
 
-def interval_plot(rows: Mapping[str, tuple[float, float, float]], ax: Axes | None = None, xlabel: str = "",
-                  title: str | None = None) -> Figure:
+def interval_plot(
+    rows: Mapping[str, tuple[float, float, float]], ax: Axes | None = None, xlabel: str = "", title: str | None = None
+) -> Figure:
     """One estimate with its interval per row (``{name: (estimate, low, high)}``), a dot-and-whisker plot."""
     if not rows:
         raise ValueError("rows is empty; pass {model name: (estimate, low, high)}")
@@ -459,8 +578,13 @@ def interval_plot(rows: Mapping[str, tuple[float, float, float]], ax: Axes | Non
     return figure
 
 
-def correlation_comparison(correlations: Mapping[str, Any], names: Sequence[str], axes: Sequence[Axes] | None = None,
-                           limit: float | None = None, annotate: bool = True) -> Figure:
+def correlation_comparison(
+    correlations: Mapping[str, Any],
+    names: Sequence[str],
+    axes: Sequence[Axes] | None = None,
+    limit: float | None = None,
+    annotate: bool = True,
+) -> Figure:
     """Label-correlation matrices side by side (e.g. real ChestX-ray14 vs synthetic), one panel per entry.
 
     Off-diagonal entries only (the unit diagonal would swamp the scale); a diverging colour map centred at 0 with
@@ -478,8 +602,9 @@ def correlation_comparison(correlations: Mapping[str, Any], names: Sequence[str]
     if limit is None:
         limit = max(float(np.abs(values[off_diagonal]).max()) for values in matrices.values())
     if axes is None:
-        figure, axes = plt.subplots(1, len(matrices), figsize=(6.2 * len(matrices) + 1.0, 5.8), squeeze=False,
-                                    layout="constrained")
+        figure, axes = plt.subplots(
+            1, len(matrices), figsize=(6.2 * len(matrices) + 1.0, 5.8), squeeze=False, layout="constrained"
+        )
         axes = axes[0]
     elif len(axes) != len(matrices):
         raise ValueError(f"got {len(axes)} axes for {len(matrices)} matrices")
@@ -493,8 +618,15 @@ def correlation_comparison(correlations: Mapping[str, Any], names: Sequence[str]
         if annotate:
             for (row, col), value in np.ndenumerate(shown):
                 if np.isfinite(value):
-                    ax.text(col, row, f"{100 * value:.0f}", ha="center", va="center", fontsize=6,
-                            color="black" if abs(value) < 0.6 * limit else "white")
+                    ax.text(
+                        col,
+                        row,
+                        f"{100 * value:.0f}",
+                        ha="center",
+                        va="center",
+                        fontsize=6,
+                        color="black" if abs(value) < 0.6 * limit else "white",
+                    )
     figure.colorbar(image, ax=list(axes), shrink=0.8, label="correlation (annotated ×100)")
     return figure
 
@@ -507,8 +639,14 @@ from helpers.metrics import SmoothReliability  # noqa: E402  (kept with the func
 __all__ += ["smooth_reliability_diagram"]
 
 
-def smooth_reliability_diagram(diagram: SmoothReliability, ax: Axes | None = None, title: str | None = None,
-                               label: str | None = None, color: str = GAP_COLOR, show_density: bool = True) -> Figure:
+def smooth_reliability_diagram(
+    diagram: SmoothReliability,
+    ax: Axes | None = None,
+    title: str | None = None,
+    label: str | None = None,
+    color: str = GAP_COLOR,
+    show_density: bool = True,
+) -> Figure:
     """Smooth reliability diagram (Błasiok & Nakkiran 2023) of ``metrics.smooth_reliability(probs, labels)``.
 
     The kernel-smoothed E[outcome | forecast] as a line, relplot's bootstrap band around it (2.5-97.5 % of the
@@ -518,15 +656,29 @@ def smooth_reliability_diagram(diagram: SmoothReliability, ax: Axes | None = Non
     overlays them (pass ``show_density=False`` after the first).
     """
     if not isinstance(diagram, SmoothReliability):
-        raise TypeError(f"diagram must be a helpers.metrics.SmoothReliability (from smooth_reliability), got "
-                        f"{type(diagram).__name__}")
+        raise TypeError(
+            f"diagram must be a helpers.metrics.SmoothReliability (from smooth_reliability), got "
+            f"{type(diagram).__name__}"
+        )
     figure, ax = _figure_and_axes(ax, (4.2, 5.0) if show_density else (4.2, 4.2))
     pooled = diagram.kind == POOLED
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
-    ax.fill_between(diagram.mesh, diagram.lower, diagram.upper, color=color, alpha=0.25, linewidth=0,
-                    label=f"bootstrap band ({diagram.n_bootstrap} fits)")
-    ax.plot(diagram.mesh, diagram.mu, color=color, linewidth=2,
-            label=label or ('smoothed frequency of "present"' if pooled else "smoothed accuracy"))
+    ax.fill_between(
+        diagram.mesh,
+        diagram.lower,
+        diagram.upper,
+        color=color,
+        alpha=0.25,
+        linewidth=0,
+        label=f"bootstrap band ({diagram.n_bootstrap} fits)",
+    )
+    ax.plot(
+        diagram.mesh,
+        diagram.mu,
+        color=color,
+        linewidth=2,
+        label=label or ('smoothed frequency of "present"' if pooled else "smoothed accuracy"),
+    )
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_ylabel('frequency of "present"' if pooled else "accuracy")
@@ -554,8 +706,13 @@ def smooth_reliability_diagram(diagram: SmoothReliability, ax: Axes | None = Non
 __all__ += ["confidence_maps", "seed_band_curves", "seed_spread_plot"]
 
 
-def confidence_maps(true_top_probability: Any, maps: Mapping[str, Any], ax: Axes | None = None,
-                    title: str | None = None, dashed: Sequence[str] = ()) -> Figure:
+def confidence_maps(
+    true_top_probability: Any,
+    maps: Mapping[str, Any],
+    ax: Axes | None = None,
+    title: str | None = None,
+    dashed: Sequence[str] = (),
+) -> Figure:
     """θ(q) of each loss against the true top-class probability q (``helpers.analysis.optimal_confidence`` or
     ``stationary_confidence``), with the diagonal θ = q of a proper loss; names in ``dashed`` drawn dashed."""
     q = _numpy(true_top_probability).ravel()
@@ -574,8 +731,14 @@ def confidence_maps(true_top_probability: Any, maps: Mapping[str, Any], ax: Axes
     return figure
 
 
-def seed_band_curves(curves: Mapping[str, Sequence[Sequence[float]]], x: Sequence[float] | None = None,
-                     ax: Axes | None = None, xlabel: str = "epoch", ylabel: str = "", title: str | None = None) -> Figure:
+def seed_band_curves(
+    curves: Mapping[str, Sequence[Sequence[float]]],
+    x: Sequence[float] | None = None,
+    ax: Axes | None = None,
+    xlabel: str = "epoch",
+    ylabel: str = "",
+    title: str | None = None,
+) -> Figure:
     """Mean over training seeds (line) and min–max over seeds (band) of each model's per-epoch curve;
     ``curves[name]`` is one sequence per seed, all of the same length."""
     if not curves:
@@ -586,15 +749,22 @@ def seed_band_curves(curves: Mapping[str, Sequence[Sequence[float]]], x: Sequenc
         if values.ndim != 2:
             raise ValueError(f"{name!r}: the seeds' curves differ in length")
         steps = np.arange(1, values.shape[1] + 1) if x is None else _numpy(x).ravel()
-        line, = ax.plot(steps, values.mean(0), label=f"{name} (mean of {len(values)})")
+        (line,) = ax.plot(steps, values.mean(0), label=f"{name} (mean of {len(values)})")
         ax.fill_between(steps, values.min(0), values.max(0), color=line.get_color(), alpha=0.2, linewidth=0)
     _label_axes(ax, xlabel, ylabel, title, grid=True)
     return figure
 
 
-def seed_spread_plot(settings: Sequence[str], per_seed: Sequence[Sequence[float]], ax: Axes | None = None,
-                     xlabel: str = "", ylabel: str = "", title: str | None = None,
-                     reference: float | None = None, reference_label: str = "reference") -> Figure:
+def seed_spread_plot(
+    settings: Sequence[str],
+    per_seed: Sequence[Sequence[float]],
+    ax: Axes | None = None,
+    xlabel: str = "",
+    ylabel: str = "",
+    title: str | None = None,
+    reference: float | None = None,
+    reference_label: str = "reference",
+) -> Figure:
     """One column per setting (e.g. an MbLS margin): each training seed as a dot, the mean as a bar-free marker
     with ± sd whiskers; an optional horizontal reference line (e.g. a baseline's mean)."""
     if len(settings) != len(per_seed) or not settings:
@@ -626,9 +796,14 @@ __all__ += ["curves_over_seeds"]
 _SEED_LINESTYLES = ("-", "--", "-.", ":")
 
 
-def curves_over_seeds(curves: Mapping[str, Sequence[tuple[Any, Any]]], ax: Axes | None = None, xlabel: str = "",
-                      ylabel: str = "", title: str | None = None,
-                      reference_lines: Mapping[str, float] | None = None) -> Figure:
+def curves_over_seeds(
+    curves: Mapping[str, Sequence[tuple[Any, Any]]],
+    ax: Axes | None = None,
+    xlabel: str = "",
+    ylabel: str = "",
+    title: str | None = None,
+    reference_lines: Mapping[str, float] | None = None,
+) -> Figure:
     """One curve per model: the mean over training seeds as a line and the seeds' range (min to max) as a band.
 
     ``curves``: {name: [(x, y) of each seed]}, every seed of a model on the same x (e.g. retention fractions i/N
@@ -648,16 +823,25 @@ def curves_over_seeds(curves: Mapping[str, Sequence[tuple[Any, Any]]], ax: Axes 
         for seed, (seed_x, seed_y) in enumerate(seeds):
             seed_x, seed_y = _numpy(seed_x).astype(float), _numpy(seed_y).astype(float)
             if seed_x.shape != x.shape or not np.allclose(seed_x, x):
-                raise ValueError(f"model {name!r}: seed {seed} has other x values than seed 0; the seeds of a model "
-                                 "must share x to be averaged")
+                raise ValueError(
+                    f"model {name!r}: seed {seed} has other x values than seed 0; the seeds of a model "
+                    "must share x to be averaged"
+                )
             if seed_y.shape != x.shape:
                 raise ValueError(f"model {name!r}: seed {seed} has {seed_y.shape} y values for {x.shape} x values")
             ys.append(seed_y)
         ys = np.stack(ys)
         color = f"C{index % 10}"
         ax.fill_between(x, ys.min(0), ys.max(0), color=color, alpha=0.2, linewidth=0, zorder=2)
-        ax.plot(x, ys.mean(0), color=color, linestyle=_SEED_LINESTYLES[index % 4], linewidth=1.8, zorder=3,
-                label=f"{name} (mean of {len(ys)} seeds; band: range)" if index == 0 else name)
+        ax.plot(
+            x,
+            ys.mean(0),
+            color=color,
+            linestyle=_SEED_LINESTYLES[index % 4],
+            linewidth=1.8,
+            zorder=3,
+            label=f"{name} (mean of {len(ys)} seeds; band: range)" if index == 0 else name,
+        )
     _label_axes(ax, xlabel, ylabel, title, grid=True)
     return figure
 
@@ -668,9 +852,14 @@ def curves_over_seeds(curves: Mapping[str, Sequence[tuple[Any, Any]]], ax: Axes 
 __all__ += ["estimator_curves", "binned_and_smooth_reliability"]
 
 
-def estimator_curves(sample_sizes: Sequence[int], curves: Mapping[str, tuple[Any, Any]],
-                     references: Mapping[str, float] | None = None, ax: Axes | None = None,
-                     title: str | None = None, ylabel: str = "estimate (mean ± sd over draws)") -> Figure:
+def estimator_curves(
+    sample_sizes: Sequence[int],
+    curves: Mapping[str, tuple[Any, Any]],
+    references: Mapping[str, float] | None = None,
+    ax: Axes | None = None,
+    title: str | None = None,
+    ylabel: str = "estimate (mean ± sd over draws)",
+) -> Figure:
     """Mean ± sd of calibration-error estimates against the test-set size (log x), one line per estimator.
 
     ``curves`` is {estimator name: (means, sds)}, one value per entry of ``sample_sizes``; ``references`` is
@@ -686,8 +875,10 @@ def estimator_curves(sample_sizes: Sequence[int], curves: Mapping[str, tuple[Any
     for name, (means, sds) in curves.items():
         means, sds = _numpy(means).astype(float), _numpy(sds).astype(float)
         if means.shape != sizes.shape or sds.shape != sizes.shape:
-            raise ValueError(f"curve {name!r}: means {means.shape} and sds {sds.shape} must have one value per "
-                             f"sample size {sizes.shape}")
+            raise ValueError(
+                f"curve {name!r}: means {means.shape} and sds {sds.shape} must have one value per "
+                f"sample size {sizes.shape}"
+            )
         ax.errorbar(sizes, means, yerr=sds, marker="o", markersize=4, capsize=3, label=name)
     for index, (name, value) in enumerate((references or {}).items()):
         ax.axhline(float(value), color="black", linestyle=("--", ":", "-.")[index % 3], linewidth=1, label=name)
@@ -696,14 +887,16 @@ def estimator_curves(sample_sizes: Sequence[int], curves: Mapping[str, tuple[Any
     return figure
 
 
-def binned_and_smooth_reliability(binned: Mapping[str, ReliabilityBins], smooth: Mapping[str, SmoothReliability],
-                                  axes: Any = None) -> Figure:
+def binned_and_smooth_reliability(
+    binned: Mapping[str, ReliabilityBins], smooth: Mapping[str, SmoothReliability], axes: Any = None
+) -> Figure:
     """For each model a binned reliability diagram (top row) above its smooth one with the bootstrap band (bottom
     row): :func:`reliability_diagram` of ``binned[name]`` and :func:`smooth_reliability_diagram` of
     ``smooth[name]``. ``axes``: a (2, n_models) array of axes to draw on (default: a new figure)."""
     if not binned or list(binned) != list(smooth):
-        raise ValueError(f"binned and smooth must name the same models in the same order, got {list(binned)} and "
-                         f"{list(smooth)}")
+        raise ValueError(
+            f"binned and smooth must name the same models in the same order, got {list(binned)} and {list(smooth)}"
+        )
     n_models = len(binned)
     if axes is None:
         figure, axes = plt.subplots(2, n_models, figsize=(4.2 * n_models, 10.0), squeeze=False)
@@ -725,8 +918,9 @@ def binned_and_smooth_reliability(binned: Mapping[str, ReliabilityBins], smooth:
 __all__ += ["negative_weight_plot", "validation_curves"]
 
 
-def negative_weight_plot(probability: Any, weights: Mapping[str, Any], ax: Axes | None = None,
-                         title: str | None = None) -> Figure:
+def negative_weight_plot(
+    probability: Any, weights: Mapping[str, Any], ax: Axes | None = None, title: str | None = None
+) -> Figure:
     """Gradient weight of one negative label relative to BCE's at the same logit, ``|ℓ₋'(v)|`` / σ(v), against the
     predicted probability σ(v) of "present" (log-log): how strongly each loss pushes down a negative of a given
     difficulty (easy negatives on the left). ``weights``: name -> (G,) ratios on the grid ``probability``."""
@@ -741,25 +935,38 @@ def negative_weight_plot(probability: Any, weights: Mapping[str, Any], ax: Axes 
         ax.plot(p, np.where(values > 0, values, np.nan), label=name)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    _label_axes(ax, "σ(v): predicted probability of a negative label",
-                "|∂ℓ₋/∂v| relative to BCE", title or "gradient weight of a negative", grid=True)
+    _label_axes(
+        ax,
+        "σ(v): predicted probability of a negative label",
+        "|∂ℓ₋/∂v| relative to BCE",
+        title or "gradient weight of a negative",
+        grid=True,
+    )
     return figure
 
 
-def validation_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], metric: str, ax: Axes | None = None,
-                      title: str | None = None, best_key: str | None = None) -> Figure:
+def validation_curves(
+    histories: Mapping[str, Sequence[Mapping[str, Any]]],
+    metric: str,
+    ax: Axes | None = None,
+    title: str | None = None,
+    best_key: str | None = None,
+) -> Figure:
     """One validation metric per epoch, one line per run (e.g. one per loss and seed), on one axis; with
     ``best_key`` (e.g. "val_nll") a marker at the epoch where that key is lowest (the kept checkpoint)."""
     if not histories:
         raise ValueError("histories is empty; pass {run name: TrainedRun.history}")
     figure, ax = _figure_and_axes(ax, (5.2, 3.8))
     for index, (name, history) in enumerate(histories.items()):
-        points = [(entry.get("epoch", i + 1), entry[metric], entry.get(best_key)) for i, entry in enumerate(history)
-                  if entry.get(metric) is not None]
+        points = [
+            (entry.get("epoch", i + 1), entry[metric], entry.get(best_key))
+            for i, entry in enumerate(history)
+            if entry.get(metric) is not None
+        ]
         if not points:
             raise ValueError(f"run {name!r} has no {metric!r} in its history")
         epochs, values, keys = zip(*points)
-        line, = ax.plot(epochs, values, label=name, color=f"C{index % 10}", linewidth=1.2)
+        (line,) = ax.plot(epochs, values, label=name, color=f"C{index % 10}", linewidth=1.2)
         if best_key is not None and all(k is not None for k in keys):
             best = int(np.argmin(keys))
             ax.plot(epochs[best], values[best], marker="o", color=line.get_color())
@@ -787,8 +994,14 @@ def _interval_rows(rows: Mapping[str, Any], scale: float) -> tuple[list[str], np
     return names, values
 
 
-def difference_plot(rows: Mapping[str, Any], higher_is_better: bool, ax: Axes | None = None, xlabel: str = "",
-                    title: str | None = None, scale: float = 100.0) -> Figure:
+def difference_plot(
+    rows: Mapping[str, Any],
+    higher_is_better: bool,
+    ax: Axes | None = None,
+    xlabel: str = "",
+    title: str | None = None,
+    scale: float = 100.0,
+) -> Figure:
     """Paired differences (model − reference) with their intervals, one row per model, and a line at 0.
 
     ``rows`` maps a name to (estimate, low, high), e.g. a :class:`helpers.metrics.PairedBootstrapResult`; values are
@@ -819,26 +1032,41 @@ def difference_plot(rows: Mapping[str, Any], higher_is_better: bool, ax: Axes | 
     return figure
 
 
-def before_after_plot(before: Mapping[str, Any], after: Mapping[str, Any], ax: Axes | None = None,
-                      xlabel: str = "", title: str | None = None, labels: tuple[str, str] = ("before", "after"),
-                      scale: float = 100.0) -> Figure:
+def before_after_plot(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    ax: Axes | None = None,
+    xlabel: str = "",
+    title: str | None = None,
+    labels: tuple[str, str] = ("before", "after"),
+    scale: float = 100.0,
+) -> Figure:
     """Each model's value before and after a change (e.g. temperature scaling) in two colours, one row per model.
 
     ``before`` and ``after`` map the same names to (centre, low, high) — e.g. mean and mean ∓ sd over seeds —
     multiplied by ``scale``; the "before" point sits just above the row, the "after" point just below.
     """
     if list(before) != list(after):
-        raise ValueError(f"before and after must name the same models in the same order: {list(before)} vs "
-                         f"{list(after)}")
+        raise ValueError(
+            f"before and after must name the same models in the same order: {list(before)} vs {list(after)}"
+        )
     names, values_before = _interval_rows(before, scale)
     _, values_after = _interval_rows(after, scale)
     figure, ax = _figure_and_axes(ax, (5.0, 0.8 + 0.4 * len(names)))
     positions = np.arange(len(names))[::-1]
-    for offset, values, color, label in ((0.15, values_before, ACCURACY_COLOR, labels[0]),
-                                         (-0.15, values_after, AFTER_COLOR, labels[1])):
-        ax.errorbar(values[:, 0], positions + offset,
-                    xerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]], fmt="o", capsize=3,
-                    color=color, label=label)
+    for offset, values, color, label in (
+        (0.15, values_before, ACCURACY_COLOR, labels[0]),
+        (-0.15, values_after, AFTER_COLOR, labels[1]),
+    ):
+        ax.errorbar(
+            values[:, 0],
+            positions + offset,
+            xerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]],
+            fmt="o",
+            capsize=3,
+            color=color,
+            label=label,
+        )
     ax.set_yticks(positions, labels=names)
     ax.set_ylim(-0.6, len(names) - 0.4)
     ax.grid(axis="x", alpha=0.3)
@@ -849,9 +1077,15 @@ def before_after_plot(before: Mapping[str, Any], after: Mapping[str, Any], ax: A
 __all__ += ["overlaid_reliability"]
 
 
-def overlaid_reliability(bins: ReliabilityBins, diagram: SmoothReliability, ax: Axes | None = None,
-                         title: str | None = None, smooth_color: str = "black", legend: bool = True,
-                         min_confidence: float = 0.0) -> Figure:
+def overlaid_reliability(
+    bins: ReliabilityBins,
+    diagram: SmoothReliability,
+    ax: Axes | None = None,
+    title: str | None = None,
+    smooth_color: str = "black",
+    legend: bool = True,
+    min_confidence: float = 0.0,
+) -> Figure:
     """The binned reliability diagram (:func:`reliability_diagram`, with its histogram below) and the smooth one
     (:func:`smooth_reliability_diagram`: kernel-smoothed accuracy and bootstrap band) of the same forecasts on one
     axis, titled with both errors: the bars show what 15 bins make of the data, the line what a kernel makes of it.
@@ -864,14 +1098,21 @@ def overlaid_reliability(bins: ReliabilityBins, diagram: SmoothReliability, ax: 
         from dataclasses import replace
 
         keep = diagram.mesh >= min_confidence
-        diagram = replace(diagram, mesh=diagram.mesh[keep], mu=diagram.mu[keep], lower=diagram.lower[keep],
-                          upper=diagram.upper[keep], density=diagram.density[keep])
+        diagram = replace(
+            diagram,
+            mesh=diagram.mesh[keep],
+            mu=diagram.mu[keep],
+            lower=diagram.lower[keep],
+            upper=diagram.upper[keep],
+            density=diagram.density[keep],
+        )
     figure = reliability_diagram(bins, ax=ax, show_histogram=True)
     ax = ax or figure.axes[0]
     smooth_reliability_diagram(diagram, ax=ax, color=smooth_color, show_density=False, label="smoothed accuracy")
     ax.set_xlabel("")
-    ax.set_title(f"{title + chr(10) if title else ''}ECE {100 * bins.ece:.2f} %, smooth ECE "
-                 f"{100 * diagram.smooth_ece:.2f} %")
+    ax.set_title(
+        f"{title + chr(10) if title else ''}ECE {100 * bins.ece:.2f} %, smooth ECE {100 * diagram.smooth_ece:.2f} %"
+    )
     if legend:
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles))
@@ -887,8 +1128,9 @@ def overlaid_reliability(bins: ReliabilityBins, diagram: SmoothReliability, ax: 
 __all__ += ["retrieval_curve_spread", "binned_output_plot"]
 
 
-def retrieval_curve_spread(map_by_length: Mapping[str, Mapping[int, tuple[float, float]]], ax: Axes | None = None,
-                           title: str | None = None) -> Figure:
+def retrieval_curve_spread(
+    map_by_length: Mapping[str, Mapping[int, tuple[float, float]]], ax: Axes | None = None, title: str | None = None
+) -> Figure:
     """Retrieval mAP against the query length ``|P|`` + ``|N|`` (SPA paper, Fig. 3) with the spread over training seeds:
     ``{model: {length: (mean, sd)}}`` (sd None or 0 for a model without seeds, e.g. the exact posteriors), drawn
     as a line with ± sd error bars, in percent."""
@@ -906,8 +1148,9 @@ def retrieval_curve_spread(map_by_length: Mapping[str, Mapping[int, tuple[float,
     return figure
 
 
-def binned_output_plot(centres: Any, means: Mapping[str, Any], ax: Axes | None = None, title: str | None = None,
-                       log: bool = True) -> Figure:
+def binned_output_plot(
+    centres: Any, means: Mapping[str, Any], ax: Axes | None = None, title: str | None = None, log: bool = True
+) -> Figure:
     """Mean predicted probability per bin of the exact posterior η against the bin's mean η, one line per model,
     with the diagonal of perfect calibration (a reliability diagram against the truth, possible on synthetic data).
     ``centres`` (B,) and each ``means[name]`` (B,) come from the caller's binning; ``log`` draws both axes on a log
@@ -930,6 +1173,11 @@ def binned_output_plot(centres: Any, means: Mapping[str, Any], ax: Axes | None =
         ax.set_xscale("log")
         ax.set_yscale("log")
     scale = " (log scale)" if log else ""
-    _label_axes(ax, f"exact posterior η, bin mean{scale}", f"mean predicted probability{scale}",
-                title or "predictions against the exact posterior", grid=True)
+    _label_axes(
+        ax,
+        f"exact posterior η, bin mean{scale}",
+        f"mean predicted probability{scale}",
+        title or "predictions against the exact posterior",
+        grid=True,
+    )
     return figure

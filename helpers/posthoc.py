@@ -41,7 +41,8 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -56,14 +57,28 @@ from helpers.temperature import (
     no_interior_minimum,
 )
 
-__all__ = ["VectorScaling", "MatrixScaling", "DirichletCalibration", "IsotonicCalibration",
-           "PerLabelTemperatureScaling", "PerLabelPlatt", "split_calibration"]
+__all__ = [
+    "VectorScaling",
+    "MatrixScaling",
+    "DirichletCalibration",
+    "IsotonicCalibration",
+    "PerLabelTemperatureScaling",
+    "PerLabelPlatt",
+    "split_calibration",
+]
 
 
 def _minimise(objective: Callable[[], torch.Tensor], parameters: list[torch.Tensor], max_iter: int) -> None:
     """L-BFGS with a strong-Wolfe line search on a smooth objective of ``parameters`` (in place)."""
-    optimizer = torch.optim.LBFGS(parameters, lr=1.0, max_iter=max_iter, tolerance_grad=1e-10,
-                                  tolerance_change=1e-14, history_size=50, line_search_fn="strong_wolfe")
+    optimizer = torch.optim.LBFGS(
+        parameters,
+        lr=1.0,
+        max_iter=max_iter,
+        tolerance_grad=1e-10,
+        tolerance_change=1e-14,
+        history_size=50,
+        line_search_fn="strong_wolfe",
+    )
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
@@ -86,7 +101,7 @@ class _LogitCalibrator:
         self.max_iter = max_iter
         self.fitted = False
 
-    def fit(self, logits: Any, labels: Any) -> "_LogitCalibrator":
+    def fit(self, logits: Any, labels: Any) -> _LogitCalibrator:
         z = _check_logits(logits)
         y = _check_labels(labels, z, self.task)
         self._fit(z, y)
@@ -152,8 +167,7 @@ class MatrixScaling(_LogitCalibrator):
     def __init__(self, off_diagonal_penalty: float = 1e-2, bias_penalty: float = 1e-2, max_iter: int = 1000):
         super().__init__(max_iter)
         for name, value in (("off_diagonal_penalty", off_diagonal_penalty), ("bias_penalty", bias_penalty)):
-            if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value)
-                                               and value >= 0):
+            if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         self.off_diagonal_penalty = float(off_diagonal_penalty)
         self.bias_penalty = float(bias_penalty)
@@ -166,8 +180,10 @@ class MatrixScaling(_LogitCalibrator):
         """Mean NLL of softmax(W f(z) + b) plus the ODIR penalty (what ``fit`` minimises)."""
         k = weight.shape[0]
         off_diagonal = weight - torch.diag(weight.diagonal())
-        penalty = (self.off_diagonal_penalty / (k * (k - 1)) * off_diagonal.pow(2).sum()
-                   + self.bias_penalty / k * bias.pow(2).sum())
+        penalty = (
+            self.off_diagonal_penalty / (k * (k - 1)) * off_diagonal.pow(2).sum()
+            + self.bias_penalty / k * bias.pow(2).sum()
+        )
         return F.cross_entropy(self._features(z) @ weight.T + bias, y) + penalty
 
     def _fit(self, z: torch.Tensor, y: torch.Tensor) -> None:
@@ -184,8 +200,15 @@ class MatrixScaling(_LogitCalibrator):
         return self._features(z) @ self.weight.to(z.device).T + self.bias.to(z.device)
 
     @classmethod
-    def cross_validated(cls, logits: Any, labels: Any, grid: Sequence[float] = (1e-1, 1e-2, 1e-3, 1e-4),
-                        folds: int = 5, seed: int = 0, max_iter: int = 1000) -> "MatrixScaling":
+    def cross_validated(
+        cls,
+        logits: Any,
+        labels: Any,
+        grid: Sequence[float] = (1e-1, 1e-2, 1e-3, 1e-4),
+        folds: int = 5,
+        seed: int = 0,
+        max_iter: int = 1000,
+    ) -> MatrixScaling:
         """Choose (λ, μ) from ``grid`` × ``grid`` by the mean held-out NLL of a ``folds``-fold split (shuffled with
         ``seed``), then refit on all the data with the chosen pair. ``cv_nll`` holds each pair's held-out NLL."""
         if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
@@ -211,8 +234,10 @@ class MatrixScaling(_LogitCalibrator):
         return chosen
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(off_diagonal_penalty={self.off_diagonal_penalty:g}, "
-                f"bias_penalty={self.bias_penalty:g}, fitted={self.fitted})")
+        return (
+            f"{type(self).__name__}(off_diagonal_penalty={self.off_diagonal_penalty:g}, "
+            f"bias_penalty={self.bias_penalty:g}, fitted={self.fitted})"
+        )
 
 
 class DirichletCalibration(MatrixScaling):
@@ -236,14 +261,15 @@ class IsotonicCalibration:
     def __init__(self) -> None:
         self.regressions: list[IsotonicRegression] = []
 
-    def fit(self, logits: Any, labels: Any) -> "IsotonicCalibration":
+    def fit(self, logits: Any, labels: Any) -> IsotonicCalibration:
         z = _check_logits(logits)
         y = _check_labels(labels, z, self.task)
         probs = torch.softmax(z, 1).cpu().numpy()
         targets = F.one_hot(y, z.shape[1]).cpu().numpy().astype(np.float64)
-        self.regressions = [IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(probs[:, k],
-                                                                                                targets[:, k])
-                            for k in range(z.shape[1])]
+        self.regressions = [
+            IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(probs[:, k], targets[:, k])
+            for k in range(z.shape[1])
+        ]
         return self
 
     def transform(self, logits: Any) -> torch.Tensor:
@@ -251,8 +277,9 @@ class IsotonicCalibration:
             raise RuntimeError("IsotonicCalibration is not fitted: call fit(val_logits, val_labels) first")
         z = _check_logits(logits)
         if z.shape[1] != len(self.regressions):
-            raise ValueError(f"logits have {z.shape[1]} columns but the calibrator was fitted on "
-                             f"{len(self.regressions)}")
+            raise ValueError(
+                f"logits have {z.shape[1]} columns but the calibrator was fitted on {len(self.regressions)}"
+            )
         probs = torch.softmax(z, 1).cpu().numpy()
         calibrated = np.stack([r.predict(probs[:, k]) for k, r in enumerate(self.regressions)], 1)
         total = calibrated.sum(1, keepdims=True)
@@ -292,14 +319,20 @@ def _warn_labels_without_interior_minimum(z: torch.Tensor, y: torch.Tensor) -> N
     whose NLL has no minimiser with 0 < T_t < infinity (all-zero, uninformative or perfectly separated labels)."""
     by_limit: dict[str, list[int]] = {}
     for t in range(z.shape[1]):
-        limit = no_interior_minimum(z[:, t:t + 1], y[:, t:t + 1], "multi-label")
+        limit = no_interior_minimum(z[:, t : t + 1], y[:, t : t + 1], "multi-label")
         if limit is not None:
             by_limit.setdefault(limit, []).append(t)
-    advice = {"T -> infinity": "check that those labels take both values in the calibration data",
-              "T -> 0": "use a larger calibration split"}
+    advice = {
+        "T -> infinity": "check that those labels take both values in the calibration data",
+        "T -> 0": "use a larger calibration split",
+    }
     for limit, labels in by_limit.items():
-        warnings.warn(f"per-label temperature scaling, labels {labels}: {NO_INTERIOR_MINIMUM[limit]}; their fitted "
-                      f"temperatures are not meaningful ({advice[limit]})", RuntimeWarning, stacklevel=4)
+        warnings.warn(
+            f"per-label temperature scaling, labels {labels}: {NO_INTERIOR_MINIMUM[limit]}; their fitted "
+            f"temperatures are not meaningful ({advice[limit]})",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 class PerLabelPlatt(_LogitCalibrator):
@@ -311,8 +344,9 @@ class PerLabelPlatt(_LogitCalibrator):
     def _fit(self, z: torch.Tensor, y: torch.Tensor) -> None:
         slope = torch.ones(z.shape[1], dtype=torch.float64, device=z.device, requires_grad=True)
         intercept = torch.zeros(z.shape[1], dtype=torch.float64, device=z.device, requires_grad=True)
-        _minimise(lambda: F.binary_cross_entropy_with_logits(z * slope + intercept, y), [slope, intercept],
-                  self.max_iter)
+        _minimise(
+            lambda: F.binary_cross_entropy_with_logits(z * slope + intercept, y), [slope, intercept], self.max_iter
+        )
         self.slope, self.intercept = slope.detach(), intercept.detach()
         self.n_columns = z.shape[1]
 
@@ -326,8 +360,9 @@ class PerLabelPlatt(_LogitCalibrator):
 # ----------------------------------------------------------------------------------------------------------------
 # the calibration split
 # ----------------------------------------------------------------------------------------------------------------
-def split_calibration(n_val: int, seed: int = 0, calibration_fraction: float = 0.5,
-                      labels: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+def split_calibration(
+    n_val: int, seed: int = 0, calibration_fraction: float = 0.5, labels: Any = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Split validation indices 0..n_val−1 into (selection, calibration), two sorted, disjoint int64 tensors.
 
     The selection part picks the checkpoint (early stopping on its NLL); post-hoc calibrators are fitted on the
@@ -348,8 +383,10 @@ def split_calibration(n_val: int, seed: int = 0, calibration_fraction: float = 0
     else:
         y = torch.as_tensor(labels)
         if y.ndim != 1 or y.shape[0] != n_val or y.is_floating_point() or y.dtype == torch.bool:
-            raise ValueError(f"labels must be (n_val,) = ({n_val},) integer class indices to stratify by, got "
-                             f"shape {tuple(y.shape)} and dtype {y.dtype}; pass labels=None for multi-label data")
+            raise ValueError(
+                f"labels must be (n_val,) = ({n_val},) integer class indices to stratify by, got "
+                f"shape {tuple(y.shape)} and dtype {y.dtype}; pass labels=None for multi-label data"
+            )
         groups = [torch.nonzero(y.cpu() == k)[:, 0] for k in torch.unique(y.cpu())]
     selection, calibration = [], []
     for group in groups:
@@ -362,14 +399,20 @@ def split_calibration(n_val: int, seed: int = 0, calibration_fraction: float = 0
     return selection, calibration
 
 
-def _check_split_parts(selection: torch.Tensor, calibration: torch.Tensor, calibration_fraction: float,
-                       group_sizes: list[int], stratified: bool) -> None:
+def _check_split_parts(
+    selection: torch.Tensor,
+    calibration: torch.Tensor,
+    calibration_fraction: float,
+    group_sizes: list[int],
+    stratified: bool,
+) -> None:
     """A ValueError naming the empty part, the group sizes that rounded to it and what to change."""
     for part, indices in (("calibration", calibration), ("selection", selection)):
         if indices.numel() == 0:
             groups = f"class sizes {group_sizes}" if stratified else f"{group_sizes[0]} validation indices"
             fixes = "pass labels=None for an unstratified split, " if stratified else ""
-            raise ValueError(f"split_calibration would leave the {part} part empty: round({calibration_fraction:g} "
-                             f"× size) gives it nothing for {groups}; {fixes}use a larger validation split or "
-                             "change calibration_fraction")
-
+            raise ValueError(
+                f"split_calibration would leave the {part} part empty: round({calibration_fraction:g} "
+                f"× size) gives it nothing for {groups}; {fixes}use a larger validation split or "
+                "change calibration_fraction"
+            )

@@ -26,7 +26,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Iterable, Iterator, TextIO
+from collections.abc import Iterable, Iterator
+from typing import Any, TextIO
 
 PROGRESS_ENV = "CALIBMED_PROGRESS"
 MODES = ("bar", "final", "off")
@@ -98,12 +99,16 @@ class FinalLine:
             return
         self.closed = True
         duration = format_duration(time.perf_counter() - self.started)
-        print(final_line(self.desc, self.initial + self.n, self.total, duration, self.postfix),
-              file=self.file or sys.stdout, flush=True)
+        print(
+            final_line(self.desc, self.initial + self.n, self.total, duration, self.postfix),
+            file=self.file or sys.stdout,
+            flush=True,
+        )
 
 
-def progress_bar(iterable: Iterable, *, desc: str, total: int | None = None, initial: int = 0,
-                 disable: bool = False) -> Any:
+def progress_bar(
+    iterable: Iterable, *, desc: str, total: int | None = None, initial: int = 0, disable: bool = False
+) -> Any:
     """A tqdm bar, a ``FinalLine`` or a disabled tqdm, by ``progress_mode()``; all three iterate ``iterable``
     and accept ``set_postfix(**values)`` and ``close()``."""
     from tqdm import tqdm

@@ -41,8 +41,8 @@ class RiskMinimum(NamedTuple):
     """Result of :func:`conditional_risk_minimiser`, one entry per η (all float64, shape (G,))."""
 
     eta: torch.Tensor
-    logits: torch.Tensor       # the minimising score v*(η)
-    proba: torch.Tensor        # loss.predict_proba(v*): equals eta for a strictly proper loss
+    logits: torch.Tensor  # the minimising score v*(η)
+    proba: torch.Tensor  # loss.predict_proba(v*): equals eta for a strictly proper loss
     at_boundary: torch.Tensor  # bool: v* is at an end of the searched range (the infimum may lie beyond it)
 
 
@@ -64,8 +64,10 @@ def partial_losses(loss: nn.Module, logits: torch.Tensor) -> tuple[torch.Tensor,
     per-label partial losses (use :func:`joint_risk_minimiser`).
     """
     if isinstance(loss, Composite):
-        raise TypeError("a Composite loss (base + regularisers on label pairs or batch statistics) has no per-label "
-                        "partial losses; use joint_risk_minimiser, or pass its .base")
+        raise TypeError(
+            "a Composite loss (base + regularisers on label pairs or batch statistics) has no per-label "
+            "partial losses; use joint_risk_minimiser, or pass its .base"
+        )
     if hasattr(loss, "partial_losses"):
         return loss.partial_losses(logits)
     flat = logits.reshape(-1, 1, 1)
@@ -77,8 +79,10 @@ def partial_losses(loss: nn.Module, logits: torch.Tensor) -> tuple[torch.Tensor,
     try:
         return per_logit(1.0), per_logit(0.0)
     except RuntimeError as error:
-        raise TypeError(f"{type(loss).__name__} defines no partial_losses(logits) and cannot be evaluated per "
-                        f"logit with torch.func.vmap ({error}); add a partial_losses method") from error
+        raise TypeError(
+            f"{type(loss).__name__} defines no partial_losses(logits) and cannot be evaluated per "
+            f"logit with torch.func.vmap ({error}); add a partial_losses method"
+        ) from error
 
 
 def _as_eta(eta) -> torch.Tensor:
@@ -98,8 +102,13 @@ def conditional_risk(loss: nn.Module, eta, logits) -> torch.Tensor:
     return eta.unsqueeze(1) * loss_pos + (1.0 - eta.unsqueeze(1)) * loss_neg
 
 
-def conditional_risk_minimiser(loss: nn.Module, eta, logit_range: tuple[float, float] = (-40.0, 40.0),
-                               grid_size: int = 4001, refine_steps: int = 60) -> RiskMinimum:
+def conditional_risk_minimiser(
+    loss: nn.Module,
+    eta,
+    logit_range: tuple[float, float] = (-40.0, 40.0),
+    grid_size: int = 4001,
+    refine_steps: int = 60,
+) -> RiskMinimum:
     """Minimise C(η, v) over the logit v for every η at once and return the loss's estimate at the minimiser.
 
     A dense grid of ``grid_size`` logits over ``logit_range`` locates the global minimum (robust to flat or
@@ -135,8 +144,12 @@ def conditional_risk_minimiser(loss: nn.Module, eta, logit_range: tuple[float, f
         a, b = torch.where(left, a, c), torch.where(left, d, b)
         new = torch.where(left, b - _INV_GOLDEN * (b - a), a + _INV_GOLDEN * (b - a))
         f_new = risk_at(new)
-        c, d, fc, fd = (torch.where(left, new, d), torch.where(left, c, new),
-                        torch.where(left, f_new, fd), torch.where(left, fc, f_new))
+        c, d, fc, fd = (
+            torch.where(left, new, d),
+            torch.where(left, c, new),
+            torch.where(left, f_new, fd),
+            torch.where(left, fc, f_new),
+        )
     best = torch.where(fc <= fd, c, d)
     # keep the grid point if refinement did not improve on it (e.g. a minimum at an end of the range)
     grid_best = grid[index]
@@ -147,8 +160,9 @@ def conditional_risk_minimiser(loss: nn.Module, eta, logit_range: tuple[float, f
     # minimiser at ∓∞, or a risk that is flat out to the end (e.g. ASL once σ(v) rounds to 1 in float64).
     min_risk = risk_at(best)
     slack = 1e-12 * (1.0 + min_risk.abs())
-    at_boundary = ((risk_at(torch.full_like(best, low)) <= min_risk + slack)
-                   | (risk_at(torch.full_like(best, high)) <= min_risk + slack))
+    at_boundary = (risk_at(torch.full_like(best, low)) <= min_risk + slack) | (
+        risk_at(torch.full_like(best, high)) <= min_risk + slack
+    )
     return RiskMinimum(eta=eta, logits=best, proba=proba, at_boundary=at_boundary)
 
 
@@ -160,8 +174,13 @@ def independent_label_distribution(eta) -> tuple[torch.Tensor, torch.Tensor]:
     return configs, weights
 
 
-def joint_risk_minimiser(loss: nn.Module, label_configs: torch.Tensor, weights: torch.Tensor,
-                         init_logits: torch.Tensor | None = None, max_iter: int = 500) -> JointRiskMinimum:
+def joint_risk_minimiser(
+    loss: nn.Module,
+    label_configs: torch.Tensor,
+    weights: torch.Tensor,
+    init_logits: torch.Tensor | None = None,
+    max_iter: int = 500,
+) -> JointRiskMinimum:
     """Minimise the expected loss Σ_k w_k · loss(v, y_k) over one logit vector v ∈ R^T (L-BFGS, float64).
 
     ``label_configs`` (K, T) in {0, 1} with probabilities ``weights`` (K,) describe the distribution of the label
@@ -173,8 +192,10 @@ def joint_risk_minimiser(loss: nn.Module, label_configs: torch.Tensor, weights: 
     configs = torch.as_tensor(label_configs, dtype=torch.float64)
     weights = torch.as_tensor(weights, dtype=torch.float64).reshape(-1)
     if configs.ndim != 2 or configs.shape[0] != weights.numel():
-        raise ValueError(f"label_configs must be (K, T) with one weight per row, got {tuple(configs.shape)} and "
-                         f"{weights.numel()} weights")
+        raise ValueError(
+            f"label_configs must be (K, T) with one weight per row, got {tuple(configs.shape)} and "
+            f"{weights.numel()} weights"
+        )
     if configs.shape[1] > 10:
         raise ValueError(f"T = {configs.shape[1]} is too many labels for an exact expectation (at most 10)")
     if not bool(((configs == 0) | (configs == 1)).all()):
@@ -184,11 +205,21 @@ def joint_risk_minimiser(loss: nn.Module, label_configs: torch.Tensor, weights: 
     support = weights > 0
     configs, weights = configs[support], weights[support]
     t = configs.shape[1]
-    start = torch.zeros(t, dtype=torch.float64) if init_logits is None else torch.as_tensor(
-        init_logits, dtype=torch.float64).reshape(t)
+    start = (
+        torch.zeros(t, dtype=torch.float64)
+        if init_logits is None
+        else torch.as_tensor(init_logits, dtype=torch.float64).reshape(t)
+    )
     logits = start.clone().requires_grad_(True)
-    optimiser = torch.optim.LBFGS([logits], lr=1.0, max_iter=max_iter, tolerance_grad=1e-10,
-                                  tolerance_change=1e-14, history_size=20, line_search_fn="strong_wolfe")
+    optimiser = torch.optim.LBFGS(
+        [logits],
+        lr=1.0,
+        max_iter=max_iter,
+        tolerance_grad=1e-10,
+        tolerance_change=1e-14,
+        history_size=20,
+        line_search_fn="strong_wolfe",
+    )
 
     def expected_loss() -> torch.Tensor:
         row = logits.unsqueeze(0)
@@ -211,9 +242,14 @@ def joint_risk_minimiser(loss: nn.Module, label_configs: torch.Tensor, weights: 
 __all__ += ["lpr_population_minimiser"]
 
 
-def lpr_population_minimiser(base: nn.Module, lpr_weight: float, marginals: torch.Tensor,
-                             pair_posteriors: torch.Tensor, max_iter: int = 50,
-                             tolerance: float = 1e-10) -> torch.Tensor:
+def lpr_population_minimiser(
+    base: nn.Module,
+    lpr_weight: float,
+    marginals: torch.Tensor,
+    pair_posteriors: torch.Tensor,
+    max_iter: int = 50,
+    tolerance: float = 1e-10,
+) -> torch.Tensor:
     """The population optimum of base + λ·LPR (Cheng & Vasconcelos, eq. 21) for each image, from its exact
     marginals η (N, T) and pairwise posteriors P(y_s = 1, y_t = 1 | x) (N, T, T); returns ``base.predict_proba`` at
     the minimiser (N, T).
@@ -232,7 +268,9 @@ def lpr_population_minimiser(base: nn.Module, lpr_weight: float, marginals: torc
     pairs = torch.as_tensor(pair_posteriors, dtype=torch.float64)
     n, t = eta.shape
     if pairs.shape != (n, t, t):
-        raise ValueError(f"pair_posteriors must have shape {(n, t, t)} to match the marginals, got {tuple(pairs.shape)}")
+        raise ValueError(
+            f"pair_posteriors must have shape {(n, t, t)} to match the marginals, got {tuple(pairs.shape)}"
+        )
     if t < 2:
         raise ValueError("LPR needs at least two labels")
     one_zero = (eta[:, :, None] - pairs) * (1 - torch.eye(t, dtype=torch.float64))  # P(y_t = 1, y_t' = 0 | x)
@@ -254,7 +292,7 @@ def lpr_population_minimiser(base: nn.Module, lpr_weight: float, marginals: torc
         columns = [torch.autograd.grad(gradient[:, k].sum(), v, retain_graph=k < t - 1)[0] for k in range(t)]
         hessian = torch.stack(columns, dim=2).detach()  # [n, i, k] = ∂²R/∂v_i∂v_k of image n
         step = torch.linalg.solve(hessian, gradient.detach()[..., None])[..., 0]
-        v = (v.detach() - step.clamp(-2.0, 2.0))
+        v = v.detach() - step.clamp(-2.0, 2.0)
         if float(step.abs().max()) < tolerance:
             break
     with torch.no_grad():
@@ -266,8 +304,9 @@ def _log1mexp(log_q: torch.Tensor) -> torch.Tensor:
     return torch.where(log_q > -math.log(2.0), torch.log(-torch.expm1(log_q)), torch.log1p(-torch.exp(log_q)))
 
 
-def pairwise_expected_ldace(logits: torch.Tensor, marginals: torch.Tensor, pair_marginals: torch.Tensor,
-                            diagonal: str = "p_squared") -> torch.Tensor:
+def pairwise_expected_ldace(
+    logits: torch.Tensor, marginals: torch.Tensor, pair_marginals: torch.Tensor, diagonal: str = "p_squared"
+) -> torch.Tensor:
     """E_y[LDACE(v, y) | x] per row (N,), from the first and second moments of y given x alone.
 
     LDACE (Pal et al., ICASSP 2025; ``helpers.losses.LDACE``) is the mean over the upper triangle i ≤ j of
@@ -288,8 +327,9 @@ def pairwise_expected_ldace(logits: torch.Tensor, marginals: torch.Tensor, pair_
     return terms[:, upper].mean(dim=1)
 
 
-def pairwise_risk_minimiser(marginals, pair_marginals, diagonal: str = "p_squared",
-                            max_iter: int = 100) -> JointRiskMinimum:
+def pairwise_risk_minimiser(
+    marginals, pair_marginals, diagonal: str = "p_squared", max_iter: int = 100
+) -> JointRiskMinimum:
     """LDACE's population optimum for each image: argmin_v E_y[LDACE(v, y) | x] (:func:`pairwise_expected_ldace`),
     given η(x) (N, T) and π(x) (N, T, T), e.g. a synthetic set's exact moments. Damped Newton steps with the exact
     (T × T) Hessian of every image (closed form, float64), on the images whose gradient has not vanished yet
@@ -301,8 +341,9 @@ def pairwise_risk_minimiser(marginals, pair_marginals, diagonal: str = "p_square
     eta = torch.as_tensor(marginals, dtype=torch.float64)
     pairs = torch.as_tensor(pair_marginals, dtype=torch.float64)
     if eta.ndim != 2 or pairs.shape != (*eta.shape, eta.shape[1]):
-        raise ValueError(f"marginals must be (N, T) and pair_marginals (N, T, T), got {tuple(eta.shape)} and "
-                         f"{tuple(pairs.shape)}")
+        raise ValueError(
+            f"marginals must be (N, T) and pair_marginals (N, T, T), got {tuple(eta.shape)} and {tuple(pairs.shape)}"
+        )
     if not bool(((eta > 0) & (eta < 1)).all()) or not bool(((pairs >= 0) & (pairs <= 1)).all()):
         raise ValueError("marginals must lie in (0, 1) and pair_marginals in [0, 1]")
 
@@ -325,8 +366,10 @@ def pairwise_risk_minimiser(marginals, pair_marginals, diagonal: str = "p_square
             scale = torch.where(worse[:, None], scale / 2, scale)
         v[active] = x - scale * step
     else:
-        raise RuntimeError(f"pairwise_risk_minimiser: no convergence in {max_iter} Newton steps for "
-                           f"{active.numel()} image(s) (largest gradient {float(grad.abs().max()):.2e})")
+        raise RuntimeError(
+            f"pairwise_risk_minimiser: no convergence in {max_iter} Newton steps for "
+            f"{active.numel()} image(s) (largest gradient {float(grad.abs().max()):.2e})"
+        )
     from helpers.losses import LDACE
 
     with torch.no_grad():
@@ -335,8 +378,9 @@ def pairwise_risk_minimiser(marginals, pair_marginals, diagonal: str = "p_square
     return JointRiskMinimum(logits=v, proba=proba, risk=risk)
 
 
-def _ldace_gradient_and_hessian(v: torch.Tensor, eta: torch.Tensor, pairs: torch.Tensor,
-                                diagonal: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _ldace_gradient_and_hessian(
+    v: torch.Tensor, eta: torch.Tensor, pairs: torch.Tensor, diagonal: str
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Closed-form gradient (N, T) and Hessian (N, T, T) of :func:`pairwise_expected_ldace` in v.
 
     Each term is f(ℓ) = −π ℓ − (1 − π) log(1 − e^ℓ) of ℓ = log q, with f' = (q − π)/(1 − q) and
@@ -350,10 +394,10 @@ def _ldace_gradient_and_hessian(v: torch.Tensor, eta: torch.Tensor, pairs: torch
     target = torch.where(eye, torch.diag_embed(eta), pairs)
     q, one_minus_q = torch.exp(log_q), -torch.expm1(log_q)
     first = (q - target) / one_minus_q
-    second = q * (1.0 - target) / one_minus_q ** 2
+    second = q * (1.0 - target) / one_minus_q**2
     weight = torch.where(eye, torch.full_like(first[0], d), torch.ones_like(first[0]))
     grad_a = (first * weight).sum(dim=2)
-    hess_a = torch.where(eye, torch.diag_embed((second * weight ** 2).sum(dim=2)), second)
+    hess_a = torch.where(eye, torch.diag_embed((second * weight**2).sum(dim=2)), second)
     slope, p = torch.sigmoid(-v), torch.sigmoid(v)
     n_terms = n_labels * (n_labels + 1) / 2
     grad = grad_a * slope / n_terms

@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    import scipy.sparse
 
 __all__ = [
     "count_queries",
@@ -50,15 +54,14 @@ def _check_lengths(n_labels: int, max_length: int) -> None:
 def count_queries(n_labels: int, max_length: int = 5) -> dict[int, int]:
     """Number of queries of each length L = ``|P|`` + ``|N|`` ≤ max_length with ``|P|`` ≥ 1: C(T, L)·(2^L − 1)."""
     _check_lengths(n_labels, max_length)
-    return {length: math.comb(n_labels, length) * (2 ** length - 1)
-            for length in range(1, min(max_length, n_labels) + 1)}
+    return {length: math.comb(n_labels, length) * (2**length - 1) for length in range(1, min(max_length, n_labels) + 1)}
 
 
 def _queries_of_length(n_labels: int, length: int) -> np.ndarray:
     """Every query of one length, (C(T, L)·(2^L − 1), T) int8, ordered by label subset then sign pattern."""
     subsets = np.array(list(itertools.combinations(range(n_labels), length)), dtype=np.int64)
     # sign patterns over the L chosen labels with at least one +1: bit set -> positive
-    codes = np.arange(1, 2 ** length)
+    codes = np.arange(1, 2**length)
     signs = np.where((codes[:, None] >> np.arange(length)[None, :]) & 1, 1, -1).astype(np.int8)
     queries = np.zeros((len(subsets), len(signs), n_labels), dtype=np.int8)
     rows = np.arange(len(subsets))[:, None, None]
@@ -71,10 +74,13 @@ def enumerate_queries(n_labels: int, max_length: int = 5) -> torch.Tensor:
     """All queries with ``|P|`` ≥ 1 and ``|P|`` + ``|N|`` ≤ max_length, shortest first: (Q, T) int8 in {−1, 0, +1}."""
     total = sum(count_queries(n_labels, max_length).values())
     if total > _MAX_ENUMERATED:
-        raise ValueError(f"{total} queries for T = {n_labels}, max_length = {max_length}: too many to enumerate; "
-                         "use sample_queries(..., max_queries=...)")
-    return torch.from_numpy(np.concatenate([_queries_of_length(n_labels, length)
-                                            for length in range(1, min(max_length, n_labels) + 1)]))
+        raise ValueError(
+            f"{total} queries for T = {n_labels}, max_length = {max_length}: too many to enumerate; "
+            "use sample_queries(..., max_queries=...)"
+        )
+    return torch.from_numpy(
+        np.concatenate([_queries_of_length(n_labels, length) for length in range(1, min(max_length, n_labels) + 1)])
+    )
 
 
 def _allocate(counts: dict[int, int], budget: int) -> dict[int, int]:
@@ -104,7 +110,7 @@ def _sample_length(n_labels: int, length: int, size: int, rng: np.random.Generat
     while len(found) < size:
         draw = 2 * (size - len(found)) + 16
         subsets = np.argsort(rng.random((draw, n_labels)), axis=1)[:, :length]
-        codes = rng.integers(1, 2 ** length, size=draw)
+        codes = rng.integers(1, 2**length, size=draw)
         signs = np.where((codes[:, None] >> np.arange(length)[None, :]) & 1, 1, -1).astype(np.int8)
         batch = np.zeros((draw, n_labels), dtype=np.int8)
         np.put_along_axis(batch, subsets, signs, axis=1)
@@ -112,15 +118,15 @@ def _sample_length(n_labels: int, length: int, size: int, rng: np.random.Generat
     return found[rng.permutation(len(found))[:size]]
 
 
-def sample_queries(n_labels: int, max_length: int = 5, max_queries: int | None = None,
-                   seed: int = 0) -> torch.Tensor:
+def sample_queries(n_labels: int, max_length: int = 5, max_queries: int | None = None, seed: int = 0) -> torch.Tensor:
     """The query set of sec. 5.3: every query if there are at most ``max_queries`` (or it is None), otherwise
     ``max_queries`` of them, spread as evenly as possible over the lengths 1..max_length and drawn uniformly
     without replacement within each length (seeded). Shortest first, (Q, T) int8."""
     counts = count_queries(n_labels, max_length)
     total = sum(counts.values())
-    if max_queries is not None and (isinstance(max_queries, bool) or not isinstance(max_queries, int)
-                                    or max_queries < 1):
+    if max_queries is not None and (
+        isinstance(max_queries, bool) or not isinstance(max_queries, int) or max_queries < 1
+    ):
         raise ValueError(f"max_queries must be a positive integer or None, got {max_queries!r}")
     if max_queries is None or max_queries >= total:
         return enumerate_queries(n_labels, max_length)
@@ -152,8 +158,10 @@ def _as_matrix(values, name: str) -> torch.Tensor:
     if not isinstance(values, torch.Tensor):
         values = torch.as_tensor(np.asarray(values))
     if values.ndim != 2:
-        raise ValueError(f"{name} must be (N, T) (images x labels), got shape {tuple(values.shape)}; for a single "
-                         "label pass values[:, None]")
+        raise ValueError(
+            f"{name} must be (N, T) (images x labels), got shape {tuple(values.shape)}; for a single "
+            "label pass values[:, None]"
+        )
     return values
 
 
@@ -161,8 +169,10 @@ def _check_database(labels: torch.Tensor) -> None:
     """A ValueError for a database of no images: every query would have no relevant image and the mAP over none
     is NaN (with a numpy division warning), which a results table would carry on silently."""
     if labels.shape[0] == 0:
-        raise ValueError(f"the retrieval database has no images (labels of shape {tuple(labels.shape)}); mAP ranks "
-                         "images, so it needs at least one: check the split passed as probs and labels")
+        raise ValueError(
+            f"the retrieval database has no images (labels of shape {tuple(labels.shape)}); mAP ranks "
+            "images, so it needs at least one: check the split passed as probs and labels"
+        )
 
 
 def query_log_scores(probs: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
@@ -189,9 +199,15 @@ def _probability_terms(probs: torch.Tensor) -> torch.Tensor:
 def _term_index(queries: torch.Tensor) -> torch.Tensor:
     """(Q, L) rows of the stacked tables: t for a wanted label t, T + t for an unwanted one, 2T as padding."""
     n_labels = queries.shape[1]
-    row = torch.where(queries == 1, torch.arange(n_labels, device=queries.device),
-                      torch.where(queries == -1, n_labels + torch.arange(n_labels, device=queries.device),
-                                  torch.full_like(queries, 2 * n_labels, dtype=torch.long)))
+    row = torch.where(
+        queries == 1,
+        torch.arange(n_labels, device=queries.device),
+        torch.where(
+            queries == -1,
+            n_labels + torch.arange(n_labels, device=queries.device),
+            torch.full_like(queries, 2 * n_labels, dtype=torch.long),
+        ),
+    )
     width = max(1, int((queries != 0).sum(dim=1).max())) if queries.numel() else 1
     return torch.sort(row, dim=1).values[:, :width]  # the padding rows (2T) sort last
 
@@ -240,8 +256,10 @@ def average_precision(scores: torch.Tensor, relevant: torch.Tensor) -> torch.Ten
     one value sort per row and binary searches for the relevant items only (no argsort, no gathers over all N).
     """
     if scores.shape != relevant.shape or scores.ndim != 2:
-        raise ValueError(f"scores and relevant must be matching (Q, N) tensors, got {tuple(scores.shape)} and "
-                         f"{tuple(relevant.shape)}")
+        raise ValueError(
+            f"scores and relevant must be matching (Q, N) tensors, got {tuple(scores.shape)} and "
+            f"{tuple(relevant.shape)}"
+        )
     if bool(torch.isnan(scores).any()):
         raise ValueError("scores contain NaN")
     values = scores.detach().cpu().to(torch.float64).numpy()
@@ -251,7 +269,7 @@ def average_precision(scores: torch.Tensor, relevant: torch.Tensor) -> torch.Ten
     width = max(1, int(n_relevant.max(initial=0)))
     rows, cols = np.nonzero(hits)
     position = np.arange(len(rows)) - np.repeat(np.cumsum(n_relevant) - n_relevant, n_relevant)
-    relevant_scores = np.full((n_rows, width), -np.inf)   # padding: -inf, masked out below
+    relevant_scores = np.full((n_rows, width), -np.inf)  # padding: -inf, masked out below
     relevant_scores[rows, position] = values[rows, cols]
     is_entry = np.zeros((n_rows, width), dtype=bool)
     is_entry[rows, position] = True
@@ -274,9 +292,9 @@ def average_precision(scores: torch.Tensor, relevant: torch.Tensor) -> torch.Ten
 class RetrievalResult:
     """Per-query retrieval results; AP is NaN for queries with no relevant image (left out of every mAP)."""
 
-    queries: torch.Tensor            # (Q, T) int8 signed rows
+    queries: torch.Tensor  # (Q, T) int8 signed rows
     average_precision: torch.Tensor  # (Q,) float64
-    n_relevant: torch.Tensor         # (Q,) int64: relevant database images per query
+    n_relevant: torch.Tensor  # (Q,) int64: relevant database images per query
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -303,15 +321,27 @@ class RetrievalResult:
             at = lengths == length
             evaluated = at & self.evaluated
             n_eval = int(evaluated.sum())
-            rows.append({"length": length, "n_queries": int(at.sum()), "n_evaluated": n_eval,
-                         "n_skipped": int(at.sum()) - n_eval,
-                         "mAP": float(self.average_precision[evaluated].mean()) if n_eval else math.nan})
+            rows.append(
+                {
+                    "length": length,
+                    "n_queries": int(at.sum()),
+                    "n_evaluated": n_eval,
+                    "n_skipped": int(at.sum()) - n_eval,
+                    "mAP": float(self.average_precision[evaluated].mean()) if n_eval else math.nan,
+                }
+            )
         return rows
 
 
-def retrieval_map(probs: torch.Tensor, labels: torch.Tensor, max_length: int = 5, max_queries: int | None = 2000,
-                  seed: int = 0, queries: torch.Tensor | None = None,
-                  chunk_elements: int = 2 ** 22) -> RetrievalResult:
+def retrieval_map(
+    probs: torch.Tensor,
+    labels: torch.Tensor,
+    max_length: int = 5,
+    max_queries: int | None = 2000,
+    seed: int = 0,
+    queries: torch.Tensor | None = None,
+    chunk_elements: int = 2**22,
+) -> RetrievalResult:
     """Score, rank and evaluate every query (sec. 5.3): AP per query against the ground truth, vectorised over
     the database and processed in chunks of queries (``chunk_elements`` bounds the (queries × images) block).
 
@@ -336,14 +366,14 @@ def _evaluate(score_block, labels: torch.Tensor, queries: torch.Tensor, chunk_el
     per_chunk = max(1, chunk_elements // max(1, labels.shape[0]))
     aps, counts = [], []
     for start in range(0, queries.shape[0], per_chunk):
-        block = queries[start:start + per_chunk]
+        block = queries[start : start + per_chunk]
         relevant = _relevance(y, block.to(labels.device))
         aps.append(average_precision(score_block(start, block), relevant).cpu())
         counts.append(relevant.sum(dim=1).cpu())
     return RetrievalResult(queries=queries.cpu(), average_precision=torch.cat(aps), n_relevant=torch.cat(counts))
 
 
-def inclusion_exclusion(queries: torch.Tensor) -> tuple[np.ndarray, "scipy.sparse.csr_matrix"]:
+def inclusion_exclusion(queries: torch.Tensor) -> tuple[np.ndarray, scipy.sparse.csr_matrix]:
     """The exact score of a query, P(y_P = 1, y_N = 0 | x), as a signed sum of "all present" probabilities:
 
         P(y_P = 1, y_N = 0 | x) = Σ_{M ⊆ N} (−1)^{``|M|``} μ_{P ∪ M}(x),   μ_S(x) = P(y_t = 1 ∀ t ∈ S | x).
@@ -372,8 +402,9 @@ def inclusion_exclusion(queries: torch.Tensor) -> tuple[np.ndarray, "scipy.spars
     return unique, coefficients
 
 
-def joint_retrieval_map(subset_probabilities, labels: torch.Tensor, queries: torch.Tensor,
-                        chunk_elements: int = 2 ** 22) -> RetrievalResult:
+def joint_retrieval_map(
+    subset_probabilities, labels: torch.Tensor, queries: torch.Tensor, chunk_elements: int = 2**22
+) -> RetrievalResult:
     """Retrieval ranked by the exact joint query probability P(y_P = 1, y_N = 0 | x) — the ceiling of sec. 5.3 when
     labels are dependent given x — instead of the product of marginals of eq. (22).
 
@@ -388,12 +419,14 @@ def joint_retrieval_map(subset_probabilities, labels: torch.Tensor, queries: tor
     masks, coefficients = inclusion_exclusion(queries)
     moments = np.asarray(subset_probabilities(masks), dtype=np.float64)
     if moments.shape != (labels.shape[0], len(masks)):
-        raise ValueError(f"subset_probabilities returned shape {moments.shape}, expected ({labels.shape[0]}, "
-                         f"{len(masks)}): one row per database image, one column per subset")
+        raise ValueError(
+            f"subset_probabilities returned shape {moments.shape}, expected ({labels.shape[0]}, "
+            f"{len(masks)}): one row per database image, one column per subset"
+        )
     moments_t = np.ascontiguousarray(moments.T)
 
     def score_block(start: int, block: torch.Tensor) -> torch.Tensor:
-        return torch.from_numpy(np.asarray(coefficients[start:start + len(block)] @ moments_t))
+        return torch.from_numpy(np.asarray(coefficients[start : start + len(block)] @ moments_t))
 
     return _evaluate(score_block, labels, queries, chunk_elements)
 
@@ -414,8 +447,9 @@ def format_query(query: torch.Tensor, class_names: Sequence[str]) -> str:
     return " ".join(wanted + unwanted)
 
 
-def compare_per_query(ap_a, ap_b, lengths, n: int = 1000, seed: int = 0, level: float = 0.95,
-                      tie_tolerance: float = 1e-12) -> dict:
+def compare_per_query(
+    ap_a, ap_b, lengths, n: int = 1000, seed: int = 0, level: float = 0.95, tie_tolerance: float = 1e-12
+) -> dict:
     """Paired comparison of two models' retrieval over the same queries, by query length and over all.
 
     ``ap_a`` (S_a, Q) and ``ap_b`` (S_b, Q): per-query AP of each training seed (``RetrievalResult
@@ -435,24 +469,33 @@ def compare_per_query(ap_a, ap_b, lengths, n: int = 1000, seed: int = 0, level: 
     b = torch.as_tensor(ap_b, dtype=torch.float64).reshape(-1, torch.as_tensor(ap_b).shape[-1]).mean(0)
     lengths = torch.as_tensor(lengths)
     if a.shape != b.shape or a.shape != lengths.shape:
-        raise ValueError(f"ap_a, ap_b and lengths must describe the same queries, got {tuple(a.shape)}, "
-                         f"{tuple(b.shape)} and {tuple(lengths.shape)}")
+        raise ValueError(
+            f"ap_a, ap_b and lengths must describe the same queries, got {tuple(a.shape)}, "
+            f"{tuple(b.shape)} and {tuple(lengths.shape)}"
+        )
     if n < 2 or not 0 < level < 1:
         raise ValueError(f"need n >= 2 resamples and 0 < level < 1, got n={n}, level={level}")
     valid = ~(torch.isnan(a) | torch.isnan(b))
     difference, lengths = (a - b)[valid], lengths[valid]
     generator = torch.Generator().manual_seed(seed)
     groups = {int(length): torch.nonzero(lengths == length).squeeze(1) for length in torch.unique(lengths)}
-    resampled = {length: difference[index][torch.randint(len(index), (n, len(index)), generator=generator)]
-                 for length, index in groups.items()}
+    resampled = {
+        length: difference[index][torch.randint(len(index), (n, len(index)), generator=generator)]
+        for length, index in groups.items()
+    }
     tails = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
 
     def row(values: torch.Tensor, replicates: torch.Tensor) -> dict:
         low, high = torch.quantile(replicates, tails).tolist()
-        return {"n_queries": int(values.numel()), "estimate": float(values.mean()), "low": low, "high": high,
-                "higher": float((values > tie_tolerance).double().mean()),
-                "tied": float((values.abs() <= tie_tolerance).double().mean()),
-                "lower": float((values < -tie_tolerance).double().mean())}
+        return {
+            "n_queries": int(values.numel()),
+            "estimate": float(values.mean()),
+            "low": low,
+            "high": high,
+            "higher": float((values > tie_tolerance).double().mean()),
+            "tied": float((values.abs() <= tie_tolerance).double().mean()),
+            "lower": float((values < -tie_tolerance).double().mean()),
+        }
 
     out = {length: row(difference[groups[length]], resampled[length].mean(1)) for length in sorted(groups)}
     out["all"] = row(difference, torch.cat([resampled[length] for length in sorted(groups)], dim=1).mean(1))

@@ -19,8 +19,9 @@ import contextlib
 import functools
 import os
 import textwrap
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 LINE_WIDTH = 110  # notebook outputs keep printed lines under 120 characters (helpers.notebook_outputs.MAX_LINE)
 RETRAIN_COMMAND = "make reference-runs RETRAIN=1"
@@ -87,18 +88,24 @@ def collecting(training_version: Callable[[], str]) -> Iterator[list[RunRecord]]
 
 def summarised(training_version: Callable[[], str]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a suite function so that the runs it loads are summarised in one line (:func:`collecting`)."""
+
     def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             with collecting(training_version):
                 return function(*args, **kwargs)
+
         return wrapper
+
     return decorate
 
 
 def print_summary(records: list[RunRecord], training_version: str) -> None:
-    print(textwrap.fill(summary_line(records, training_version), width=LINE_WIDTH, break_long_words=False,
-                        break_on_hyphens=False))
+    print(
+        textwrap.fill(
+            summary_line(records, training_version), width=LINE_WIDTH, break_long_words=False, break_on_hyphens=False
+        )
+    )
     stale = sum(not record.current for record in records)
     if stale:
         warn_stale(stale, len(records))
@@ -106,12 +113,18 @@ def print_summary(records: list[RunRecord], training_version: str) -> None:
 
 def summary_line(records: list[RunRecord], training_version: str) -> str:
     """The one line that stands for ``records`` (module docstring)."""
-    counts = [f"{count} {SOURCES[source]}" for source in SOURCES
-              if (count := sum(record.source == source for record in records))]
+    counts = [
+        f"{count} {SOURCES[source]}"
+        for source in SOURCES
+        if (count := sum(record.source == source for record in records))
+    ]
     datasets = ", ".join(sorted({record.dataset for record in records}))
     stale = sum(not record.current for record in records)
-    version = (f"training version {training_version}" if not stale else
-               f"{stale} of {len(records)} from older training code (today's: {training_version})")
+    version = (
+        f"training version {training_version}"
+        if not stale
+        else f"{stale} of {len(records)} from older training code (today's: {training_version})"
+    )
     return f"{', '.join(counts)} — {datasets}, {_seeds(records)}, {_how_trained(records)}, {version}"
 
 

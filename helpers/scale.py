@@ -34,9 +34,10 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 ENGINES = ("local", "ray")
 INSTALL_HINT = "pip install -e '.[scale]' (make venv installs it)"
@@ -157,8 +158,9 @@ def _run_file(stored: bool, key: str, dataset: str) -> tuple[Path, str]:
     return experiments.default_cache_dir(), f"{key}-{experiments.training_version()}.pt"
 
 
-def train_named_run(run: RunName, stored_dir: str | None = None, cache_dir: str | None = None,
-                    threads: int = 1) -> dict[str, Any]:
+def train_named_run(
+    run: RunName, stored_dir: str | None = None, cache_dir: str | None = None, threads: int = 1
+) -> dict[str, Any]:
     """Rebuild the run ``run`` names from this node's data and code, train it unless it is already stored here,
     and return its file's bytes and provenance (the body of a Ray task; it also runs without Ray)."""
     import torch
@@ -170,20 +172,33 @@ def train_named_run(run: RunName, stored_dir: str | None = None, cache_dir: str 
         planned = {name.key: plan for name, plan in missing_runs([run.notebook], run.profile, run.knob_dict)}
         if run.key in planned:
             plan = planned[run.key]
-            trained = experiments.train_run(plan.name, plan.loss, plan.bundle, plan.model_name, plan.config,
-                                            stored=plan.stored)
+            trained = experiments.train_run(
+                plan.name, plan.loss, plan.bundle, plan.model_name, plan.config, stored=plan.stored
+            )
             status, seconds, stored, dataset = "trained", trained.seconds, plan.stored, plan.bundle.name
         else:
             status, seconds = "already stored", 0.0
             stored, dataset = _find_stored(run)
         root, relative = _run_file(stored, run.key, dataset)
         if not (root / relative).is_file():
-            raise FileNotFoundError(f"{run.title} was trained on {socket.gethostname()} but not written to "
-                                    f"{root / relative}: the Ray engine returns runs through the store and the run "
-                                    "cache, so unset CALIBMED_NO_CACHE on the nodes")
-        return {"key": run.key, "title": run.title, "status": status, "seconds": seconds, "stored": stored,
-                "file": relative, "payload": (root / relative).read_bytes(), "host": socket.gethostname(),
-                "node": _node_id(), "pid": os.getpid(), "training_version": experiments.training_version()}
+            raise FileNotFoundError(
+                f"{run.title} was trained on {socket.gethostname()} but not written to "
+                f"{root / relative}: the Ray engine returns runs through the store and the run "
+                "cache, so unset CALIBMED_NO_CACHE on the nodes"
+            )
+        return {
+            "key": run.key,
+            "title": run.title,
+            "status": status,
+            "seconds": seconds,
+            "stored": stored,
+            "file": relative,
+            "payload": (root / relative).read_bytes(),
+            "host": socket.gethostname(),
+            "node": _node_id(),
+            "pid": os.getpid(),
+            "training_version": experiments.training_version(),
+        }
 
 
 def _find_stored(run: RunName) -> tuple[bool, str]:
@@ -197,10 +212,12 @@ def _find_stored(run: RunName) -> tuple[bool, str]:
     cached = Path(experiments.default_cache_dir()) / f"{run.key}-{experiments.training_version()}.pt"
     if cached.is_file():
         return False, ""
-    raise LookupError(f"node {socket.gethostname()} does not declare run {run.key} ({run.title}) of {run.notebook}, "
-                      f"profile {run.profile!r}: its data (CALIBMED_DATA_DIR={os.environ.get('CALIBMED_DATA_DIR')}) "
-                      f"or its training code (version {experiments.training_version()}) differ from the driver's. Install the same "
-                      "checkout and the same data on every node")
+    raise LookupError(
+        f"node {socket.gethostname()} does not declare run {run.key} ({run.title}) of {run.notebook}, "
+        f"profile {run.profile!r}: its data (CALIBMED_DATA_DIR={os.environ.get('CALIBMED_DATA_DIR')}) "
+        f"or its training code (version {experiments.training_version()}) differ from the driver's. Install the same "
+        "checkout and the same data on every node"
+    )
 
 
 def _node_id() -> str:
@@ -218,17 +235,28 @@ def keep_run(outcome: Mapping[str, Any], training_version: str) -> str:
     from . import experiments
 
     if outcome["training_version"] != training_version:
-        raise RuntimeError(f"{outcome['title']} was trained on {outcome['host']} with training version "
-                           f"{outcome['training_version']}; this checkout's is {training_version}. Install the same checkout "
-                           "on every node (docs/sweeps.md)")
+        raise RuntimeError(
+            f"{outcome['title']} was trained on {outcome['host']} with training version "
+            f"{outcome['training_version']}; this checkout's is {training_version}. Install the same checkout "
+            "on every node (docs/sweeps.md)"
+        )
     root = experiments.STORED_RUNS_DIR if outcome["stored"] else experiments.default_cache_dir()
     return keep_file(root, outcome["file"], outcome["payload"])
 
 
-def train_declared(notebooks: Sequence[str], profile: str, knobs: Mapping[str, Any], address: str | None = None,
-                   gpus_per_run: float = 0.0, cpus_per_run: int = 1, max_retries: int = 3,
-                   stored_dir: str | None = None, cache_dir: str | None = None, num_cpus: int | None = None,
-                   on_outcome: Callable[[dict[str, Any], int], None] | None = None) -> list[dict[str, Any]]:
+def train_declared(
+    notebooks: Sequence[str],
+    profile: str,
+    knobs: Mapping[str, Any],
+    address: str | None = None,
+    gpus_per_run: float = 0.0,
+    cpus_per_run: int = 1,
+    max_retries: int = 3,
+    stored_dir: str | None = None,
+    cache_dir: str | None = None,
+    num_cpus: int | None = None,
+    on_outcome: Callable[[dict[str, Any], int], None] | None = None,
+) -> list[dict[str, Any]]:
     """Train every run the notebooks declare that is not stored yet as Ray tasks, round after round (LS+ waits
     for its cross-entropy run); return one outcome per task (without the file bytes), in completion order.
 
@@ -239,14 +267,17 @@ def train_declared(notebooks: Sequence[str], profile: str, knobs: Mapping[str, A
     from . import experiments
 
     if os.environ.get("CALIBMED_RETRAIN", "") not in ("", "0"):
-        raise SystemExit("--engine ray trains the runs that are missing; it does not retrain stored runs "
-                         "(CALIBMED_RETRAIN=1): retrain with `make reference-runs RETRAIN=1`, or delete the stored runs "
-                         "to retrain (stored_runs/<dataset>/<key>.npz, runs/cache/) and run --engine ray without it")
+        raise SystemExit(
+            "--engine ray trains the runs that are missing; it does not retrain stored runs "
+            "(CALIBMED_RETRAIN=1): retrain with `make reference-runs RETRAIN=1`, or delete the stored runs "
+            "to retrain (stored_runs/<dataset>/<key>.npz, runs/cache/) and run --engine ray without it"
+        )
     if gpus_per_run < 0 or cpus_per_run < 1:
         raise ValueError(f"--gpus-per-run must be >= 0 and --cpus-per-run >= 1, got {gpus_per_run}, {cpus_per_run}")
     ray = connect(address, num_cpus)
-    task = ray.remote(train_named_run).options(num_cpus=cpus_per_run, num_gpus=gpus_per_run,
-                                               max_retries=max_retries, retry_exceptions=False)
+    task = ray.remote(train_named_run).options(
+        num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=max_retries, retry_exceptions=False
+    )
     outcomes: list[dict[str, Any]] = []
     previous: set[str] = set()
     with store_roots(stored_dir, cache_dir):
@@ -259,8 +290,11 @@ def train_declared(notebooks: Sequence[str], profile: str, knobs: Mapping[str, A
             if keys & previous:
                 raise RuntimeError(f"runs still missing after a round that returned them: {sorted(keys & previous)}")
             previous = keys
-            print(f"{len(missing)} runs to train as Ray tasks ({_resources(ray)}; {gpus_per_run:g} GPU and "
-                  f"{cpus_per_run} CPU per run)", flush=True)
+            print(
+                f"{len(missing)} runs to train as Ray tasks ({_resources(ray)}; {gpus_per_run:g} GPU and "
+                f"{cpus_per_run} CPU per run)",
+                flush=True,
+            )
             pending = {task.remote(name, stored_dir, cache_dir, cpus_per_run): name for name, _ in missing}
             while pending:
                 [done], _ = ray.wait(list(pending), num_returns=1)
@@ -269,8 +303,11 @@ def train_declared(notebooks: Sequence[str], profile: str, knobs: Mapping[str, A
                 outcome["kept"] = keep_run(outcome, code)
                 outcome.pop("payload")
                 outcomes.append(outcome)
-                print(f"[{len(outcomes)}] {outcome['title']}: {outcome['status']} on {outcome['host']} "
-                      f"({outcome['seconds']:.0f} s)", flush=True)
+                print(
+                    f"[{len(outcomes)}] {outcome['title']}: {outcome['status']} on {outcome['host']} "
+                    f"({outcome['seconds']:.0f} s)",
+                    flush=True,
+                )
                 if on_outcome is not None:
                     on_outcome(outcome, len(pending))
 
@@ -339,10 +376,18 @@ def execute_notebook_task(notebook: str, profile: str | None, parameters: Mappin
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run_grid(out: Path, grid: Mapping[str, Sequence[Any]], profile: str | None = None,
-             selection: Sequence[str] | None = None, extra: Mapping[str, Any] | None = None,
-             address: str | None = None, cpus_per_notebook: int = 1, gpus_per_notebook: float = 0.0,
-             max_retries: int = 3, num_cpus: int | None = None) -> list[dict[str, Any]]:
+def run_grid(
+    out: Path,
+    grid: Mapping[str, Sequence[Any]],
+    profile: str | None = None,
+    selection: Sequence[str] | None = None,
+    extra: Mapping[str, Any] | None = None,
+    address: str | None = None,
+    cpus_per_notebook: int = 1,
+    gpus_per_notebook: float = 0.0,
+    max_retries: int = 3,
+    num_cpus: int | None = None,
+) -> list[dict[str, Any]]:
     """Execute every selected notebook at every grid point as Ray tasks into ``out/<point>/`` (executed copies,
     results JSON, summary as ``python -m helpers.course run`` writes them), write ``out/summary.md`` and
     ``out/summary.json`` over all points, and check every point (``course check``). Returns one row per point."""
@@ -358,12 +403,16 @@ def run_grid(out: Path, grid: Mapping[str, Sequence[Any]], profile: str | None =
         (folder / "notebooks").mkdir(parents=True, exist_ok=True)
         (folder / "results").mkdir(parents=True, exist_ok=True)
     ray = connect(address, num_cpus)
-    task = ray.remote(execute_notebook_task).options(num_cpus=cpus_per_notebook, num_gpus=gpus_per_notebook,
-                                                     max_retries=max_retries, retry_exceptions=False)
+    task = ray.remote(execute_notebook_task).options(
+        num_cpus=cpus_per_notebook, num_gpus=gpus_per_notebook, max_retries=max_retries, retry_exceptions=False
+    )
     started_at = time.time()
     print(f"{len(points)} grid points x {len(notebooks)} notebooks as Ray tasks ({_resources(ray)})", flush=True)
-    pending = {task.remote(notebook.stem, profile, {**(extra or {}), **point}): (index, notebook)
-               for index, point in enumerate(points) for notebook in notebooks}
+    pending = {
+        task.remote(notebook.stem, profile, {**(extra or {}), **point}): (index, notebook)
+        for index, point in enumerate(points)
+        for notebook in notebooks
+    }
     rows: dict[int, dict[str, dict[str, Any]]] = {index: {} for index in range(len(points))}
     while pending:
         [done], _ = ray.wait(list(pending), num_returns=1)
@@ -371,11 +420,15 @@ def run_grid(out: Path, grid: Mapping[str, Sequence[Any]], profile: str | None =
         result = ray.get(done)
         for relative, payload in result["files"].items():
             write_bytes_atomically(folders[index] / relative, payload)
-        row = dict(result["row"], results=str(folders[index] / "results" / f"{notebook.stem}.json"),
-                   host=result["host"])
+        row = dict(
+            result["row"], results=str(folders[index] / "results" / f"{notebook.stem}.json"), host=result["host"]
+        )
         rows[index][notebook.stem] = row
-        print(f"{folders[index].name:30s} {notebook.stem:45s} {row['status']:7s} {row['seconds']:7.1f} s "
-              f"on {row['host']}" + (f"  {row['error']}" if row["error"] else ""), flush=True)
+        print(
+            f"{folders[index].name:30s} {notebook.stem:45s} {row['status']:7s} {row['seconds']:7.1f} s "
+            f"on {row['host']}" + (f"  {row['error']}" if row["error"] else ""),
+            flush=True,
+        )
     summary = []
     for index, point in enumerate(points):
         ordered = [rows[index][notebook.stem] for notebook in notebooks]
@@ -398,12 +451,23 @@ def run_grid(out: Path, grid: Mapping[str, Sequence[Any]], profile: str | None =
 def _write_sweep_summary(out: Path, summary: list[dict[str, Any]], profile: str | None, started_at: float) -> None:
     from .course import write_atomically
 
-    write_atomically(out / "summary.json", json.dumps(
-        {"profile": profile or "notebook defaults", "started_at": started_at, "engine": "ray", "points": summary},
-        indent=2))
-    lines = [f"# CalibMed sweep — profile: {profile or 'notebook defaults'}, {len(summary)} grid points", "",
-             "| grid point | notebook | status | seconds | host |", "|---|---|---|---|---|"]
-    lines += [f"| {entry['folder']} | {row['notebook']} | {row['status']} | {row['seconds']} | {row['host']} |"
-              for entry in summary for row in entry["notebooks"]]
+    write_atomically(
+        out / "summary.json",
+        json.dumps(
+            {"profile": profile or "notebook defaults", "started_at": started_at, "engine": "ray", "points": summary},
+            indent=2,
+        ),
+    )
+    lines = [
+        f"# CalibMed sweep — profile: {profile or 'notebook defaults'}, {len(summary)} grid points",
+        "",
+        "| grid point | notebook | status | seconds | host |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {entry['folder']} | {row['notebook']} | {row['status']} | {row['seconds']} | {row['host']} |"
+        for entry in summary
+        for row in entry["notebooks"]
+    ]
     write_atomically(out / "summary.md", "\n".join(lines) + "\n")
     print(f"sweep summary: {out / 'summary.md'}")

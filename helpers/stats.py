@@ -21,7 +21,8 @@ would exclude 0 by chance at the nominal level.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -30,23 +31,66 @@ import torch
 from helpers import metrics
 from helpers.metrics import PairedBootstrapResult
 
-__all__ = ["seed_summary", "seed_summaries", "paired_differences", "summary_table", "difference_table",
-           "DifferenceTable", "difference_record", "HIGHER_IS_BETTER", "PERCENT_METRICS"]
+__all__ = [
+    "seed_summary",
+    "seed_summaries",
+    "paired_differences",
+    "summary_table",
+    "difference_table",
+    "DifferenceTable",
+    "difference_record",
+    "HIGHER_IS_BETTER",
+    "PERCENT_METRICS",
+]
 
 #: direction of every metric name the course's tables use (True: higher is better)
 HIGHER_IS_BETTER: dict[str, bool] = {
-    **dict.fromkeys(["accuracy", "auroc_ovr", "macro_f1", "cohen_kappa", "jaccard", "melanoma_recall",
-                     "macro_auroc", "map_per_class", "map_per_example"], True),
-    **dict.fromkeys(["ece", "smooth_ece", "adaptive_ece", "classwise_ece", "debiased_ece",
-                     "average_calibration_error", "mce", "nll", "brier", "multilabel_ece", "multilabel_ece_per_label",
-                     "multilabel_smooth_ece", "multilabel_average_calibration_error",
-                     "multilabel_average_calibration_error_per_label", "multilabel_mce", "multilabel_brier",
-                     "multilabel_nll", "hamming_loss", "true_rms"], False),
+    **dict.fromkeys(
+        [
+            "accuracy",
+            "auroc_ovr",
+            "macro_f1",
+            "cohen_kappa",
+            "jaccard",
+            "melanoma_recall",
+            "macro_auroc",
+            "map_per_class",
+            "map_per_example",
+        ],
+        True,
+    ),
+    **dict.fromkeys(
+        [
+            "ece",
+            "smooth_ece",
+            "adaptive_ece",
+            "classwise_ece",
+            "debiased_ece",
+            "average_calibration_error",
+            "mce",
+            "nll",
+            "brier",
+            "multilabel_ece",
+            "multilabel_ece_per_label",
+            "multilabel_smooth_ece",
+            "multilabel_average_calibration_error",
+            "multilabel_average_calibration_error_per_label",
+            "multilabel_mce",
+            "multilabel_brier",
+            "multilabel_nll",
+            "hamming_loss",
+            "true_rms",
+        ],
+        False,
+    ),
 }
 
 #: metrics shown in percent (× 100) in the tables; the others (NLL, Brier, κ) as they are
-PERCENT_METRICS = frozenset(name for name in HIGHER_IS_BETTER
-                            if name not in {"nll", "multilabel_nll", "brier", "multilabel_brier", "cohen_kappa"})
+PERCENT_METRICS = frozenset(
+    name
+    for name in HIGHER_IS_BETTER
+    if name not in {"nll", "multilabel_nll", "brier", "multilabel_brier", "cohen_kappa"}
+)
 
 
 def seed_summary(values: Sequence[float]) -> dict[str, Any]:
@@ -56,8 +100,10 @@ def seed_summary(values: Sequence[float]) -> dict[str, Any]:
         raise ValueError("seed_summary needs at least one value (one per training seed)")
     undefined = [s for s, v in enumerate(per_seed) if not math.isfinite(v)]
     if undefined:
-        raise ValueError(f"seed_summary: the values of seed position(s) {undefined} are not finite ({per_seed}); "
-                         "the metric is undefined there: drop it from the table or fix the model")
+        raise ValueError(
+            f"seed_summary: the values of seed position(s) {undefined} are not finite ({per_seed}); "
+            "the metric is undefined there: drop it from the table or fix the model"
+        )
     sd = float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else None
     return {"per_seed": per_seed, "mean": float(np.mean(per_seed)), "sd": sd}
 
@@ -66,16 +112,23 @@ def _target(targets: Mapping[str, Any] | None, metric_name: str, labels: Any) ->
     return (targets or {}).get(metric_name, labels)
 
 
-def seed_summaries(probs_by_model: Mapping[str, Sequence[Any]], labels: Any,
-                   metric_fns: Mapping[str, Callable[..., float]],
-                   targets: Mapping[str, Any] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+def seed_summaries(
+    probs_by_model: Mapping[str, Sequence[Any]],
+    labels: Any,
+    metric_fns: Mapping[str, Callable[..., float]],
+    targets: Mapping[str, Any] | None = None,
+) -> dict[str, dict[str, dict[str, Any]]]:
     """{model: {metric: seed_summary([metric(probs_s, labels) for each seed s])}} -- the "models" block of a
     results JSON. ``probs_by_model[model]`` is a list with one probability tensor per training seed (a model without
     seeds, such as the Bayes model, is a list of one). ``targets`` replaces ``labels`` for the named metrics (e.g.
     the exact posteriors for ``true_rms``)."""
-    return {model: {name: seed_summary([fn(p, _target(targets, name, labels)) for p in _as_list(probs, model)])
-                    for name, fn in metric_fns.items()}
-            for model, probs in probs_by_model.items()}
+    return {
+        model: {
+            name: seed_summary([fn(p, _target(targets, name, labels)) for p in _as_list(probs, model)])
+            for name, fn in metric_fns.items()
+        }
+        for model, probs in probs_by_model.items()
+    }
 
 
 def _as_list(probs: Any, model: str) -> list[Any]:
@@ -86,10 +139,16 @@ def _as_list(probs: Any, model: str) -> list[Any]:
     return [probs]
 
 
-def paired_differences(probs_by_model: Mapping[str, Sequence[Any]], labels: Any,
-                       metric_fns: Mapping[str, Callable[..., float]], reference: str, n: int = 1000, seed: int = 0,
-                       targets: Mapping[str, Any] | None = None,
-                       n_by_metric: Mapping[str, int] | None = None) -> dict[str, dict[str, PairedBootstrapResult]]:
+def paired_differences(
+    probs_by_model: Mapping[str, Sequence[Any]],
+    labels: Any,
+    metric_fns: Mapping[str, Callable[..., float]],
+    reference: str,
+    n: int = 1000,
+    seed: int = 0,
+    targets: Mapping[str, Any] | None = None,
+    n_by_metric: Mapping[str, int] | None = None,
+) -> dict[str, dict[str, PairedBootstrapResult]]:
     """{model: {metric: paired_bootstrap(metric, model's seeds, reference's seeds)}} for every model but the
     reference. The same ``seed`` gives every comparison the same resamples. ``n_by_metric`` overrides ``n`` for
     slow metrics without a weighted form (e.g. {"smooth_ece": 200}: relplot takes ~30 ms per call)."""
@@ -97,21 +156,38 @@ def paired_differences(probs_by_model: Mapping[str, Sequence[Any]], labels: Any,
         raise ValueError(f"reference model {reference!r} is not among the models {list(probs_by_model)}")
     reference_probs = _as_list(probs_by_model[reference], reference)
     n_by_metric = n_by_metric or {}
-    return {model: {name: metrics.paired_bootstrap(fn, _as_list(probs, model), reference_probs,
-                                                   _target(targets, name, labels), n=n_by_metric.get(name, n),
-                                                   seed=seed)
-                    for name, fn in metric_fns.items()}
-            for model, probs in probs_by_model.items() if model != reference}
+    return {
+        model: {
+            name: metrics.paired_bootstrap(
+                fn,
+                _as_list(probs, model),
+                reference_probs,
+                _target(targets, name, labels),
+                n=n_by_metric.get(name, n),
+                seed=seed,
+            )
+            for name, fn in metric_fns.items()
+        }
+        for model, probs in probs_by_model.items()
+        if model != reference
+    }
 
 
 def difference_record(result: PairedBootstrapResult) -> dict[str, Any]:
     """A JSON-ready dict of one paired difference (estimate, interval, level, resamples, degenerate resamples)."""
-    return {"estimate": result.estimate, "low": result.low, "high": result.high, "level": result.level,
-            "n_resamples": int(result.samples.numel()), "n_degenerate": result.n_degenerate}
+    return {
+        "estimate": result.estimate,
+        "low": result.low,
+        "high": result.high,
+        "level": result.level,
+        "n_resamples": int(result.samples.numel()),
+        "n_degenerate": result.n_degenerate,
+    }
 
 
-def _scale_and_digits(metric_name: str, scale: Mapping[str, float] | None,
-                      digits: Mapping[str, int] | None) -> tuple[float, int, str]:
+def _scale_and_digits(
+    metric_name: str, scale: Mapping[str, float] | None, digits: Mapping[str, int] | None
+) -> tuple[float, int, str]:
     """(multiplier, decimals, column header) of one metric."""
     percent = metric_name in PERCENT_METRICS
     factor = (scale or {}).get(metric_name, 100.0 if percent else 1.0)
@@ -127,8 +203,12 @@ def _metric_names(rows: Mapping[str, Mapping[str, Any]], columns: Sequence[str] 
     return list(next(iter(rows.values())))
 
 
-def summary_table(summaries: Mapping[str, Mapping[str, Any]], columns: Sequence[str] | None = None,
-                  scale: Mapping[str, float] | None = None, digits: Mapping[str, int] | None = None) -> pd.DataFrame:
+def summary_table(
+    summaries: Mapping[str, Mapping[str, Any]],
+    columns: Sequence[str] | None = None,
+    scale: Mapping[str, float] | None = None,
+    digits: Mapping[str, int] | None = None,
+) -> pd.DataFrame:
     """Rows = models, columns = metrics, cells "mean ± sd" over training seeds ("mean" alone for one seed).
 
     ``summaries`` is {model: {metric: seed_summary dict, or the list of per-seed values}} (:func:`seed_summaries`).
@@ -166,10 +246,14 @@ def _verdict(result: PairedBootstrapResult, higher_is_better: bool) -> str:
     return "beats" if (result.low > 0) == higher_is_better else "worse"
 
 
-def difference_table(differences: Mapping[str, Mapping[str, PairedBootstrapResult]], reference: str,
-                     columns: Sequence[str] | None = None, higher_is_better: Mapping[str, bool] | None = None,
-                     scale: Mapping[str, float] | None = None,
-                     digits: Mapping[str, int] | None = None) -> DifferenceTable:
+def difference_table(
+    differences: Mapping[str, Mapping[str, PairedBootstrapResult]],
+    reference: str,
+    columns: Sequence[str] | None = None,
+    higher_is_better: Mapping[str, bool] | None = None,
+    scale: Mapping[str, float] | None = None,
+    digits: Mapping[str, int] | None = None,
+) -> DifferenceTable:
     """Rows = models, columns = metrics, cells "Δ [low, high]" of (model − reference), suffixed "beats" or "worse"
     where the interval excludes 0 (better or worse in the metric's direction, :data:`HIGHER_IS_BETTER`, overridden
     by ``higher_is_better``). ``differences`` comes from :func:`paired_differences`; scaling as in
@@ -188,8 +272,10 @@ def difference_table(differences: Mapping[str, Mapping[str, PairedBootstrapResul
             result = row[name]
             verdict = _verdict(result, directions[name])
             n_flagged += bool(verdict)
-            cell = (f"{factor * result.estimate:+.{decimals}f} "
-                    f"[{factor * result.low:+.{decimals}f}, {factor * result.high:+.{decimals}f}]")
+            cell = (
+                f"{factor * result.estimate:+.{decimals}f} "
+                f"[{factor * result.low:+.{decimals}f}, {factor * result.high:+.{decimals}f}]"
+            )
             cells.append(f"{cell} {verdict}" if verdict else cell)
             n_resamples[name] = int(result.samples.numel())
             levels.add(result.level)
@@ -200,11 +286,13 @@ def difference_table(differences: Mapping[str, Mapping[str, PairedBootstrapResul
     most = max(set(n_resamples.values()), key=list(n_resamples.values()).count)
     exceptions = ", ".join(f"{name}: {count}" for name, count in n_resamples.items() if count != most)
     level = ", ".join(f"{100 * value:g} %" for value in sorted(levels))
-    note = (f"Δ = model − {reference}, mean over training seeds; {level} paired bootstrap intervals over the test "
-            f"set (n = {most} resamples{f'; {exceptions}' if exceptions else ''}; each resample is shared by both "
-            f"models and every seed). \"beats\"/\"worse\": the interval excludes 0 — {n_flagged} of {n_comparisons} "
-            f"comparisons, no correction for multiple comparisons (with no real difference about "
-            f"{(1 - min(levels)) * n_comparisons:.1f} would exclude 0 by chance).")
+    note = (
+        f"Δ = model − {reference}, mean over training seeds; {level} paired bootstrap intervals over the test "
+        f"set (n = {most} resamples{f'; {exceptions}' if exceptions else ''}; each resample is shared by both "
+        f'models and every seed). "beats"/"worse": the interval excludes 0 — {n_flagged} of {n_comparisons} '
+        f"comparisons, no correction for multiple comparisons (with no real difference about "
+        f"{(1 - min(levels)) * n_comparisons:.1f} would exclude 0 by chance)."
+    )
     if degenerate:
         note += " Resamples left out (metric undefined): " + ", ".join(f"{k} {v}" for k, v in degenerate.items()) + "."
     frame = pd.DataFrame(table, index=pd.Index(list(differences), name=f"vs {reference}"))
@@ -223,8 +311,9 @@ def _resample_indices(n_rows: int, n: int, seed: int, device: torch.device) -> t
     return torch.randint(n_rows, (n, n_rows), generator=generator).to(device)
 
 
-def resampled_metric(metric: Callable[..., float], probs: Sequence[Any], labels: Any, n: int = 1000,
-                     seed: int = 0) -> tuple[float, torch.Tensor]:
+def resampled_metric(
+    metric: Callable[..., float], probs: Sequence[Any], labels: Any, n: int = 1000, seed: int = 0
+) -> tuple[float, torch.Tensor]:
     """(mean over seeds of metric on the full test set, (n,) mean over seeds of metric on each resample).
 
     The resamples are exactly those of :func:`helpers.metrics.paired_bootstrap` with the same ``n`` and ``seed``,
@@ -241,8 +330,9 @@ def resampled_metric(metric: Callable[..., float], probs: Sequence[Any], labels:
     y = y.to(per_seed[0].device)
     full = [float(metric(p, y)) for p in per_seed]
     if any(math.isnan(v) for v in full):
-        raise ValueError(f"{getattr(metric, '__name__', metric)} is undefined (NaN) on the full test set for some "
-                         f"seed: {full}")
+        raise ValueError(
+            f"{getattr(metric, '__name__', metric)} is undefined (NaN) on the full test set for some seed: {full}"
+        )
     indices = _resample_indices(y.shape[0], n, seed, y.device)
     with metrics._one_cpu_thread():
         evaluators = [metrics.weighted_evaluator(metric, p, y) for p in per_seed]
@@ -250,21 +340,28 @@ def resampled_metric(metric: Callable[..., float], probs: Sequence[Any], labels:
             chunk = max(1, min(n, metrics._CHUNK_ENTRIES // y.shape[0]))
             values = []
             for start in range(0, n, chunk):
-                rows = indices[start:start + chunk]
+                rows = indices[start : start + chunk]
                 weights = torch.zeros(rows.shape, dtype=torch.float64, device=rows.device)
                 weights.scatter_add_(1, rows, torch.ones(1, dtype=torch.float64, device=rows.device).expand_as(rows))
                 values.append(torch.stack([evaluate(weights) for evaluate in evaluators]).mean(0))
             resampled = torch.cat(values).cpu()
         else:
-            resampled = torch.tensor([np.mean([metrics._metric_or_nan(metric, p[index], y[index]) for p in per_seed])
-                                      for index in indices], dtype=torch.float64)
+            resampled = torch.tensor(
+                [np.mean([metrics._metric_or_nan(metric, p[index], y[index]) for p in per_seed]) for index in indices],
+                dtype=torch.float64,
+            )
     return float(np.mean(full)), resampled
 
 
-def paired_comparisons(probs_by_model: Mapping[str, Sequence[Any]], labels: Any,
-                       metric_fns: Mapping[str, Callable[..., float]], pairs: Sequence[tuple[str, str]],
-                       n: int = 1000, seed: int = 0,
-                       level: float = 0.95) -> dict[tuple[str, str], dict[str, PairedBootstrapResult]]:
+def paired_comparisons(
+    probs_by_model: Mapping[str, Sequence[Any]],
+    labels: Any,
+    metric_fns: Mapping[str, Callable[..., float]],
+    pairs: Sequence[tuple[str, str]],
+    n: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[tuple[str, str], dict[str, PairedBootstrapResult]]:
     """{(model, reference): {metric: paired bootstrap of model − reference}} for every pair in ``pairs``.
 
     Equal, result by result, to :func:`helpers.metrics.paired_bootstrap` (and so to :func:`paired_differences`)
@@ -282,8 +379,10 @@ def paired_comparisons(probs_by_model: Mapping[str, Sequence[Any]], labels: Any,
     tails = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
     results: dict[tuple[str, str], dict[str, PairedBootstrapResult]] = {tuple(pair): {} for pair in pairs}
     for metric_name, fn in metric_fns.items():
-        values = {model: resampled_metric(fn, _as_list(probs_by_model[model], model), labels, n=n, seed=seed)
-                  for model in needed}
+        values = {
+            model: resampled_metric(fn, _as_list(probs_by_model[model], model), labels, n=n, seed=seed)
+            for model in needed
+        }
         for model, reference in pairs:
             (full_a, samples_a), (full_b, samples_b) = values[model], values[reference]
             samples = samples_a - samples_b
@@ -292,6 +391,12 @@ def paired_comparisons(probs_by_model: Mapping[str, Sequence[Any]], labels: Any,
                 raise ValueError(f"{metric_name} is undefined on every resample for {model} vs {reference}")
             low, high = torch.quantile(valid, tails).tolist()
             results[(model, reference)][metric_name] = PairedBootstrapResult(
-                full_a - full_b, low, high, level, samples, len(_as_list(probs_by_model[model], model)),
-                len(_as_list(probs_by_model[reference], reference)))
+                full_a - full_b,
+                low,
+                high,
+                level,
+                samples,
+                len(_as_list(probs_by_model[model], model)),
+                len(_as_list(probs_by_model[reference], reference)),
+            )
     return results

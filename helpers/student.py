@@ -96,8 +96,10 @@ def check_exercise_layout(nb: dict, name: str = "notebook") -> None:
             raise ExerciseFormatError(f"{name}, cell {index}: tagged both 'solution' and 'check'; split it in two")
         if SOLUTION_TAG in tags and cell["cell_type"] == "code":
             if pending is not None:
-                raise ExerciseFormatError(f"{name}, cell {pending}: a code solution with no cell tagged 'check' "
-                                          "after it (before the next solution)")
+                raise ExerciseFormatError(
+                    f"{name}, cell {pending}: a code solution with no cell tagged 'check' "
+                    "after it (before the next solution)"
+                )
             pending = index
         elif CHECK_TAG in tags:
             if cell["cell_type"] != "code":
@@ -141,8 +143,9 @@ def write_student_versions(notebooks: list[Path], out: Path) -> list[tuple[Path,
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m helpers.student", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.student", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("notebooks", nargs="*", type=Path, help="instructor notebooks (default: notebooks/*.ipynb)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "build" / "student", help="default: build/student")
     args = parser.parse_args(argv)

@@ -23,15 +23,26 @@ import contextlib
 import io
 import os
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import torch
 from torch import nn
 
 from . import course, data, experiments, models, run_log
-from .losses import (DCA, FLSD53, MDCA, CrossEntropy, FocalLoss, LabelSmoothing, LSPlus, MbLS,
-                     class_accuracy_from_predictions, class_frequencies)
+from .losses import (
+    DCA,
+    FLSD53,
+    MDCA,
+    CrossEntropy,
+    FocalLoss,
+    LabelSmoothing,
+    LSPlus,
+    MbLS,
+    class_accuracy_from_predictions,
+    class_frequencies,
+)
 
 RECIPE_NAMES = tuple(experiments.RECIPES)
 #: the multi-class losses of notebooks 02–06, in table order; display names carry their hyper-parameters
@@ -52,8 +63,7 @@ def recipe_epochs(cfg: Any, recipe: str) -> int:
     return cfg.epochs if recipe == "well-regularised" else cfg.overfit_epochs
 
 
-def _train(cfg: Any, name: str, loss: nn.Module, bundle: Any, model: str,
-           config: Any) -> experiments.TrainedRun:
+def _train(cfg: Any, name: str, loss: nn.Module, bundle: Any, model: str, config: Any) -> experiments.TrainedRun:
     return experiments.train_run(name, loss, bundle, model, config, stored=is_stored(cfg))
 
 
@@ -72,8 +82,15 @@ def recipe_model(cfg: Any, recipe: str) -> str:
 
 
 def _recipe_config(cfg: Any, recipe: str, seed: int, **overrides: Any):
-    return experiments.recipe_config(recipe, epochs=recipe_epochs(cfg, recipe), lr=cfg.lr,
-                                     batch_size=cfg.batch_size, seed=seed, device=cfg.device, **overrides)
+    return experiments.recipe_config(
+        recipe,
+        epochs=recipe_epochs(cfg, recipe),
+        lr=cfg.lr,
+        batch_size=cfg.batch_size,
+        seed=seed,
+        device=cfg.device,
+        **overrides,
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -82,14 +99,19 @@ def _recipe_config(cfg: Any, recipe: str, seed: int, **overrides: Any):
 
 def multiclass_loss_name(name: str, cfg: Any) -> str:
     """The display name of a course loss, with its hyper-parameters (``"focal γ=3"``)."""
-    labels = {"LS": f"LS α={cfg.extra.get('alpha', 0):g}", "focal": f"focal γ={cfg.extra.get('gamma', 0):g}",
-              "MbLS": f"MbLS m={cfg.extra.get('margin', 0):g}", "DCA": f"DCA β={cfg.extra.get('dca_beta', 0):g}",
-              "MDCA": f"MDCA β={cfg.extra.get('mdca_beta', 0):g}"}
+    labels = {
+        "LS": f"LS α={cfg.extra.get('alpha', 0):g}",
+        "focal": f"focal γ={cfg.extra.get('gamma', 0):g}",
+        "MbLS": f"MbLS m={cfg.extra.get('margin', 0):g}",
+        "DCA": f"DCA β={cfg.extra.get('dca_beta', 0):g}",
+        "MDCA": f"MDCA β={cfg.extra.get('mdca_beta', 0):g}",
+    }
     return labels.get(name, name)
 
 
-def _make_multiclass_loss(name: str, cfg: Any, bundle: Any, model: str, lsplus_accuracy: torch.Tensor | None,
-                          seed: int) -> nn.Module:
+def _make_multiclass_loss(
+    name: str, cfg: Any, bundle: Any, model: str, lsplus_accuracy: torch.Tensor | None, seed: int
+) -> nn.Module:
     if name == "cross-entropy":
         return CrossEntropy()
     if name == "LS":
@@ -114,8 +136,9 @@ def _make_multiclass_loss(name: str, cfg: Any, bundle: Any, model: str, lsplus_a
 def _ccl_loss(cfg: Any, bundle: Any, model: str, lr_ccl: float, seed: int) -> nn.Module:
     from .cclnet import CCLNetLoss
 
-    feature_dim = models.build_model(model, bundle.n_channels, bundle.n_classes,
-                                     image_size=bundle.image_size).feature_dim
+    feature_dim = models.build_model(
+        model, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size
+    ).feature_dim
     torch.manual_seed(seed)  # the head's initialisation is part of the run (and of its key)
     return CCLNetLoss(feature_dim, bundle.n_classes, lr_ccl=lr_ccl, optimizer=cfg.ccl_optimizer)
 
@@ -126,8 +149,9 @@ summarised = run_log.summarised(lambda: experiments.training_version())
 
 
 @summarised
-def multiclass_runs(cfg: Any, bundle: Any, losses: Iterable[str] = MULTICLASS_LOSSES,
-                    recipes: Iterable[str] = RECIPE_NAMES) -> dict[RunKey, experiments.TrainedRun]:
+def multiclass_runs(
+    cfg: Any, bundle: Any, losses: Iterable[str] = MULTICLASS_LOSSES, recipes: Iterable[str] = RECIPE_NAMES
+) -> dict[RunKey, experiments.TrainedRun]:
     """Every (recipe, loss, seed) run of the course's multi-class comparison.
 
     LS+ needs a cross-entropy model's per-class validation accuracy (LS+ Algorithm 1, line 2): it comes from the
@@ -145,9 +169,18 @@ def multiclass_runs(cfg: Any, bundle: Any, losses: Iterable[str] = MULTICLASS_LO
                 if name == "LS+" and ce.source == "planned":
                     continue  # declared once its cross-entropy run exists (helpers.suites.train_declared)
                 display = multiclass_loss_name(name, cfg)
-                runs[(recipe, display, seed)] = ce if name == "cross-entropy" else _train(
-                    cfg, f"{display}, {recipe}, seed {seed}",
-                    _make_multiclass_loss(name, cfg, bundle, model, accuracy, seed), bundle, model, config)
+                runs[(recipe, display, seed)] = (
+                    ce
+                    if name == "cross-entropy"
+                    else _train(
+                        cfg,
+                        f"{display}, {recipe}, seed {seed}",
+                        _make_multiclass_loss(name, cfg, bundle, model, accuracy, seed),
+                        bundle,
+                        model,
+                        config,
+                    )
+                )
     return runs
 
 
@@ -160,8 +193,14 @@ def margin_sweep_runs(cfg: Any, bundle: Any) -> dict[tuple[float, int], experime
     for seed in seeds_of(cfg):
         config = _recipe_config(cfg, recipe, seed)
         for margin in cfg.sweep_margins:
-            runs[(float(margin), seed)] = _train(cfg, f"MbLS m={margin:g}, {recipe}, seed {seed}",
-                                                 MbLS(margin=margin, lam=cfg.mbls_lambda), bundle, model, config)
+            runs[(float(margin), seed)] = _train(
+                cfg,
+                f"MbLS m={margin:g}, {recipe}, seed {seed}",
+                MbLS(margin=margin, lam=cfg.mbls_lambda),
+                bundle,
+                model,
+                config,
+            )
     return runs
 
 
@@ -176,16 +215,27 @@ def ccl_sweep_runs(cfg: Any, bundle: Any) -> dict[tuple[str, int], experiments.T
     for seed in seeds_of(cfg):
         config = _recipe_config(cfg, recipe, seed)
         for rate in cfg.sweep_lr_ccl:
-            runs[(f"CCL-Net lr={rate:g}", seed)] = _train(cfg, f"CCL-Net lr={rate:g}, {recipe}, seed {seed}",
-                                                         _ccl_loss(cfg, bundle, model, rate, seed), bundle, model,
-                                                         config)
+            runs[(f"CCL-Net lr={rate:g}", seed)] = _train(
+                cfg,
+                f"CCL-Net lr={rate:g}, {recipe}, seed {seed}",
+                _ccl_loss(cfg, bundle, model, rate, seed),
+                bundle,
+                model,
+                config,
+            )
         for eps in cfg.smoothing_epsilons:
             eps = round(float(eps), 4)
-            runs[(f"LSR-u ε={eps:g}", seed)] = _train(cfg, f"LSR-u ε={eps:g}, {recipe}, seed {seed}",
-                                                      LabelSmoothing(eps), bundle, model, config)
-            runs[(f"LSR-a ε={eps:g}", seed)] = _train(cfg, f"LSR-a ε={eps:g}, {recipe}, seed {seed}",
-                                                      LabelSmoothing(eps, prior=prior / prior.sum()), bundle, model,
-                                                      config)
+            runs[(f"LSR-u ε={eps:g}", seed)] = _train(
+                cfg, f"LSR-u ε={eps:g}, {recipe}, seed {seed}", LabelSmoothing(eps), bundle, model, config
+            )
+            runs[(f"LSR-a ε={eps:g}", seed)] = _train(
+                cfg,
+                f"LSR-a ε={eps:g}, {recipe}, seed {seed}",
+                LabelSmoothing(eps, prior=prior / prior.sum()),
+                bundle,
+                model,
+                config,
+            )
     return runs
 
 
@@ -194,10 +244,17 @@ def synthetic_ccl_runs(cfg: Any, synthetic: Any) -> dict[int, experiments.Traine
     """Notebook 05: CCL-Net on the synthetic DermaMNIST-like set (whose true class similarity is known)."""
     recipe = cfg.sweep_recipe
     model = recipe_model(cfg, recipe)
-    return {seed: _train(cfg, f"CCL-Net lr={cfg.synthetic_lr_ccl:g}, {recipe}, {synthetic.name}, seed {seed}",
-                         _ccl_loss(cfg, synthetic, model, cfg.synthetic_lr_ccl, seed), synthetic, model,
-                         _recipe_config(cfg, recipe, seed))
-            for seed in seeds_of(cfg)}
+    return {
+        seed: _train(
+            cfg,
+            f"CCL-Net lr={cfg.synthetic_lr_ccl:g}, {recipe}, {synthetic.name}, seed {seed}",
+            _ccl_loss(cfg, synthetic, model, cfg.synthetic_lr_ccl, seed),
+            synthetic,
+            model,
+            _recipe_config(cfg, recipe, seed),
+        )
+        for seed in seeds_of(cfg)
+    }
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -223,8 +280,9 @@ def multilabel_runs(cfg: Any, bundle: Any, losses: Iterable[str]) -> dict[tuple[
 
 
 def load_bundle(cfg: Any, name: str | None = None) -> Any:
-    return data.load_dataset(name or cfg.dataset, image_size=cfg.image_size, data_dir=cfg.data_dir,
-                             max_train=cfg.max_train, seed=cfg.seed)
+    return data.load_dataset(
+        name or cfg.dataset, image_size=cfg.image_size, data_dir=cfg.data_dir, max_train=cfg.max_train, seed=cfg.seed
+    )
 
 
 def _declare_multiclass(losses: Iterable[str] = MULTICLASS_LOSSES) -> Callable[[Any], None]:
@@ -253,8 +311,10 @@ def spa_lpr_runs(cfg: Any, bundles: dict[str, Any]) -> dict[str, dict[tuple[str,
     """Notebook 08: the runs of :data:`SPA_LPR_LOSSES` among ``cfg.losses`` on ``bundles["coupled"]`` and among
     ``cfg.independent_losses`` on ``bundles["independent"]`` (when that set is configured)."""
     lists = {"coupled": cfg.losses, "independent": cfg.extra.get("independent_losses", [])}
-    return {variant: multilabel_runs(cfg, bundle, [name for name in lists[variant] if name in SPA_LPR_LOSSES])
-            for variant, bundle in bundles.items()}
+    return {
+        variant: multilabel_runs(cfg, bundle, [name for name in lists[variant] if name in SPA_LPR_LOSSES])
+        for variant, bundle in bundles.items()
+    }
 
 
 def _declare_08(cfg: Any) -> None:
@@ -279,8 +339,9 @@ def selected_losses(cfg: Any, wanted: Iterable[str], key: str = "losses") -> lis
 def _declare_09(cfg: Any) -> None:
     multilabel_runs(cfg, load_bundle(cfg), selected_losses(cfg, LDACE_LOSSES))
     if cfg.extra.get("independent_dataset"):
-        multilabel_runs(cfg, load_bundle(cfg, cfg.independent_dataset),
-                        selected_losses(cfg, LDACE_LOSSES, "independent_losses"))
+        multilabel_runs(
+            cfg, load_bundle(cfg, cfg.independent_dataset), selected_losses(cfg, LDACE_LOSSES, "independent_losses")
+        )
 
 
 def _declare_10(cfg: Any) -> None:
@@ -332,12 +393,15 @@ _pending: list[experiments.PlannedRun] = []
 def _train_planned(index: int) -> tuple[str, float]:
     planned = _pending[index]
     torch.set_num_threads(int(os.environ.get("CALIBMED_SUITE_THREADS", "1")))
-    run = experiments.train_run(planned.name, planned.loss, planned.bundle, planned.model_name, planned.config,
-                                stored=planned.stored)
+    run = experiments.train_run(
+        planned.name, planned.loss, planned.bundle, planned.model_name, planned.config, stored=planned.stored
+    )
     target = experiments.stored_run_path(planned.bundle, planned.key)
     if planned.stored and not target.is_file():  # train_run warned and went on; this command exists to store runs
-        raise OSError(f"{planned.name}: trained, but its stored run {target} could not be written (see the warning "
-                      "above); make stored_runs/ writable and run the command again")
+        raise OSError(
+            f"{planned.name}: trained, but its stored run {target} could not be written (see the warning "
+            "above); make stored_runs/ writable and run the command again"
+        )
     return planned.name, run.seconds
 
 
@@ -381,15 +445,24 @@ def stored_run_records(root: Any = None) -> list[dict[str, Any]]:
         meta = experiments.read_stored_meta(path)  # a DamagedRunError naming the file when unreadable
         definition = meta["definition"]
         try:
-            records.append({"dataset": definition["dataset"], "model": definition["model"],
-                            "epochs": int(definition["config"]["epochs"]),
-                            "n_train": int(definition["split_sizes"]["train"]),
-                            "schedule": definition["config"]["schedule"], "name": meta["name"],
-                            "device": meta.get("device", ""), "seconds": float(meta["seconds"]),
-                            "key": path.stem, "current": experiments.is_current(meta)})
+            records.append(
+                {
+                    "dataset": definition["dataset"],
+                    "model": definition["model"],
+                    "epochs": int(definition["config"]["epochs"]),
+                    "n_train": int(definition["split_sizes"]["train"]),
+                    "schedule": definition["config"]["schedule"],
+                    "name": meta["name"],
+                    "device": meta.get("device", ""),
+                    "seconds": float(meta["seconds"]),
+                    "key": path.stem,
+                    "current": experiments.is_current(meta),
+                }
+            )
         except (ValueError, KeyError, TypeError) as error:
-            raise experiments.DamagedRunError(f"{path}: cannot read this stored run's metadata "
-                                              f"({type(error).__name__}: {error})") from error
+            raise experiments.DamagedRunError(
+                f"{path}: cannot read this stored run's metadata ({type(error).__name__}: {error})"
+            ) from error
     return sorted(records, key=lambda r: (r["dataset"], r["model"], r["name"]))
 
 
@@ -398,34 +471,51 @@ def report_runs_of_older_code(root: Any = None) -> None:
     these are runs no notebook declares any more (an LS+ run's key follows its retrained cross-entropy run)."""
     older = [record for record in stored_run_records(root) if not record["current"]]
     if older:
-        print(f"{len(older)} stored run(s) of older training code remain; after a complete RETRAIN=1 no notebook "
-              "declares them (git rm them):")
+        print(
+            f"{len(older)} stored run(s) of older training code remain; after a complete RETRAIN=1 no notebook "
+            "declares them (git rm them):"
+        )
         for record in older:
             print(f"  stored_runs/{record['dataset']}/{record['key']}.npz  ({record['name']})")
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     """``--engine ray`` and its options (helpers/scale.py; Ray is the optional extra ``scale``)."""
-    parser.add_argument("--engine", choices=("local", "ray"), default="local",
-                        help="local: this process (or --workers forked processes); ray: every run a Ray task")
-    parser.add_argument("--address", default=None,
-                        help="Ray cluster to join: auto (the one `ray start` runs here) or HOST:PORT; default: a "
-                             "local Ray on this machine")
+    parser.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="local: this process (or --workers forked processes); ray: every run a Ray task",
+    )
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="Ray cluster to join: auto (the one `ray start` runs here) or HOST:PORT; default: a "
+        "local Ray on this machine",
+    )
     parser.add_argument("--gpus-per-run", type=float, default=0.0, help="GPU share of each Ray task (0.0625: 16 a GPU)")
     parser.add_argument("--cpus-per-run", type=int, default=1, help="CPUs (and torch threads) of each Ray task")
 
 
 def check_engine_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse Ray options without ``--engine ray`` (they would be ignored without a word)."""
-    given = [flag for flag, value in (("--address", args.address), ("--gpus-per-run", args.gpus_per_run),
-                                      ("--cpus-per-run", args.cpus_per_run != 1)) if value]
+    given = [
+        flag
+        for flag, value in (
+            ("--address", args.address),
+            ("--gpus-per-run", args.gpus_per_run),
+            ("--cpus-per-run", args.cpus_per_run != 1),
+        )
+        if value
+    ]
     if args.engine != "ray" and given:
         parser.error(f"{', '.join(given)} only apply with --engine ray")
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m helpers.suites", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.suites", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("command", choices=("train", "list"))
     parser.add_argument("--profile", default="reference", choices=course.PROFILE_NAMES)
     parser.add_argument("--notebooks", nargs="*", default=None, help="prefixes such as 02 03 (default: all)")
@@ -450,8 +540,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.engine == "ray":
         from . import scale
 
-        outcomes = scale.train_declared(notebooks, args.profile, knobs, address=args.address,
-                                        gpus_per_run=args.gpus_per_run, cpus_per_run=args.cpus_per_run)
+        outcomes = scale.train_declared(
+            notebooks,
+            args.profile,
+            knobs,
+            address=args.address,
+            gpus_per_run=args.gpus_per_run,
+            cpus_per_run=args.cpus_per_run,
+        )
         count = sum(outcome["status"] == "trained" for outcome in outcomes)
     else:
         count = train_declared(notebooks, args.profile, knobs, args.workers)

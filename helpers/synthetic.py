@@ -66,9 +66,9 @@ import functools
 import io
 import os
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from medmnist import INFO
@@ -95,10 +95,10 @@ DERMA_TRAIN_COUNTS = np.array([228, 359, 769, 80, 779, 4693, 99])
 DERMA_PRIOR = DERMA_TRAIN_COUNTS / DERMA_TRAIN_COUNTS.sum()
 #: designed look-alike pairs: each pair shares its main pattern and differs by a fainter component
 DERMA_SIMILAR_PAIRS: tuple[tuple[int, int], ...] = ((0, 2), (1, 3), (4, 5))  # akiec~bkl, bcc~df, mel~nv
-DERMA_BETA = 3.0            # beta_k in (1), the same for all classes
-DERMA_NOISE = 0.08          # white noise std on the [0, 1] scale, per pixel and channel
+DERMA_BETA = 3.0  # beta_k in (1), the same for all classes
+DERMA_NOISE = 0.08  # white noise std on the [0, 1] scale, per pixel and channel
 DERMA_AMPLITUDE = (0.2, 1.4)  # lesion strength, uniform: faint lesions are ambiguous
-DERMA_MAX_SHIFT = 2         # lesion centre jitter, pixels in each direction (25 positions)
+DERMA_MAX_SHIFT = 2  # lesion centre jitter, pixels in each direction (25 positions)
 DERMA_SKIN = np.array([0.80, 0.60, 0.50])
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -191,15 +191,16 @@ class PlacedTemplates:
         scale = self.beta[self.group]
         with _one_blas_thread():
             for lo in range(0, len(flat), _CHUNK):
-                scores = (flat[lo:lo + _CHUNK].astype(np.float64) / 255.0) @ self.columns * scale
+                scores = (flat[lo : lo + _CHUNK].astype(np.float64) / 255.0) @ self.columns * scale
                 peak = np.maximum.reduceat(scores, starts, axis=1)
                 total = np.add.reduceat(np.exp(scores - peak[:, self.group]), starts, axis=1)
-                out[lo:lo + _CHUNK] = peak + np.log(total / counts)
+                out[lo : lo + _CHUNK] = peak + np.log(total / counts)
         return out
 
 
-def _build_bank(patterns: list[np.ndarray], placements: list[list[tuple[int, int]]],
-                beta: np.ndarray) -> tuple[PlacedTemplates, np.ndarray]:
+def _build_bank(
+    patterns: list[np.ndarray], placements: list[list[tuple[int, int]]], beta: np.ndarray
+) -> tuple[PlacedTemplates, np.ndarray]:
     """Zero-mean (per channel) templates rolled to each placement; returns the bank and the rolled raw patterns."""
     columns, raw, group = [], [], []
     for index, (pattern, shifts) in enumerate(zip(patterns, placements)):
@@ -243,7 +244,7 @@ def _inverse_cdf(probs: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------------------------
 def _configs(n: int) -> np.ndarray:
     """All 2^n binary vectors (2^n, n); bit t of the row index is label t."""
-    return ((np.arange(2 ** n)[:, None] >> np.arange(n)[None, :]) & 1).astype(np.float64)
+    return ((np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1).astype(np.float64)
 
 
 class _Enumerator:
@@ -277,12 +278,12 @@ class _Enumerator:
         return fields
 
     def _halves(self, fields: np.ndarray):
-        log_a = fields[:, :self.n_a] @ self.y_a.T + self.q_a
-        log_b = fields[:, self.n_a:] @ self.y_b.T + self.q_b
+        log_a = fields[:, : self.n_a] @ self.y_a.T + self.q_a
+        log_b = fields[:, self.n_a :] @ self.y_b.T + self.q_b
         max_a, max_b = log_a.max(axis=1, keepdims=True), log_b.max(axis=1, keepdims=True)
         m_a, m_b = np.exp(log_a - max_a), np.exp(log_b - max_b)
-        through_b = m_b @ self.cross.T           # sum_b K[a, b] M_B[b]
-        through_a = m_a @ self.cross             # sum_a M_A[a] K[a, b]
+        through_b = m_b @ self.cross.T  # sum_b K[a, b] M_B[b]
+        through_a = m_a @ self.cross  # sum_a M_A[a] K[a, b]
         z = (m_a * through_b).sum(axis=1)
         log_z = np.log(z) + max_a[:, 0] + max_b[:, 0] + self.log_cross_max
         return m_a, m_b, through_a, through_b, z, log_z
@@ -298,11 +299,11 @@ class _Enumerator:
         moment = np.zeros((n_labels, n_labels))
         with _one_blas_thread():
             for lo in range(0, len(fields), _CHUNK):
-                m_a, m_b, through_a, through_b, z, log_z[lo:lo + _CHUNK] = self._halves(fields[lo:lo + _CHUNK])
-                p_a = m_a * through_b / z[:, None]   # P(y_A = a | h)
-                p_b = m_b * through_a / z[:, None]   # P(y_B = b | h)
-                marginals[lo:lo + _CHUNK, :n_a] = p_a @ self.y_a
-                marginals[lo:lo + _CHUNK, n_a:] = p_b @ self.y_b
+                m_a, m_b, through_a, through_b, z, log_z[lo : lo + _CHUNK] = self._halves(fields[lo : lo + _CHUNK])
+                p_a = m_a * through_b / z[:, None]  # P(y_A = a | h)
+                p_b = m_b * through_a / z[:, None]  # P(y_B = b | h)
+                marginals[lo : lo + _CHUNK, :n_a] = p_a @ self.y_a
+                marginals[lo : lo + _CHUNK, n_a:] = p_b @ self.y_b
                 if second_moment:
                     moment[:n_a, :n_a] += self.y_a.T @ (self.y_a * p_a.sum(axis=0)[:, None])
                     moment[n_a:, n_a:] += self.y_b.T @ (self.y_b * p_b.sum(axis=0)[:, None])
@@ -326,8 +327,9 @@ class _Enumerator:
                 m_a, m_b, through_a, through_b, z, log_z[rows] = self._halves(fields[rows])
                 w_a = m_a / z[:, None]
                 pairs[rows, :n_a, :n_a] = ((w_a * through_b) @ outer_a).reshape(-1, n_a, n_a)
-                pairs[rows, n_a:, n_a:] = ((m_b * through_a / z[:, None]) @ outer_b).reshape(-1, n_labels - n_a,
-                                                                                          n_labels - n_a)
+                pairs[rows, n_a:, n_a:] = ((m_b * through_a / z[:, None]) @ outer_b).reshape(
+                    -1, n_labels - n_a, n_labels - n_a
+                )
                 for s in range(n_a):
                     pairs[rows, s, n_a:] = (((w_a * self.y_a[:, s]) @ self.cross) * m_b) @ self.y_b
                 mean_joint += w_a.T @ m_b
@@ -343,9 +345,11 @@ class _Enumerator:
         image, every term non-negative (no cancellation)."""
         fields = self._check(fields)
         masks = np.asarray(masks, dtype=np.int64).reshape(-1)
-        if masks.size and (masks.min() < 0 or masks.max() >= 2 ** self.n_labels):
-            raise ValueError(f"masks must be label bitmasks in [0, 2^{self.n_labels}), got {masks.min()}..{masks.max()}")
-        low = masks & (2 ** self.n_a - 1)
+        if masks.size and (masks.min() < 0 or masks.max() >= 2**self.n_labels):
+            raise ValueError(
+                f"masks must be label bitmasks in [0, 2^{self.n_labels}), got {masks.min()}..{masks.max()}"
+            )
+        low = masks & (2**self.n_a - 1)
         high = masks >> self.n_a
         rows_a, where_a = np.unique(low, return_inverse=True)
         cols_b, where_b = np.unique(high, return_inverse=True)
@@ -358,8 +362,8 @@ class _Enumerator:
             for lo in range(0, len(fields), chunk):
                 rows = slice(lo, lo + chunk)
                 m_a, m_b, _, _, z, _ = self._halves(fields[rows])
-                through_b = self.cross @ (m_b[:, :, None] * superset_b[None])          # (n, 2^n_a, S_B)
-                table = superset_a.T @ ((m_a / z[:, None])[:, :, None] * through_b)   # (n, S_A, S_B)
+                through_b = self.cross @ (m_b[:, :, None] * superset_b[None])  # (n, 2^n_a, S_B)
+                table = superset_a.T @ ((m_a / z[:, None])[:, :, None] * through_b)  # (n, S_A, S_B)
                 out[rows] = table[:, where_a, where_b]
         return out
 
@@ -373,13 +377,13 @@ class _Enumerator:
 
     def _sample(self, fields: np.ndarray, uniforms: np.ndarray, labels: np.ndarray) -> np.ndarray:
         for lo in range(0, len(fields), _CHUNK):
-            m_a, m_b, _, through_b, _, _ = self._halves(fields[lo:lo + _CHUNK])
+            m_a, m_b, _, through_b, _, _ = self._halves(fields[lo : lo + _CHUNK])
             p_a = m_a * through_b
-            a = _inverse_cdf(p_a / p_a.sum(axis=1, keepdims=True), uniforms[lo:lo + _CHUNK, 0])
+            a = _inverse_cdf(p_a / p_a.sum(axis=1, keepdims=True), uniforms[lo : lo + _CHUNK, 0])
             p_b = m_b * self.cross[a]
-            b = _inverse_cdf(p_b / p_b.sum(axis=1, keepdims=True), uniforms[lo:lo + _CHUNK, 1])
-            labels[lo:lo + _CHUNK, :self.n_a] = self.y_a[a]
-            labels[lo:lo + _CHUNK, self.n_a:] = self.y_b[b]
+            b = _inverse_cdf(p_b / p_b.sum(axis=1, keepdims=True), uniforms[lo : lo + _CHUNK, 1])
+            labels[lo : lo + _CHUNK, : self.n_a] = self.y_a[a]
+            labels[lo : lo + _CHUNK, self.n_a :] = self.y_b[b]
         return labels
 
 
@@ -438,7 +442,7 @@ def _derma_lesions() -> list[np.ndarray]:
         return (1.0 / (1.0 + np.exp(-(radius - r) / soft)))[..., None]
 
     def ring(radius: float, width: float = 1.0) -> np.ndarray:
-        return np.exp(-(r - radius) ** 2 / (2 * width ** 2))[..., None]
+        return np.exp(-((r - radius) ** 2) / (2 * width**2))[..., None]
 
     def rgb(*values: float) -> np.ndarray:
         return np.array(values)[None, None, :]
@@ -448,12 +452,12 @@ def _derma_lesions() -> list[np.ndarray]:
     brown_disk = rgb(-0.30, -0.32, -0.28) * disk(4.0)
     return [
         tan_annulus + rgb(0.02, -0.16, -0.10) * ring(6.5, 0.8),  # akiec: bkl-like annulus, redder and scaly
-        pearly_centre + rgb(-0.02, -0.18, -0.10) * ring(4.0),   # bcc: pearly centre, pink-red ring
-        tan_annulus,                                            # bkl: light tan annulus (waxy, lighter centre)
-        pearly_centre + rgb(-0.16, -0.20, -0.20) * ring(4.0),   # df: pearly centre, brown ring
+        pearly_centre + rgb(-0.02, -0.18, -0.10) * ring(4.0),  # bcc: pearly centre, pink-red ring
+        tan_annulus,  # bkl: light tan annulus (waxy, lighter centre)
+        pearly_centre + rgb(-0.16, -0.20, -0.20) * ring(4.0),  # df: pearly centre, brown ring
         brown_disk + rgb(-0.14, -0.12, -0.06) * ring(4.8, 0.9),  # mel: nv-like disk with a dark blue-grey rim
-        brown_disk,                                             # nv: regular brown disk
-        rgb(0.06, -0.50, -0.12) * disk(3.0),                   # vasc: small red-purple disk
+        brown_disk,  # nv: regular brown disk
+        rgb(0.06, -0.50, -0.12) * disk(3.0),  # vasc: small red-purple disk
     ]
 
 
@@ -462,9 +466,9 @@ class SyntheticDermaModel:
     """The DermaMNIST-like generator and its exact posterior, eqs. (1)-(2)."""
 
     bank: PlacedTemplates
-    placed_lesions: np.ndarray   # (K * n_shifts, 28, 28, 3) raw lesion patterns at each position
+    placed_lesions: np.ndarray  # (K * n_shifts, 28, 28, 3) raw lesion patterns at each position
     n_shifts: int
-    bias: np.ndarray             # b_k of eq. (2)
+    bias: np.ndarray  # b_k of eq. (2)
 
     n_classes = 7
 
@@ -496,8 +500,9 @@ class SyntheticDermaModel:
         return _inverse_cdf(posteriors, rng.random(len(posteriors))).astype(np.int64)
 
 
-def _newton_minimise(objective: Callable[[np.ndarray], tuple[float, np.ndarray, np.ndarray]], start: np.ndarray,
-                     what: str) -> np.ndarray:
+def _newton_minimise(
+    objective: Callable[[np.ndarray], tuple[float, np.ndarray, np.ndarray]], start: np.ndarray, what: str
+) -> np.ndarray:
     """Damped Newton for a smooth convex objective returning (value, gradient, Hessian); stops at ``|grad|`` < 1e-12."""
     point = start
     value, gradient, hessian = objective(point)
@@ -516,6 +521,7 @@ def _newton_minimise(objective: Callable[[np.ndarray], tuple[float, np.ndarray, 
 
 def _fit_multiclass_bias(features: np.ndarray, prior: np.ndarray) -> np.ndarray:
     """b minimising mean_n logsumexp(F_n + b) - prior·b (convex): at the optimum mean_n softmax(F_n + b) = prior."""
+
     def objective(bias: np.ndarray):
         logits = features + bias
         probs = softmax(logits, axis=1)
@@ -531,8 +537,11 @@ def _fit_multiclass_bias(features: np.ndarray, prior: np.ndarray) -> np.ndarray:
 @functools.lru_cache(maxsize=1)
 def _derma_model_and_reference() -> tuple[SyntheticDermaModel, dict[str, np.ndarray]]:
     lesions = _derma_lesions()
-    shifts = [(dy, dx) for dy in range(-DERMA_MAX_SHIFT, DERMA_MAX_SHIFT + 1)
-              for dx in range(-DERMA_MAX_SHIFT, DERMA_MAX_SHIFT + 1)]
+    shifts = [
+        (dy, dx)
+        for dy in range(-DERMA_MAX_SHIFT, DERMA_MAX_SHIFT + 1)
+        for dx in range(-DERMA_MAX_SHIFT, DERMA_MAX_SHIFT + 1)
+    ]
     bank, placed = _build_bank(lesions, [shifts] * len(lesions), np.full(len(lesions), DERMA_BETA))
     model = SyntheticDermaModel(bank, placed, len(shifts), np.zeros(len(lesions)))
     rng = np.random.default_rng(_REFERENCE_SEED)
@@ -557,8 +566,9 @@ def derma_model() -> SyntheticDermaModel:
     return _derma_model_and_reference()[0]
 
 
-def make_synthetic_dermamnist(n_train: int = 7007, n_val: int = 1003, n_test: int = 2005,
-                              seed: int = 0) -> SyntheticDataset:
+def make_synthetic_dermamnist(
+    n_train: int = 7007, n_val: int = 1003, n_test: int = 2005, seed: int = 0
+) -> SyntheticDataset:
     """DermaMNIST-like set: 28x28 RGB, 7 classes with DermaMNIST's imbalance, exact posteriors P(k | x).
 
     Classes (medmnist's order akiec, bcc, bkl, df, mel, nv, vasc) are lesions on skin; the look-alike pairs
@@ -576,8 +586,15 @@ def make_synthetic_dermamnist(n_train: int = 7007, n_val: int = 1003, n_test: in
         images = model.sample_images(n, rng)
         posteriors = model.posterior(images)
         splits.append(SyntheticSplit(images, model.sample_labels(posteriors, rng), posteriors))
-    return SyntheticDataset("synthetic_dermamnist", MULTI_CLASS, "dermamnist", list(DERMA_CLASS_NAMES), *splits,
-                            seed=seed, ground_truth={k: v.copy() for k, v in reference.items()})
+    return SyntheticDataset(
+        "synthetic_dermamnist",
+        MULTI_CLASS,
+        "dermamnist",
+        list(DERMA_CLASS_NAMES),
+        *splits,
+        seed=seed,
+        ground_truth={k: v.copy() for k, v in reference.items()},
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -604,7 +621,7 @@ def _chest_findings() -> list[tuple[np.ndarray, list[tuple[int, int]], float, fl
 
     def gauss(dy: float, dx: float, sy: float, sx: float | None = None) -> np.ndarray:
         sx = sy if sx is None else sx
-        return np.exp(-((yy - cy0 - dy) ** 2 / (2 * sy ** 2) + (xx - cx0 - dx) ** 2 / (2 * sx ** 2)))
+        return np.exp(-((yy - cy0 - dy) ** 2 / (2 * sy**2) + (xx - cx0 - dx) ** 2 / (2 * sx**2)))
 
     def ellipse(ry: float, rx: float) -> np.ndarray:
         d = np.sqrt(((yy - cy0) / ry) ** 2 + ((xx - cx0) / rx) ** 2)
@@ -624,20 +641,20 @@ def _chest_findings() -> list[tuple[np.ndarray, list[tuple[int, int]], float, fl
     lungs_both = -(np.roll(ellipse(8, 4.2), (-2, -6), axis=(0, 1)) + np.roll(ellipse(8, 4.2), (-2, 5), axis=(0, 1)))
     # name order follows CHEST_FINDINGS; amplitude on the [0, 1] scale; beta tuned for Bayes AUROC ~0.75-0.9
     return [
-        (gauss(0, 0, 0.8, 2.5), middle, 0.25, 2.6),                                   # atelectasis: plate-like band
-        (ellipse(6.2, 7.2) - ellipse(5, 5.5), at([(18.5, 15)]), 0.18, 1.6),           # cardiomegaly: enlarged border
-        (gauss(0, 0, 1.6, 2.2), at([(22, c) for c in (5, 7, 20, 22)]), 0.30, 1.6),    # effusion: costophrenic angles
-        (gauss(0, 0, 3.0), lungs, 0.15, 1.2),                                        # infiltration: diffuse haze
-        (gauss(0, 0, 2.0), upper, 0.30, 1.7),                                        # mass
-        (gauss(0, 0, 0.9), lungs, 0.45, 5.0),                                        # nodule: small spot
-        (gauss(0, 0, 2.5), lower, 0.20, 0.7),                                        # pneumonia: patchy haze
+        (gauss(0, 0, 0.8, 2.5), middle, 0.25, 2.6),  # atelectasis: plate-like band
+        (ellipse(6.2, 7.2) - ellipse(5, 5.5), at([(18.5, 15)]), 0.18, 1.6),  # cardiomegaly: enlarged border
+        (gauss(0, 0, 1.6, 2.2), at([(22, c) for c in (5, 7, 20, 22)]), 0.30, 1.6),  # effusion: costophrenic angles
+        (gauss(0, 0, 3.0), lungs, 0.15, 1.2),  # infiltration: diffuse haze
+        (gauss(0, 0, 2.0), upper, 0.30, 1.7),  # mass
+        (gauss(0, 0, 0.9), lungs, 0.45, 5.0),  # nodule: small spot
+        (gauss(0, 0, 2.5), lower, 0.20, 0.7),  # pneumonia: patchy haze
         (-gauss(0, 0, 2.0, 1.5), at([(r, c) for r in (5, 7) for c in (5, 7, 20, 22)]), 0.30, 2.6),  # pneumothorax
-        (gauss(0, 0, 1.6, 2.2), lower, 0.30, 2.0),                                   # consolidation: dense patch
+        (gauss(0, 0, 1.6, 2.2), lower, 0.30, 2.0),  # consolidation: dense patch
         (gauss(0, -4, 2.5, 2.0) + gauss(0, 4, 2.5, 2.0), at([(12, 14)]), 0.15, 1.0),  # edema: perihilar butterfly
-        (lungs_both, [(0, 0)], 0.08, 0.9),                                           # emphysema: hyperlucent lungs
+        (lungs_both, [(0, 0)], 0.08, 0.9),  # emphysema: hyperlucent lungs
         (gauss(-1.5, 0, 2.5, 0.6) + gauss(1.5, 0, 2.5, 0.6), periphery, 0.30, 1.4),  # fibrosis: peripheral streaks
         (gauss(0, 0, 3.0, 0.7), at([(r, c) for r in (9, 12, 15) for c in (3, 24)]), 0.30, 2.7),  # pleural thickening
-        (gauss(0, 0, 1.8), at([(20, 14)]), 0.30, 2.0),                               # hernia: retrocardiac mass
+        (gauss(0, 0, 1.8), at([(20, 14)]), 0.30, 2.0),  # hernia: retrocardiac mass
     ]
 
 
@@ -652,14 +669,14 @@ class SyntheticChestModel:
 
     variant: str
     bank: PlacedTemplates
-    placed_findings: np.ndarray   # (M, 28, 28) raw finding patterns at each allowed position
-    amplitude: np.ndarray         # (T,)
-    couplings: np.ndarray         # J (T, T) of the posterior (zero for the independent variant)
-    offsets: np.ndarray           # c_t
-    mixing: np.ndarray            # (T, T): h(x) = offsets + mixing @ phi(x); the identity for the coupled variant
-    latent_fields: np.ndarray     # fields of the image-free latent model that draws which findings are drawn in
+    placed_findings: np.ndarray  # (M, 28, 28) raw finding patterns at each allowed position
+    amplitude: np.ndarray  # (T,)
+    couplings: np.ndarray  # J (T, T) of the posterior (zero for the independent variant)
+    offsets: np.ndarray  # c_t
+    mixing: np.ndarray  # (T, T): h(x) = offsets + mixing @ phi(x); the identity for the coupled variant
+    latent_fields: np.ndarray  # fields of the image-free latent model that draws which findings are drawn in
     latent_couplings: np.ndarray  # couplings of that latent model
-    anatomy: np.ndarray           # (28, 28)
+    anatomy: np.ndarray  # (28, 28)
 
     n_labels = 14
 
@@ -680,8 +697,9 @@ class SyntheticChestModel:
     def sample_latent(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """n exact draws (n, 14) bool of the findings drawn into the images, from the latent pairwise model."""
         all_configs = _configs(self.n_labels)
-        energy = all_configs @ self.latent_fields + 0.5 * np.einsum("ci,ij,cj->c", all_configs,
-                                                                      self.latent_couplings, all_configs)
+        energy = all_configs @ self.latent_fields + 0.5 * np.einsum(
+            "ci,ij,cj->c", all_configs, self.latent_couplings, all_configs
+        )
         return all_configs[rng.choice(len(all_configs), size=n, p=softmax(energy))].astype(bool)
 
     def sample_images(self, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -728,8 +746,9 @@ def _unpack_pairwise(theta: np.ndarray, n_labels: int) -> tuple[np.ndarray, np.n
     return theta[:n_labels].copy(), couplings + couplings.T
 
 
-def fit_pairwise_moments(features: np.ndarray, cooccurrence: np.ndarray,
-                         start: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def fit_pairwise_moments(
+    features: np.ndarray, cooccurrence: np.ndarray, start: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Offsets c and couplings J of eq. (3) whose population moments equal ``cooccurrence`` exactly:
 
         (1/N) sum_n P(y_t = 1 | x_n) = C[t, t]   and   (1/N) sum_n P(y_s = 1, y_t = 1 | x_n) = C[s, t],
@@ -810,11 +829,13 @@ def fit_independent_posterior(features: np.ndarray, cooccurrence: np.ndarray) ->
 
     def jacobian(p: np.ndarray) -> np.ndarray:
         slope = p * (1 - p)
-        d_offset = slope.T @ p / n                                                           # mean σ'_u σ_t
+        d_offset = slope.T @ p / n  # mean σ'_u σ_t
         d_weight = np.stack([(slope[:, u, None] * p).T @ centred for u in range(n_labels)]) / n  # σ'_u σ_t phi_k
         eye = np.eye(n_labels)
-        rows = [np.r_[eye[t] * slope[:, t].mean(), (eye[t][:, None] * (slope[:, t] @ centred / n))[off_diagonal]]
-                for t in range(n_labels)]
+        rows = [
+            np.r_[eye[t] * slope[:, t].mean(), (eye[t][:, None] * (slope[:, t] @ centred / n))[off_diagonal]]
+            for t in range(n_labels)
+        ]
         for s, t in zip(first, second):  # the pair (s, t) depends on rows s and t of (c, W)
             grad_offset, grad_weight = np.zeros(n_labels), np.zeros((n_labels, n_labels))
             grad_offset[s], grad_offset[t] = d_offset[s, t], d_offset[t, s]
@@ -839,8 +860,10 @@ def fit_independent_posterior(features: np.ndarray, cooccurrence: np.ndarray) ->
                     break
                 step = step / 2
             theta, p, error = theta - step, trial_p, trial_error
-    raise RuntimeError(f"fitting the independent chest posterior did not converge: largest scaled moment error "
-                       f"{np.abs(error).max():.2e}")
+    raise RuntimeError(
+        f"fitting the independent chest posterior did not converge: largest scaled moment error "
+        f"{np.abs(error).max():.2e}"
+    )
 
 
 def chest_real_statistics() -> dict[str, np.ndarray]:
@@ -853,8 +876,9 @@ def chest_real_statistics() -> dict[str, np.ndarray]:
 def _chest_bank() -> tuple[PlacedTemplates, np.ndarray]:
     """The chest findings' template bank (eq. 1) and placed patterns: fixed, no fitting involved."""
     findings = _chest_findings()
-    return _build_bank([p[..., None] for p, *_ in findings], [s for _, s, _, _ in findings],
-                       np.array([beta for *_, beta in findings]))
+    return _build_bank(
+        [p[..., None] for p, *_ in findings], [s for _, s, _, _ in findings], np.array([beta for *_, beta in findings])
+    )
 
 
 def chest_fields(images, offsets, mixing) -> np.ndarray:
@@ -883,8 +907,18 @@ def _chest_model_and_reference(variant: str = "coupled") -> tuple[SyntheticChest
     real = chest_real_statistics()
     latent_fields, latent_couplings = fit_pairwise_moments(np.zeros((1, 14)), real["cooccurrence"])
     identity, zeros = np.eye(14), np.zeros((14, 14))
-    model = SyntheticChestModel(variant, bank, placed[..., 0], np.array([a for _, _, a, _ in findings]), zeros,
-                                np.zeros(14), identity, latent_fields, latent_couplings, _chest_anatomy())
+    model = SyntheticChestModel(
+        variant,
+        bank,
+        placed[..., 0],
+        np.array([a for _, _, a, _ in findings]),
+        zeros,
+        np.zeros(14),
+        identity,
+        latent_fields,
+        latent_couplings,
+        _chest_anatomy(),
+    )
     features = model.features(model.sample_images(_REFERENCE_SIZE, np.random.default_rng(_REFERENCE_SEED)))
     if variant == "coupled":
         offsets, couplings = fit_pairwise_moments(features, real["cooccurrence"])
@@ -927,14 +961,18 @@ def chest_label_statistics(variant: str = "coupled") -> dict[str, np.ndarray]:
     real = chest_real_statistics()
     return {
         "findings": list(CHEST_FINDINGS),
-        "real_prevalence": real["prevalence"], "synthetic_prevalence": truth["prevalence"].copy(),
-        "real_correlation": real["correlation"], "synthetic_correlation": truth["label_correlation"].copy(),
-        "real_cooccurrence": real["cooccurrence"], "synthetic_cooccurrence": truth["label_cooccurrence"].copy(),
+        "real_prevalence": real["prevalence"],
+        "synthetic_prevalence": truth["prevalence"].copy(),
+        "real_correlation": real["correlation"],
+        "synthetic_correlation": truth["label_correlation"].copy(),
+        "real_cooccurrence": real["cooccurrence"],
+        "synthetic_cooccurrence": truth["label_cooccurrence"].copy(),
     }
 
 
-def make_synthetic_chestmnist(n_train: int = 20000, n_val: int = 2500, n_test: int = 5000, seed: int = 0,
-                              variant: str = "coupled") -> SyntheticDataset:
+def make_synthetic_chestmnist(
+    n_train: int = 20000, n_val: int = 2500, n_test: int = 5000, seed: int = 0, variant: str = "coupled"
+) -> SyntheticDataset:
     """ChestMNIST-like set: 28x28 grayscale chest-like images, 14 findings, exact marginals P(y_t = 1 | x).
 
     Population prevalences and pairwise label correlations are those of ChestX-ray14 (see the module docstring).
@@ -954,8 +992,15 @@ def make_synthetic_chestmnist(n_train: int = 20000, n_val: int = 2500, n_test: i
         posteriors = multilabel_marginals(fields, model.couplings)
         splits.append(SyntheticSplit(images, model.sample_labels(fields, rng), posteriors))
     name = "synthetic_chestmnist" if variant == "coupled" else f"synthetic_chestmnist_{variant}"
-    return SyntheticDataset(name, MULTI_LABEL, "chestmnist", list(CHEST_FINDINGS), *splits,
-                            seed=seed, ground_truth={k: v.copy() for k, v in reference.items()})
+    return SyntheticDataset(
+        name,
+        MULTI_LABEL,
+        "chestmnist",
+        list(CHEST_FINDINGS),
+        *splits,
+        seed=seed,
+        ground_truth={k: v.copy() for k, v in reference.items()},
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -972,6 +1017,7 @@ def posteriors_path(path: str | os.PathLike) -> Path:
 
 def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """np.savez_compressed with fixed zip timestamps (identical bytes for identical arrays), written atomically."""
+
     def write(file) -> None:
         with zipfile.ZipFile(file, "w", compression=zipfile.ZIP_DEFLATED) as archive:
             for key, value in arrays.items():
@@ -1014,15 +1060,19 @@ GENERATORS: dict[str, Callable[..., SyntheticDataset]] = {
     "synthetic_chestmnist_independent": functools.partial(make_synthetic_chestmnist, variant="independent"),
 }
 #: the medmnist file format (and label names) each synthetic set is written in
-MEDMNIST_FLAGS: dict[str, str] = {"synthetic_dermamnist": "dermamnist", "synthetic_chestmnist": "chestmnist",
-                                  "synthetic_chestmnist_independent": "chestmnist"}
+MEDMNIST_FLAGS: dict[str, str] = {
+    "synthetic_dermamnist": "dermamnist",
+    "synthetic_chestmnist": "chestmnist",
+    "synthetic_chestmnist_independent": "chestmnist",
+}
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Pairwise posteriors of the chest sets (what LPR's population risk needs, notebook 08)
 # ---------------------------------------------------------------------------------------------------------------
-def multilabel_pair_posteriors(marginals: np.ndarray, couplings: np.ndarray, tolerance: float = 1e-12,
-                               max_iter: int = 50) -> np.ndarray:
+def multilabel_pair_posteriors(
+    marginals: np.ndarray, couplings: np.ndarray, tolerance: float = 1e-12, max_iter: int = 50
+) -> np.ndarray:
     """Exact P(y_s = 1, y_t = 1 | x) (N, T, T) (diagonal: the marginals) of images whose exact marginals
     P(y_t = 1 | x) (N, T) under eq. (3) with couplings J are known, e.g. ``bundle.true_posteriors["test"]`` and
     ``bundle.ground_truth["couplings"]`` (J = 0 for the independent set, where the result is η_s η_t off the
@@ -1050,5 +1100,7 @@ def multilabel_pair_posteriors(marginals: np.ndarray, couplings: np.ndarray, tol
         covariance[:, diagonal, diagonal] = current * (1 - current)
         step = np.linalg.solve(covariance + 1e-12 * np.eye(len(diagonal)), residual[..., None])[..., 0]
         fields = fields + np.clip(step, -2.0, 2.0)
-    raise RuntimeError(f"multilabel_pair_posteriors: marginals not matched after {max_iter} Newton steps "
-                       f"(largest error {np.abs(residual).max():.2e}); are the couplings those of these posteriors?")
+    raise RuntimeError(
+        f"multilabel_pair_posteriors: marginals not matched after {max_iter} Newton steps "
+        f"(largest error {np.abs(residual).max():.2e}); are the couplings those of these posteriors?"
+    )

@@ -49,13 +49,19 @@ class TemperatureScaling:
             return F.cross_entropy(logits, labels)
         return F.binary_cross_entropy_with_logits(logits, labels)
 
-    def fit(self, logits: Any, labels: Any) -> "TemperatureScaling":
+    def fit(self, logits: Any, labels: Any) -> TemperatureScaling:
         """Minimise the validation NLL of ``logits / T`` over T > 0 (L-BFGS on log T, float64). Returns self."""
         z = _check_logits(logits)
         y = _check_labels(labels, z, self.task)
         log_t = torch.zeros((), dtype=torch.float64, requires_grad=True)
-        optimizer = torch.optim.LBFGS([log_t], lr=1.0, max_iter=self.max_iter, tolerance_grad=1e-9,
-                                      tolerance_change=1e-12, line_search_fn="strong_wolfe")
+        optimizer = torch.optim.LBFGS(
+            [log_t],
+            lr=1.0,
+            max_iter=self.max_iter,
+            tolerance_grad=1e-9,
+            tolerance_change=1e-12,
+            line_search_fn="strong_wolfe",
+        )
 
         def closure() -> torch.Tensor:
             optimizer.zero_grad()
@@ -99,7 +105,7 @@ def check_max_iter(max_iter: int) -> None:
 #: why the temperature NLL has no minimiser with 0 < T < infinity, keyed by where its infimum lies
 NO_INTERIOR_MINIMUM = {
     "T -> infinity": "the logits are not better than uninformative on these labels, so the NLL keeps falling as "
-                     "T -> infinity",
+    "T -> infinity",
     "T -> 0": "every validation forecast is already correct, so the NLL keeps falling as T -> 0",
 }
 
@@ -130,8 +136,11 @@ def _warn_if_no_interior_minimum(z: torch.Tensor, y: torch.Tensor, task: str) ->
     limit = no_interior_minimum(z, y, task)
     if limit is not None:
         advice = " (use a larger validation split)" if limit == "T -> 0" else ""
-        warnings.warn(f"temperature scaling: {NO_INTERIOR_MINIMUM[limit]}; the fitted temperature is not "
-                      f"meaningful{advice}", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"temperature scaling: {NO_INTERIOR_MINIMUM[limit]}; the fitted temperature is not meaningful{advice}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def _check_logits(logits: Any, dtype: torch.dtype | None = torch.float64) -> torch.Tensor:
@@ -165,10 +174,12 @@ def _refuse_probabilities(logits: torch.Tensor) -> None:
     row_sums = logits.to(torch.float64).sum(1)
     if float((row_sums - 1.0).abs().max()) > PROBABILITY_ROW_SUM_TOLERANCE:
         return
-    raise ValueError("the logits look like probabilities: every entry lies in [0, 1] and every row sums to 1. "
-                     "Post-hoc calibrators rescale logits (the model's outputs before the softmax); pass those, or, "
-                     "if probabilities are all you have, their logarithm torch.log(probs): log-probabilities are "
-                     "logits with the same softmax")
+    raise ValueError(
+        "the logits look like probabilities: every entry lies in [0, 1] and every row sums to 1. "
+        "Post-hoc calibrators rescale logits (the model's outputs before the softmax); pass those, or, "
+        "if probabilities are all you have, their logarithm torch.log(probs): log-probabilities are "
+        "logits with the same softmax"
+    )
 
 
 def _check_labels(labels: Any, logits: torch.Tensor, task: str) -> torch.Tensor:
@@ -179,20 +190,26 @@ def _check_labels(labels: Any, logits: torch.Tensor, task: str) -> torch.Tensor:
     labels = labels.detach().to(logits.device)
     if task == "multi-class":
         if logits.shape[1] < 2:
-            raise ValueError("multi-class temperature scaling needs K >= 2 logit columns; use task='multi-label' "
-                             "for a single sigmoid output")
+            raise ValueError(
+                "multi-class temperature scaling needs K >= 2 logit columns; use task='multi-label' "
+                "for a single sigmoid output"
+            )
         if labels.ndim != 1 or labels.shape[0] != logits.shape[0]:
-            raise ValueError(f"multi-class labels must be (N,) = ({logits.shape[0]},) class indices, got shape "
-                             f"{tuple(labels.shape)}; did you mean task='multi-label'?")
+            raise ValueError(
+                f"multi-class labels must be (N,) = ({logits.shape[0]},) class indices, got shape "
+                f"{tuple(labels.shape)}; did you mean task='multi-label'?"
+            )
         if labels.dtype.is_floating_point or labels.dtype == torch.bool:
             raise ValueError(f"multi-class labels must be integer class indices, got {labels.dtype}")
         if int(labels.min()) < 0 or int(labels.max()) >= logits.shape[1]:
-            raise ValueError(f"labels must lie in [0, {logits.shape[1] - 1}], got range "
-                             f"[{int(labels.min())}, {int(labels.max())}]")
+            raise ValueError(
+                f"labels must lie in [0, {logits.shape[1] - 1}], got range [{int(labels.min())}, {int(labels.max())}]"
+            )
         return labels.long()
     if labels.shape != logits.shape:
-        raise ValueError(f"multi-label labels must have the logits' shape {tuple(logits.shape)}, got "
-                         f"{tuple(labels.shape)}")
+        raise ValueError(
+            f"multi-label labels must have the logits' shape {tuple(logits.shape)}, got {tuple(labels.shape)}"
+        )
     labels = labels.to(torch.float64)
     if not bool(((labels == 0) | (labels == 1)).all()):
         raise ValueError("multi-label labels must be 0 or 1")

@@ -42,6 +42,7 @@ from torch import nn
 
 from helpers.atomic import write_atomically_with
 from helpers.losses.base import check_number
+
 from . import determinism
 from .progress import progress_bar
 
@@ -52,8 +53,21 @@ DEVICE_DATA_FRACTION = 0.5  # keep the uint8 images on a CUDA device if they tak
 CHECKPOINT_FORMAT = 2  # 2: checkpoints record the model, loss and data they were trained with
 
 # Config fields that change the training trajectory: a checkpoint can only be resumed with the same values.
-_TRAJECTORY_FIELDS = ("epochs", "batch_size", "lr", "weight_decay", "optimizer", "momentum", "nesterov", "schedule",
-                      "augment", "grad_clip", "seed", "monitor", "monitor_mode")
+_TRAJECTORY_FIELDS = (
+    "epochs",
+    "batch_size",
+    "lr",
+    "weight_decay",
+    "optimizer",
+    "momentum",
+    "nesterov",
+    "schedule",
+    "augment",
+    "grad_clip",
+    "seed",
+    "monitor",
+    "monitor_mode",
+)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -147,8 +161,9 @@ class TrainConfig:
         if self.resume and self.checkpoint_path is None:
             raise ValueError("resume=True needs checkpoint_path (the file to resume from)")
         if not isinstance(self.device, str):
-            raise TypeError(f"device must be a string such as 'auto', 'cpu', 'cuda', 'cuda:1' or 'mps', "
-                            f"got {self.device!r}")
+            raise TypeError(
+                f"device must be a string such as 'auto', 'cpu', 'cuda', 'cuda:1' or 'mps', got {self.device!r}"
+            )
 
     @property
     def augmentation(self) -> Augmentation | None:
@@ -222,13 +237,16 @@ def to_float(images_uint8: torch.Tensor) -> torch.Tensor:
     """
     if not isinstance(images_uint8, torch.Tensor) or images_uint8.dtype != torch.uint8:
         found = images_uint8.dtype if isinstance(images_uint8, torch.Tensor) else type(images_uint8).__name__
-        raise TypeError(f"to_float expects a uint8 image tensor (N, C, H, W), got {found}; "
-                        "pass the raw uint8 images of a Split, not already-normalised floats")
+        raise TypeError(
+            f"to_float expects a uint8 image tensor (N, C, H, W), got {found}; "
+            "pass the raw uint8 images of a Split, not already-normalised floats"
+        )
     return images_uint8.to(torch.float32).div_(255.0).sub_(0.5).div_(0.5)
 
 
-def augment_batch(images: torch.Tensor, generator: torch.Generator,
-                  augmentation: Augmentation | None = None) -> torch.Tensor:
+def augment_batch(
+    images: torch.Tensor, generator: torch.Generator, augmentation: Augmentation | None = None
+) -> torch.Tensor:
     """Randomly flip, shift and rotate a float batch (N, C, H, W), each sample independently.
 
     All random numbers (5 per sample, drawn whatever the settings so the stream does not depend on them) come from
@@ -256,13 +274,15 @@ def augment_batch(images: torch.Tensor, generator: torch.Generator,
     # 2f there. Flips are folded into the same grid (a sign on the x or y coordinate), so one grid_sample does all.
     shift = (draws[:, 3:5] * 2 - 1) * (2 * augmentation.max_shift)
     flip_sign = 1 - 2 * torch.stack([flip_x, flip_y], dim=1).to(images.dtype)
-    grid = affine_sampling_grid(angle.to(images.dtype), shift.to(images.dtype), flip_sign, images.shape[-2],
-                                images.shape[-1])
+    grid = affine_sampling_grid(
+        angle.to(images.dtype), shift.to(images.dtype), flip_sign, images.shape[-2], images.shape[-1]
+    )
     return F.grid_sample(images, grid, mode="bilinear", padding_mode="reflection", align_corners=False)
 
 
-def affine_sampling_grid(angle: torch.Tensor, shift: torch.Tensor, flip_sign: torch.Tensor, height: int,
-                         width: int) -> torch.Tensor:
+def affine_sampling_grid(
+    angle: torch.Tensor, shift: torch.Tensor, flip_sign: torch.Tensor, height: int, width: int
+) -> torch.Tensor:
     """The grid of ``F.affine_grid(theta, (N, C, height, width), align_corners=False)`` for
     theta = [[cos a * fx, -sin a * fy, shift_x], [sin a * fx, cos a * fy, shift_y]]: flip (fx, fy = ±1), then
     rotate by a, then shift. Built by broadcasting into one buffer (about 4x faster on the CPU than
@@ -310,8 +330,10 @@ def _model_device(model: nn.Module) -> torch.device:
 def _as_uint8_images(images: Any) -> torch.Tensor:
     images = torch.as_tensor(images)
     if images.dtype != torch.uint8 or images.ndim != 4:
-        raise ValueError(f"expected uint8 images of shape (N, C, H, W), got {images.dtype} {tuple(images.shape)}; "
-                         "pass a Split's raw images (normalisation happens inside)")
+        raise ValueError(
+            f"expected uint8 images of shape (N, C, H, W), got {images.dtype} {tuple(images.shape)}; "
+            "pass a Split's raw images (normalisation happens inside)"
+        )
     return images
 
 
@@ -324,10 +346,14 @@ def _check_image_channels(model: nn.Module, images: torch.Tensor, what: str = "i
         return
     expected = first_conv.in_channels
     if images.shape[-1] == expected:
-        raise ValueError(f"the {what} have shape {tuple(images.shape)}, which looks channels-last (N, H, W, C); the "
-                         f"model takes (N, C, H, W) with C = {expected}: pass images.permute(0, 3, 1, 2).contiguous()")
-    raise ValueError(f"the model takes {expected} input channels but the {what} have {images.shape[1]} channel(s); "
-                     "build it with in_channels=data.n_channels")
+        raise ValueError(
+            f"the {what} have shape {tuple(images.shape)}, which looks channels-last (N, H, W, C); the "
+            f"model takes (N, C, H, W) with C = {expected}: pass images.permute(0, 3, 1, 2).contiguous()"
+        )
+    raise ValueError(
+        f"the model takes {expected} input channels but the {what} have {images.shape[1]} channel(s); "
+        "build it with in_channels=data.n_channels"
+    )
 
 
 def preferred_memory_format(device: torch.device) -> torch.memory_format:
@@ -338,8 +364,9 @@ def preferred_memory_format(device: torch.device) -> torch.memory_format:
 
 
 @torch.no_grad()
-def _batched_outputs(model: nn.Module, images: torch.Tensor, device: torch.device | None, batch_size: int,
-                     what: str) -> torch.Tensor:
+def _batched_outputs(
+    model: nn.Module, images: torch.Tensor, device: torch.device | None, batch_size: int, what: str
+) -> torch.Tensor:
     """Run ``model`` in eval mode over ``images`` in batches; ``what`` is 'logits' or 'features'. Stays on device."""
     images = _as_uint8_images(images)
     _check_image_channels(model, images)
@@ -353,7 +380,7 @@ def _batched_outputs(model: nn.Module, images: torch.Tensor, device: torch.devic
     try:
         outputs = []
         for start in range(0, images.shape[0], batch_size):
-            x = to_float(images[start:start + batch_size].to(device, non_blocking=True))
+            x = to_float(images[start : start + batch_size].to(device, non_blocking=True))
             features = model.features(x.contiguous(memory_format=memory_format))
             outputs.append(features if what == "features" else model.classifier(features))
         if not outputs:
@@ -364,8 +391,9 @@ def _batched_outputs(model: nn.Module, images: torch.Tensor, device: torch.devic
         model.train(was_training)
 
 
-def predict_logits(model: nn.Module, images_uint8: torch.Tensor, device: str | torch.device | None = None,
-                   batch_size: int = 1024) -> torch.Tensor:
+def predict_logits(
+    model: nn.Module, images_uint8: torch.Tensor, device: str | torch.device | None = None, batch_size: int = 1024
+) -> torch.Tensor:
     """Logits (N, K) as a float32 CPU tensor; eval mode, no gradients, batched.
 
     ``device=None`` uses the model's device; another device moves the model there.
@@ -373,8 +401,13 @@ def predict_logits(model: nn.Module, images_uint8: torch.Tensor, device: str | t
     return _batched_outputs(model, images_uint8, device, batch_size, "logits").cpu()
 
 
-def predict(model: nn.Module, loss: nn.Module, images_uint8: torch.Tensor, device: str | torch.device | None = None,
-            batch_size: int = 1024) -> torch.Tensor:
+def predict(
+    model: nn.Module,
+    loss: nn.Module,
+    images_uint8: torch.Tensor,
+    device: str | torch.device | None = None,
+    batch_size: int = 1024,
+) -> torch.Tensor:
     """Probabilities through ``loss.predict_proba(logits)`` (not a fixed softmax/sigmoid), float32 CPU tensor.
 
     ``predict_proba`` runs on the model's device (the loss is moved there, in case it holds buffers).
@@ -385,8 +418,9 @@ def predict(model: nn.Module, loss: nn.Module, images_uint8: torch.Tensor, devic
         return loss.predict_proba(logits).float().cpu()
 
 
-def features_of(model: nn.Module, images_uint8: torch.Tensor, device: str | torch.device | None = None,
-                batch_size: int = 1024) -> torch.Tensor:
+def features_of(
+    model: nn.Module, images_uint8: torch.Tensor, device: str | torch.device | None = None, batch_size: int = 1024
+) -> torch.Tensor:
     """Pooled features ``model.features(x)`` (N, D) as a float32 CPU tensor; eval mode, no gradients, batched."""
     return _batched_outputs(model, images_uint8, device, batch_size, "features").cpu()
 
@@ -404,14 +438,21 @@ def _validation_metrics(probs: torch.Tensor, labels: torch.Tensor, task: str) ->
     from helpers import metrics  # imported lazily: metrics is optional for prediction-only use
 
     if not bool(torch.isfinite(probs).all()):
-        raise FloatingPointError("validation probabilities are not finite: training diverged "
-                                 "(lower lr, set grad_clip, or check the loss)")
+        raise FloatingPointError(
+            "validation probabilities are not finite: training diverged (lower lr, set grad_clip, or check the loss)"
+        )
     if task == "multi-class":
-        return {"val_nll": metrics.nll(probs, labels), "val_accuracy": metrics.accuracy(probs, labels),
-                "val_ece": metrics.ece(probs, labels)}
-    return {"val_nll": metrics.multilabel_nll(probs, labels),
-            "val_accuracy": 1.0 - metrics.hamming_loss(probs, labels),
-            "val_ece": metrics.multilabel_ece(probs, labels), "val_auroc": metrics.macro_auroc(probs, labels)}
+        return {
+            "val_nll": metrics.nll(probs, labels),
+            "val_accuracy": metrics.accuracy(probs, labels),
+            "val_ece": metrics.ece(probs, labels),
+        }
+    return {
+        "val_nll": metrics.multilabel_nll(probs, labels),
+        "val_accuracy": 1.0 - metrics.hamming_loss(probs, labels),
+        "val_ece": metrics.multilabel_ece(probs, labels),
+        "val_auroc": metrics.macro_auroc(probs, labels),
+    }
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -462,9 +503,11 @@ def _check_fit_inputs(model: nn.Module, loss: nn.Module, data: Any) -> None:
     outputs = model.classifier.out_features
     n_classes = getattr(data, "n_classes", outputs)
     if outputs != n_classes:
-        raise ValueError(f"the model has {outputs} outputs but {getattr(data, 'name', 'the data')!r} has {n_classes} "
-                         f"{'labels' if data.task == 'multi-label' else 'classes'}; build it with "
-                         f"num_classes=data.n_classes")
+        raise ValueError(
+            f"the model has {outputs} outputs but {getattr(data, 'name', 'the data')!r} has {n_classes} "
+            f"{'labels' if data.task == 'multi-label' else 'classes'}; build it with "
+            f"num_classes=data.n_classes"
+        )
     for split_name in ("train", "val"):
         split = getattr(data, split_name)
         images, labels = split.images, split.labels
@@ -472,26 +515,35 @@ def _check_fit_inputs(model: nn.Module, loss: nn.Module, data: Any) -> None:
             raise ValueError(f"{split_name} images must be a uint8 tensor (N, C, H, W)")
         _check_image_channels(model, images, f"{split_name} images")
         if images.shape[0] == 0 or labels.shape[0] != images.shape[0]:
-            raise ValueError(f"{split_name} split must be non-empty with one label per image, got "
-                             f"{images.shape[0]} images and {labels.shape[0]} labels")
+            raise ValueError(
+                f"{split_name} split must be non-empty with one label per image, got "
+                f"{images.shape[0]} images and {labels.shape[0]} labels"
+            )
         if data.task == "multi-class":
             if labels.ndim != 1 or labels.dtype != torch.int64:
-                raise ValueError(f"multi-class {split_name} labels must be int64 (N,), got {labels.dtype} "
-                                 f"{tuple(labels.shape)}")
+                raise ValueError(
+                    f"multi-class {split_name} labels must be int64 (N,), got {labels.dtype} {tuple(labels.shape)}"
+                )
             if int(labels.min()) < 0 or int(labels.max()) >= outputs:
-                raise ValueError(f"{split_name} labels range over [{int(labels.min())}, {int(labels.max())}] but the "
-                                 f"model has {outputs} outputs")
+                raise ValueError(
+                    f"{split_name} labels range over [{int(labels.min())}, {int(labels.max())}] but the "
+                    f"model has {outputs} outputs"
+                )
         elif labels.ndim != 2 or labels.shape[1] != outputs or not labels.dtype.is_floating_point:
-            raise ValueError(f"multi-label {split_name} labels must be float (N, {outputs}), got {labels.dtype} "
-                             f"{tuple(labels.shape)}")
+            raise ValueError(
+                f"multi-label {split_name} labels must be float (N, {outputs}), got {labels.dtype} "
+                f"{tuple(labels.shape)}"
+            )
 
 
 # --------------------------------------------------------------------------------------------------------------
 # Checkpoints
 # --------------------------------------------------------------------------------------------------------------
 def _cpu_state(module: nn.Module) -> dict[str, Any]:
-    return {k: (v.detach().to("cpu", copy=True) if isinstance(v, torch.Tensor) else copy.deepcopy(v))
-            for k, v in module.state_dict().items()}
+    return {
+        k: (v.detach().to("cpu", copy=True) if isinstance(v, torch.Tensor) else copy.deepcopy(v))
+        for k, v in module.state_dict().items()
+    }
 
 
 def _check_checkpoint_path(path: Path) -> None:
@@ -526,13 +578,17 @@ def _run_identity(model: nn.Module, loss: nn.Module, data: Any) -> dict[str, str
     shapes = [(name, tuple(value.shape)) for name, value in model.state_dict().items()]
     architecture = hashlib.sha256(repr((repr(model), shapes)).encode()).hexdigest()[:16]
     n_parameters = sum(p.numel() for p in model.parameters())
-    identity = {"model": f"{type(model).__name__} with {n_parameters:,} parameters (architecture {architecture})",
-                "loss": repr(loss)}  # an nn.Module's repr: class name, hyper-parameters (extra_repr), sub-modules
+    identity = {
+        "model": f"{type(model).__name__} with {n_parameters:,} parameters (architecture {architecture})",
+        "loss": repr(loss),
+    }  # an nn.Module's repr: class name, hyper-parameters (extra_repr), sub-modules
     for split_name, label in (("train", "training data"), ("val", "validation data")):
         split = getattr(data, split_name)
         content = _digest(split.images, split.labels)
-        identity[label] = (f"{split.images.shape[0]} images {tuple(split.images.shape[1:])}, labels "
-                           f"{tuple(split.labels.shape)} {split.labels.dtype} (content {content})")
+        identity[label] = (
+            f"{split.images.shape[0]} images {tuple(split.images.shape[1:])}, labels "
+            f"{tuple(split.labels.shape)} {split.labels.dtype} (content {content})"
+        )
     return identity
 
 
@@ -540,24 +596,31 @@ def _load_checkpoint(path: Path, config: TrainConfig, identity: dict[str, str]) 
     try:
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError) as error:
-        raise ValueError(f"cannot resume from {path}: the file is damaged or not a checkpoint "
-                         f"({type(error).__name__}: {error}); delete it to train from the start, or pass another "
-                         "checkpoint_path") from error
+        raise ValueError(
+            f"cannot resume from {path}: the file is damaged or not a checkpoint "
+            f"({type(error).__name__}: {error}); delete it to train from the start, or pass another "
+            "checkpoint_path"
+        ) from error
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         found = payload.get("format") if isinstance(payload, dict) else None
-        raise ValueError(f"{path} is not a CalibMed training checkpoint of format {CHECKPOINT_FORMAT} (found "
-                         f"{found!r}: an older version, or another file); use a new checkpoint_path")
+        raise ValueError(
+            f"{path} is not a CalibMed training checkpoint of format {CHECKPOINT_FORMAT} (found "
+            f"{found!r}: an older version, or another file); use a new checkpoint_path"
+        )
     saved, wanted = payload["config"], config.trajectory_dict()
     differing = sorted(k for k in wanted if saved.get(k) != wanted[k])
     if differing:
         details = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs config {wanted[k]!r}" for k in differing)
-        raise ValueError(f"cannot resume from {path}: the config differs ({details}); "
-                         "use the same settings or a new checkpoint_path")
+        raise ValueError(
+            f"cannot resume from {path}: the config differs ({details}); use the same settings or a new checkpoint_path"
+        )
     for what, now in identity.items():
         if payload["identity"].get(what) != now:
-            raise ValueError(f"cannot resume from {path}: the {what} differs (checkpoint: "
-                             f"{payload['identity'].get(what)}; now: {now}); resume with the same {what}, or "
-                             "train into a new checkpoint_path")
+            raise ValueError(
+                f"cannot resume from {path}: the {what} differs (checkpoint: "
+                f"{payload['identity'].get(what)}; now: {now}); resume with the same {what}, or "
+                "train into a new checkpoint_path"
+            )
     return payload
 
 
@@ -675,9 +738,14 @@ def _fit(model: nn.Module, loss: nn.Module, data: Any, config: TrainConfig | Non
     first_epoch = len(progress.history) + 1
     finished = progress.stopped_early or first_epoch > config.epochs
     # a tqdm bar for a person watching, one final line in papermill / nbval / CI runs (see helpers.progress)
-    bar = progress_bar(range(first_epoch, config.epochs + 1), disable=not config.progress or finished, desc="epochs",
-                       initial=first_epoch - 1, total=config.epochs)
-    for epoch in ([] if finished else bar):
+    bar = progress_bar(
+        range(first_epoch, config.epochs + 1),
+        disable=not config.progress or finished,
+        desc="epochs",
+        initial=first_epoch - 1,
+        total=config.epochs,
+    )
+    for epoch in [] if finished else bar:
         epoch_started = time.perf_counter()
         model.train()
         loss.train()
@@ -709,16 +777,23 @@ def _fit(model: nn.Module, loss: nn.Module, data: Any, config: TrainConfig | Non
                 after_step(features.detach().float(), y)
         train_loss = float(loss_sum) / steps_per_epoch
         if not math.isfinite(train_loss):
-            raise FloatingPointError(f"training loss is {train_loss} at epoch {epoch}: training diverged "
-                                     "(lower lr, set grad_clip, or check the loss)")
+            raise FloatingPointError(
+                f"training loss is {train_loss} at epoch {epoch}: training diverged "
+                "(lower lr, set grad_clip, or check the loss)"
+            )
 
         loss.eval()
         with torch.no_grad():
             val_logits = _batched_outputs(model, val_images, device, config.eval_batch_size, "logits")
             val_loss = float(loss(val_logits, val_labels))
             val_probs = loss.predict_proba(val_logits).double().cpu()
-        record = {"epoch": epoch, "lr": last_lr, "train_loss": train_loss, "val_loss": val_loss,
-                  **_validation_metrics(val_probs, val_labels.cpu(), data.task)}
+        record = {
+            "epoch": epoch,
+            "lr": last_lr,
+            "train_loss": train_loss,
+            "val_loss": val_loss,
+            **_validation_metrics(val_probs, val_labels.cpu(), data.task),
+        }
         record["seconds"] = time.perf_counter() - epoch_started
         progress.history.append(record)
         if on_epoch_end is not None:
@@ -735,17 +810,29 @@ def _fit(model: nn.Module, loss: nn.Module, data: Any, config: TrainConfig | Non
             progress.epochs_without_improvement += 1
         patience = config.early_stopping_patience
         progress.stopped_early = patience is not None and progress.epochs_without_improvement >= patience
-        bar.set_postfix(train_loss=f"{train_loss:.4f}", val_nll=f"{record['val_nll']:.4f}",
-                        val_acc=f"{record['val_accuracy']:.3f}", val_ece=f"{record['val_ece']:.4f}")
+        bar.set_postfix(
+            train_loss=f"{train_loss:.4f}",
+            val_nll=f"{record['val_nll']:.4f}",
+            val_acc=f"{record['val_accuracy']:.3f}",
+            val_ece=f"{record['val_ece']:.4f}",
+        )
 
         if checkpoint_path is not None:
-            _save_checkpoint(checkpoint_path, {
-                "format": CHECKPOINT_FORMAT, "config": config.trajectory_dict(), "identity": identity,
-                "model": _cpu_state(model),
-                "loss": _cpu_state(loss), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                "scaler": scaler.state_dict(), "rng": _rng_states(shuffle_generator, augment_generator),
-                "progress": asdict(progress)})
+            _save_checkpoint(
+                checkpoint_path,
+                {
+                    "format": CHECKPOINT_FORMAT,
+                    "config": config.trajectory_dict(),
+                    "identity": identity,
+                    "model": _cpu_state(model),
+                    "loss": _cpu_state(loss),
+                    "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                    "scaler": scaler.state_dict(),
+                    "rng": _rng_states(shuffle_generator, augment_generator),
+                    "progress": asdict(progress),
+                },
+            )
         if progress.stopped_early:
             break
     bar.close()
@@ -755,7 +842,14 @@ def _fit(model: nn.Module, loss: nn.Module, data: Any, config: TrainConfig | Non
     model.load_state_dict(progress.best_model)
     loss.load_state_dict(progress.best_loss)
     model.eval()
-    return FitResult(history=progress.history, best_epoch=progress.best_epoch, best_metric=progress.best_metric,
-                     model=model, device=str(device), seconds=time.perf_counter() - started,
-                     stopped_early=progress.stopped_early, monitor=config.monitor,
-                     software=determinism.software_record(device))
+    return FitResult(
+        history=progress.history,
+        best_epoch=progress.best_epoch,
+        best_metric=progress.best_metric,
+        model=model,
+        device=str(device),
+        seconds=time.perf_counter() - started,
+        stopped_early=progress.stopped_early,
+        monitor=config.monitor,
+        software=determinism.software_record(device),
+    )

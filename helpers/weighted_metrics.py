@@ -24,7 +24,8 @@ straddle a bin boundary (both are valid equal-mass binnings).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -57,8 +58,7 @@ def _safe_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Ten
 # ----------------------------------------------------------------------------------------------------------------
 # binned calibration errors: per-row cell statistics, summed by one matrix product
 # ----------------------------------------------------------------------------------------------------------------
-def _cell_statistics(cell: torch.Tensor, confidence: torch.Tensor, outcome: torch.Tensor,
-                     n_cells: int) -> torch.Tensor:
+def _cell_statistics(cell: torch.Tensor, confidence: torch.Tensor, outcome: torch.Tensor, n_cells: int) -> torch.Tensor:
     """(N, 3 n_cells) per-row count, confidence sum and outcome sum of each (group, bin) cell.
 
     ``cell`` (N, G) int64: the cell of each of a row's G forecasts; ``confidence`` / ``outcome`` (N, G) float64.
@@ -70,8 +70,14 @@ def _cell_statistics(cell: torch.Tensor, confidence: torch.Tensor, outcome: torc
     return statistics
 
 
-def _binned(cell: torch.Tensor, confidence: torch.Tensor, outcome: torch.Tensor, n_groups: int, n_bins: int,
-            reduce: Callable[[core._BinSums], torch.Tensor]) -> Evaluate:
+def _binned(
+    cell: torch.Tensor,
+    confidence: torch.Tensor,
+    outcome: torch.Tensor,
+    n_groups: int,
+    n_bins: int,
+    reduce: Callable[[core._BinSums], torch.Tensor],
+) -> Evaluate:
     """Weighted (group, bin) sums reduced per group by ``reduce`` and averaged over groups."""
     n_cells = n_groups * n_bins
     statistics = _cell_statistics(cell, confidence.to(torch.float64), outcome.to(torch.float64), n_cells)
@@ -83,8 +89,9 @@ def _binned(cell: torch.Tensor, confidence: torch.Tensor, outcome: torch.Tensor,
     return evaluate
 
 
-def _top_label_binned(probs: Any, labels: Any, n_bins: int,
-                      reduce: Callable[[core._BinSums], torch.Tensor]) -> Evaluate:
+def _top_label_binned(
+    probs: Any, labels: Any, n_bins: int, reduce: Callable[[core._BinSums], torch.Tensor]
+) -> Evaluate:
     core._check_n_bins(n_bins)
     p, y = core._multiclass_inputs(probs, labels)
     confidence, correct = core._top_label(p, y)
@@ -112,8 +119,9 @@ def _classwise_ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -
     return _binned(cell, p, outcome, k, n_bins, core._expected_error)
 
 
-def _multilabel_binned(probs: Any, labels: Any, n_bins: int, per_label: bool,
-                       reduce: Callable[[core._BinSums], torch.Tensor]) -> Evaluate:
+def _multilabel_binned(
+    probs: Any, labels: Any, n_bins: int, per_label: bool, reduce: Callable[[core._BinSums], torch.Tensor]
+) -> Evaluate:
     core._check_n_bins(n_bins)
     p, y = core._multilabel_inputs(probs, labels)
     index = core._equal_width_bin_index(p, n_bins)
@@ -130,8 +138,9 @@ def _multilabel_mce(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS, 
     return _multilabel_binned(probs, labels, n_bins, per_label, core._max_error)
 
 
-def _multilabel_average_calibration_error(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS,
-                                          per_label: bool = False) -> Evaluate:
+def _multilabel_average_calibration_error(
+    probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS, per_label: bool = False
+) -> Evaluate:
     return _multilabel_binned(probs, labels, n_bins, per_label, core._average_error)
 
 
@@ -210,9 +219,11 @@ def _debiased_ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) ->
         shape = (weights.shape[0], n_chunks)
         counts = torch.zeros(shape, dtype=torch.float64, device=device).scatter_add_(1, index, weights)
         confidence_sum = torch.zeros(shape, dtype=torch.float64, device=device).scatter_add_(
-            1, index, weights * rows.confidence)
+            1, index, weights * rows.confidence
+        )
         outcome_sum = torch.zeros(shape, dtype=torch.float64, device=device).scatter_add_(
-            1, index, weights * rows.correct)
+            1, index, weights * rows.correct
+        )
         squared = core._debiased_squared_error(core._BinSums(counts, confidence_sum, outcome_sum))
         return squared.clamp_min(0.0).sqrt()
 
@@ -435,4 +446,3 @@ def _r_auc(probs: Any, labels: Any) -> Evaluate:
         return 1 - (summed_errors - e_g.sum(1) / 2) / n**2
 
     return evaluate
-

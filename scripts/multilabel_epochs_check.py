@@ -31,9 +31,12 @@ def test_metrics(loss, logits, bundle) -> dict[str, float]:
 
     probs = loss.predict_proba(logits).double()
     labels = bundle.test.labels
-    return {"macro_auroc": metrics.macro_auroc(probs, labels), "nll": metrics.multilabel_nll(probs, labels),
-            "brier": metrics.multilabel_brier(probs, labels),
-            "true_rms": metrics.true_rms(probs, bundle.true_posteriors["test"])}
+    return {
+        "macro_auroc": metrics.macro_auroc(probs, labels),
+        "nll": metrics.multilabel_nll(probs, labels),
+        "brier": metrics.multilabel_brier(probs, labels),
+        "true_rms": metrics.true_rms(probs, bundle.true_posteriors["test"]),
+    }
 
 
 def main() -> None:
@@ -54,37 +57,55 @@ def main() -> None:
         loss = mla.course_losses([name], lpr_weight=profile["lpr_weight"])[name]
         row: dict[str, dict] = {}
         for epochs in (profile["epochs"], args.long_epochs):
-            config = mla.multilabel_train_config(epochs, profile["lr"], profile["batch_size"], seed=args.seed,
-                                                 device="cpu")
-            run = experiments.train_run(f"{name}, {epochs} epochs, seed {args.seed}", loss, bundle,
-                                        profile["model"], config)
+            config = mla.multilabel_train_config(
+                epochs, profile["lr"], profile["batch_size"], seed=args.seed, device="cpu"
+            )
+            run = experiments.train_run(
+                f"{name}, {epochs} epochs, seed {args.seed}", loss, bundle, profile["model"], config
+            )
             best = min(range(len(run.history)), key=lambda i: run.history[i]["val_nll"])
             row[f"{epochs} epochs, seed {args.seed}, here"] = {
-                **test_metrics(run.loss, run.test_logits, bundle), "kept_epoch": best + 1,
+                **test_metrics(run.loss, run.test_logits, bundle),
+                "kept_epoch": best + 1,
                 "best_val_nll": run.history[best]["val_nll"],
-                "training_seconds": round(run.seconds, 1)}
+                "training_seconds": round(run.seconds, 1),
+            }
         stored = []
         for seed in profile["seeds"]:
             config = mla.multilabel_train_config(profile["epochs"], profile["lr"], profile["batch_size"], seed=seed)
             path = experiments.stored_run_path(bundle, experiments.run_key(bundle, profile["model"], loss, config))
             if path.is_file():
-                run = experiments.train_run(f"{name}, stored, seed {seed}", loss, bundle, profile["model"], config,
-                                            stored=True)
+                run = experiments.train_run(
+                    f"{name}, stored, seed {seed}", loss, bundle, profile["model"], config, stored=True
+                )
                 stored.append(test_metrics(run.loss, run.test_logits, bundle))
         if stored:
             row[f"{profile['epochs']} epochs, stored seeds {profile['seeds']} (mean, sd)"] = {
                 metric: [statistics.mean(s[metric] for s in stored), statistics.stdev(s[metric] for s in stored)]
-                for metric in METRICS}
+                for metric in METRICS
+            }
         results[name] = row
         for label, values in row.items():
-            shown = ", ".join(f"{k} {v[0]:.4f} ± {v[1]:.4f}" if isinstance(v, list) else f"{k} {v:.4f}"
-                              if isinstance(v, float) else f"{k} {v}" for k, v in values.items())
+            shown = ", ".join(
+                f"{k} {v[0]:.4f} ± {v[1]:.4f}"
+                if isinstance(v, list)
+                else f"{k} {v:.4f}"
+                if isinstance(v, float)
+                else f"{k} {v}"
+                for k, v in values.items()
+            )
             print(f"{name:8s} {label}: {shown}", flush=True)
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"dataset": profile["dataset"], "model": profile["model"], "recipe": "multilabel_train_config",
-               "long_epochs": args.long_epochs, "seed": args.seed, "results": results}
+    payload = {
+        "dataset": profile["dataset"],
+        "model": profile["model"],
+        "recipe": "multilabel_train_config",
+        "long_epochs": args.long_epochs,
+        "seed": args.seed,
+        "results": results,
+    }
     course.write_atomically(out, json.dumps(payload, indent=2))
     print(f"written {out}")
 

@@ -21,24 +21,33 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 CANDIDATES = {
-    "well-regularised (small_cnn, SGD 0.1 one-cycle, wd 5e-4, augmentation, 30 epochs, best val NLL)":
-        dict(recipe="well-regularised", model="small_cnn", epochs=30, lr=0.1),
-    "A: small_cnn, SGD 0.05 constant, no wd/aug, 40 epochs, last (today's over-fitting recipe)":
-        dict(recipe="over-fitting", model="small_cnn", epochs=40, lr=0.1),
-    "B: small_cnn_wide, Adam 1e-3 constant, no wd/aug, 30 epochs, last":
-        dict(recipe="over-fitting", model="small_cnn_wide", epochs=30, lr=2e-3, optimizer="adamw"),
-    "C: small_cnn_wide, SGD 0.05 constant, no wd/aug, 40 epochs, last":
-        dict(recipe="over-fitting", model="small_cnn_wide", epochs=40, lr=0.1),
-    "D: small_cnn, Adam 1e-3 constant, no wd/aug, 30 epochs, last":
-        dict(recipe="over-fitting", model="small_cnn", epochs=30, lr=2e-3, optimizer="adamw"),
-    "E: small_cnn_wide, Adam 1e-3 constant, no wd/aug, 60 epochs, last":
-        dict(recipe="over-fitting", model="small_cnn_wide", epochs=60, lr=2e-3, optimizer="adamw"),
-    "F: small_cnn, Adam 1e-3 constant, no wd/aug, 60 epochs, last":
-        dict(recipe="over-fitting", model="small_cnn", epochs=60, lr=2e-3, optimizer="adamw"),
-    "G: small_cnn_wide, Adam 1e-3 constant, no wd/aug, 100 epochs, last":
-        dict(recipe="over-fitting", model="small_cnn_wide", epochs=100, lr=2e-3, optimizer="adamw"),
-    "H: small_cnn_wide, SGD 0.05 constant, no wd/aug, 100 epochs, last":
-        dict(recipe="over-fitting", model="small_cnn_wide", epochs=100, lr=0.1),
+    "well-regularised (small_cnn, SGD 0.1 one-cycle, wd 5e-4, augmentation, 30 epochs, best val NLL)": dict(
+        recipe="well-regularised", model="small_cnn", epochs=30, lr=0.1
+    ),
+    "A: small_cnn, SGD 0.05 constant, no wd/aug, 40 epochs, last (today's over-fitting recipe)": dict(
+        recipe="over-fitting", model="small_cnn", epochs=40, lr=0.1
+    ),
+    "B: small_cnn_wide, Adam 1e-3 constant, no wd/aug, 30 epochs, last": dict(
+        recipe="over-fitting", model="small_cnn_wide", epochs=30, lr=2e-3, optimizer="adamw"
+    ),
+    "C: small_cnn_wide, SGD 0.05 constant, no wd/aug, 40 epochs, last": dict(
+        recipe="over-fitting", model="small_cnn_wide", epochs=40, lr=0.1
+    ),
+    "D: small_cnn, Adam 1e-3 constant, no wd/aug, 30 epochs, last": dict(
+        recipe="over-fitting", model="small_cnn", epochs=30, lr=2e-3, optimizer="adamw"
+    ),
+    "E: small_cnn_wide, Adam 1e-3 constant, no wd/aug, 60 epochs, last": dict(
+        recipe="over-fitting", model="small_cnn_wide", epochs=60, lr=2e-3, optimizer="adamw"
+    ),
+    "F: small_cnn, Adam 1e-3 constant, no wd/aug, 60 epochs, last": dict(
+        recipe="over-fitting", model="small_cnn", epochs=60, lr=2e-3, optimizer="adamw"
+    ),
+    "G: small_cnn_wide, Adam 1e-3 constant, no wd/aug, 100 epochs, last": dict(
+        recipe="over-fitting", model="small_cnn_wide", epochs=100, lr=2e-3, optimizer="adamw"
+    ),
+    "H: small_cnn_wide, SGD 0.05 constant, no wd/aug, 100 epochs, last": dict(
+        recipe="over-fitting", model="small_cnn_wide", epochs=100, lr=0.1
+    ),
 }
 SEEDS = (0, 1, 2)
 
@@ -46,6 +55,7 @@ SEEDS = (0, 1, 2)
 def one_run(args):
     name, spec, seed, device = args
     import torch
+
     torch.set_num_threads(1)
     from helpers import data, experiments, metrics
     from helpers.losses import CrossEntropy
@@ -53,13 +63,30 @@ def one_run(args):
     bundle = data.load_dataset("dermamnist")
     spec = dict(spec)
     overrides = {k: spec.pop(k) for k in ("optimizer",) if k in spec}
-    config = experiments.recipe_config(spec["recipe"], epochs=spec["epochs"], lr=spec["lr"], batch_size=128,
-                                       seed=seed, device=device, progress=False, **overrides)
+    config = experiments.recipe_config(
+        spec["recipe"],
+        epochs=spec["epochs"],
+        lr=spec["lr"],
+        batch_size=128,
+        seed=seed,
+        device=device,
+        progress=False,
+        **overrides,
+    )
     run = experiments.train_run(f"{name[:1]} seed {seed}", CrossEntropy(), bundle, spec["model"], config, cache=False)
     probs, labels = run.test_probs, bundle.test.labels
-    return name, seed, {"accuracy": metrics.accuracy(probs, labels), "auroc_ovr": metrics.auroc_ovr(probs, labels),
-                        "ece": metrics.ece(probs, labels), "nll": metrics.nll(probs, labels),
-                        "seconds": run.seconds, "device": run.device}
+    return (
+        name,
+        seed,
+        {
+            "accuracy": metrics.accuracy(probs, labels),
+            "auroc_ovr": metrics.auroc_ovr(probs, labels),
+            "ece": metrics.ece(probs, labels),
+            "nll": metrics.nll(probs, labels),
+            "seconds": run.seconds,
+            "device": run.device,
+        },
+    )
 
 
 def main() -> None:
@@ -81,10 +108,17 @@ def main() -> None:
         print(name)
         for metric in ("accuracy", "auroc_ovr", "ece", "nll"):
             values = [by_seed[s][metric] for s in SEEDS]
-            print(f"  {metric:10s} " + " ".join(f"{v:.4f}" for v in values)
-                  + f"   mean {statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}")
-    payload = {"seeds": list(SEEDS), "candidates": chosen, "results": table,
-               "wall_seconds": time.perf_counter() - started}
+            print(
+                f"  {metric:10s} "
+                + " ".join(f"{v:.4f}" for v in values)
+                + f"   mean {statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}"
+            )
+    payload = {
+        "seeds": list(SEEDS),
+        "candidates": chosen,
+        "results": table,
+        "wall_seconds": time.perf_counter() - started,
+    }
     from helpers import course
 
     args.out.parent.mkdir(parents=True, exist_ok=True)

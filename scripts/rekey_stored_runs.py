@@ -41,8 +41,11 @@ def main() -> None:
                 meta = json.loads(stored["meta"].tobytes())
                 arrays = {name: stored[name] for name in stored.files}
             old = meta["definition"]
-            if meta["name"] == planned.name and all(old[k] == new_definition[k] for k in COMPARED) \
-                    and all(old["loss"][k] == new_definition["loss"][k] for k in COMPARED_LOSS):
+            if (
+                meta["name"] == planned.name
+                and all(old[k] == new_definition[k] for k in COMPARED)
+                and all(old["loss"][k] == new_definition["loss"][k] for k in COMPARED_LOSS)
+            ):
                 matches.append((path, meta, arrays))
         if len(matches) != 1:
             print(f"left alone: {planned.name} ({len(matches)} matching stored runs)")
@@ -52,11 +55,14 @@ def main() -> None:
         print(f"{planned.name}: {path.stem} -> {planned.key} (initial loss state identical: {same_state})")
         if args.dry_run:
             continue
-        meta.update(key=planned.key, definition=new_definition,
-                    rekeyed_from={"key": path.stem, "loss_state_hash": meta["definition"]["loss"]["state"]})
+        meta.update(
+            key=planned.key,
+            definition=new_definition,
+            rekeyed_from={"key": path.stem, "loss_state_hash": meta["definition"]["loss"]["state"]},
+        )
         arrays["meta"] = np.frombuffer(json.dumps(meta, allow_nan=False).encode(), dtype=np.uint8)
         target = folder / f"{planned.key}.npz"
-        experiments._atomic_write(target, lambda file: np.savez_compressed(file, **arrays))
+        experiments._atomic_write(target, lambda file, arrays=arrays: np.savez_compressed(file, **arrays))
         path.unlink()
 
 

@@ -26,9 +26,14 @@ from pathlib import Path
 #: the route to the head's, 127.0.0.1. Nothing listens beyond loopback.
 LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 RAY_START = [str(Path(sys.executable).with_name("ray")), "start"]
-LOOPBACK_WORKER = [sys.executable, "-c", "import sys; import ray._private.services as services; "
-                   "services.resolve_ip_for_localhost = lambda host: host; "
-                   "from ray.scripts.scripts import main; sys.argv[0] = 'ray'; main()", "start"]
+LOOPBACK_WORKER = [
+    sys.executable,
+    "-c",
+    "import sys; import ray._private.services as services; "
+    "services.resolve_ip_for_localhost = lambda host: host; "
+    "from ray.scripts.scripts import main; sys.argv[0] = 'ray'; main()",
+    "start",
+]
 
 
 def free_port() -> int:
@@ -53,17 +58,29 @@ def pids_naming(folder: Path) -> list[int]:
 class Node:
     """One ``ray start --block`` process group; :meth:`kill` ends it (SIGKILL: a lost machine)."""
 
-    def __init__(self, name: str, command: list[str], arguments: list[str], environment: dict[str, str],
-                 temp_root: Path):
+    def __init__(
+        self, name: str, command: list[str], arguments: list[str], environment: dict[str, str], temp_root: Path
+    ):
         self.name = name
         self.temp_dir = Path(tempfile.mkdtemp(prefix=f"r{name[0]}", dir=temp_root))
         self.log = open(self.temp_dir / "ray-start.log", "wb")
         self.process = subprocess.Popen(
-            [*command, "--block", "--disable-usage-stats",
-             f"--temp-dir={self.temp_dir}", f"--dashboard-agent-listen-port={free_port()}",
-             f"--metrics-export-port={free_port()}",
-             "--min-worker-port=0", "--max-worker-port=0", *arguments],
-            env=environment, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                *command,
+                "--block",
+                "--disable-usage-stats",
+                f"--temp-dir={self.temp_dir}",
+                f"--dashboard-agent-listen-port={free_port()}",
+                f"--metrics-export-port={free_port()}",
+                "--min-worker-port=0",
+                "--max-worker-port=0",
+                *arguments,
+            ],
+            env=environment,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -124,8 +141,13 @@ class Cluster:
     def _head_arguments(self) -> list[str]:
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
-        return ["--head", "--include-dashboard=false", "--node-ip-address=127.0.0.1", f"--port={self.port}",
-                f"--dashboard-port={free_port()}"]
+        return [
+            "--head",
+            "--include-dashboard=false",
+            "--node-ip-address=127.0.0.1",
+            f"--port={self.port}",
+            f"--dashboard-port={free_port()}",
+        ]
 
     def _start(self, name: str, command: list[str], arguments, attempts: int = 3) -> Node:
         """Start a node and wait until it is up; start it again (at most ``attempts`` times) when it dies on the
@@ -133,9 +155,18 @@ class Cluster:
         then aborts (ray-project/ray#65983)."""
         environment = {**os.environ, **self.environment, LOOPBACK_ONLY: "0" if command == RAY_START else "1"}
         for attempt in range(1, attempts + 1):
-            node = Node(name, command, [f"--num-cpus={self.num_cpus}", "--num-gpus=0",
-                                        f"--object-store-memory={self.object_store_bytes}", *arguments()],
-                        environment, self.temp_root)
+            node = Node(
+                name,
+                command,
+                [
+                    f"--num-cpus={self.num_cpus}",
+                    "--num-gpus=0",
+                    f"--object-store-memory={self.object_store_bytes}",
+                    *arguments(),
+                ],
+                environment,
+                self.temp_root,
+            )
             try:
                 self._wait(node)
             except RuntimeError:

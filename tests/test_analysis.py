@@ -88,7 +88,8 @@ def test_stationary_confidence_equals_the_minimiser_when_gamma_is_fixed():
     q = torch.tensor([0.3, 0.6, 0.9, 0.97], dtype=torch.float64)
     grid_step = (1 - 1 / 7) / 2001
     assert stationary_confidence(FocalLoss(3.0), q, 7) == pytest.approx(
-        optimal_confidence(FocalLoss(3.0), q, 7, grid_size=2000), abs=2 * grid_step)
+        optimal_confidence(FocalLoss(3.0), q, 7, grid_size=2000), abs=2 * grid_step
+    )
 
 
 def test_flsd53_training_rest_point_matches_the_first_order_condition_with_gamma_held_per_side():

@@ -12,8 +12,10 @@ def listed_modules() -> list[str]:
 
 
 def test_every_module_of_helpers_has_an_api_page():
-    modules = sorted(".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-                     for path in (ROOT / "helpers").rglob("*.py"))
+    modules = sorted(
+        ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for path in (ROOT / "helpers").rglob("*.py")
+    )
     assert listed_modules() == [module for module in modules if module != "helpers"]
 
 

@@ -30,8 +30,18 @@ def _mode(path: Path) -> int:
 
 def _a_run() -> experiments.TrainedRun:
     model = torch.nn.Linear(2, 3)
-    return experiments.TrainedRun("ce", model, CrossEntropy(), [{"epoch": 1, "train_loss": 0.5}], torch.zeros(4, 3),
-                                  torch.zeros(4, 3), 1.5, "trained", "k" * 20, "cpu")
+    return experiments.TrainedRun(
+        "ce",
+        model,
+        CrossEntropy(),
+        [{"epoch": 1, "train_loss": 0.5}],
+        torch.zeros(4, 3),
+        torch.zeros(4, 3),
+        1.5,
+        "trained",
+        "k" * 20,
+        "cpu",
+    )
 
 
 def _write_label_stats(path: Path) -> None:
@@ -95,8 +105,9 @@ def test_concurrent_checkpoint_saves_to_one_path_do_not_collide(tmp_path, monkey
 def test_temporary_names_are_unique_per_write(tmp_path, monkeypatch):
     names = []
     real_replace = os.replace
-    monkeypatch.setattr(atomic.os, "replace", lambda source, target: (names.append(Path(source).name),
-                                                                       real_replace(source, target)))
+    monkeypatch.setattr(
+        atomic.os, "replace", lambda source, target: (names.append(Path(source).name), real_replace(source, target))
+    )
     for _ in range(3):
         atomic.write_text_atomically(tmp_path / "file.txt", "text")
     assert len(set(names)) == 3 and all(name.startswith(".file.txt.") and name.endswith(".tmp") for name in names)
@@ -118,8 +129,12 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path):
 def test_no_writer_makes_its_own_temporary_file():
     """Every temporary-file-and-rename in helpers/ and scripts/ is the shared helper's."""
     pattern = re.compile(r"mkstemp|NamedTemporaryFile|os\.replace|\.tmp\b")
-    offenders = [f"{path.relative_to(REPO_ROOT)}:{number}" for folder in ("helpers", "scripts")
-                 for path in sorted((REPO_ROOT / folder).rglob("*.py")) if path.name != "atomic.py"
-                 for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-                 if pattern.search(line) and not line.lstrip().startswith("#")]
+    offenders = [
+        f"{path.relative_to(REPO_ROOT)}:{number}"
+        for folder in ("helpers", "scripts")
+        for path in sorted((REPO_ROOT / folder).rglob("*.py"))
+        if path.name != "atomic.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if pattern.search(line) and not line.lstrip().startswith("#")
+    ]
     assert offenders == []

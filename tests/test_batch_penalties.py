@@ -19,8 +19,8 @@ def test_matches_monte_carlo_of_the_regularisers(batch_size):
     draws = [torch.multinomial(prior, batch_size, replacement=True, generator=generator) for _ in range(4000)]
     mdca = torch.tensor([float(MDCARegulariser().penalty(probs, y)) for y in draws])
     dca = torch.tensor([float(DCARegulariser().penalty(probs, y)) for y in draws])
-    assert exact["mdca"] == pytest.approx(float(mdca.mean()), abs=4 * float(mdca.std()) / 4000 ** 0.5)
-    assert exact["dca"] == pytest.approx(float(dca.mean()), abs=4 * float(dca.std()) / 4000 ** 0.5)
+    assert exact["mdca"] == pytest.approx(float(mdca.mean()), abs=4 * float(mdca.std()) / 4000**0.5)
+    assert exact["dca"] == pytest.approx(float(dca.mean()), abs=4 * float(dca.std()) / 4000**0.5)
 
 
 def test_penalty_shrinks_like_one_over_root_batch_and_is_never_zero():

@@ -84,7 +84,9 @@ def test_proposition_s1_equidistant_embeddings_give_uniform_label_smoothing(k, b
     eps = k * a / s
     lsr = (1 - eps) * torch.eye(k, dtype=torch.float64) + eps / k  # uniform LSR, u(k) = 1/K
     torch.testing.assert_close(soft_labels_from_dictionary(emb), lsr)
-    torch.testing.assert_close(soft_labels_from_dictionary(emb).diagonal(), torch.full((k,), 1 / s, dtype=torch.float64))
+    torch.testing.assert_close(
+        soft_labels_from_dictionary(emb).diagonal(), torch.full((k,), 1 / s, dtype=torch.float64)
+    )
     assert uniform_smoothing_epsilon(k, b) == pytest.approx(eps)
 
 
@@ -209,8 +211,9 @@ def test_gradcheck_head_loss_float64():
     dictionary = head.dictionary.detach().clone().requires_grad_(True)
 
     def f(feats, dic):
-        return F.cross_entropy(-normalised_squared_distance(head.embed(feats), dic), y) + \
-            10 * class_correlation_loss(dic, 0.5)
+        return F.cross_entropy(-normalised_squared_distance(head.embed(feats), dic), y) + 10 * class_correlation_loss(
+            dic, 0.5
+        )
 
     assert torch.autograd.gradcheck(f, (x.clone().requires_grad_(True), dictionary), eps=1e-6, atol=1e-5)
 
@@ -363,8 +366,15 @@ def test_lr_decay_milestones():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(lr_ccl=0.0), dict(alpha_cc=-1.0), dict(b=float("nan")), dict(freeze_patience=0),
-     dict(optimizer="rmsprop"), dict(grad_clip=-1.0), dict(hidden_dims=(0,))],
+    [
+        dict(lr_ccl=0.0),
+        dict(alpha_cc=-1.0),
+        dict(b=float("nan")),
+        dict(freeze_patience=0),
+        dict(optimizer="rmsprop"),
+        dict(grad_clip=-1.0),
+        dict(hidden_dims=(0,)),
+    ],
 )
 def test_bad_construction_raises(kwargs):
     with pytest.raises(ValueError):

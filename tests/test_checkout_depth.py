@@ -41,7 +41,8 @@ def test_the_course_runner_tests_pass_from_a_checkout_eight_folders_deeper(tmp_p
         f"'--basetemp', {str(tmp_path / 'pytest-tmp')!r}]))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    finished = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True,
-                              timeout=600)
+    finished = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
     assert finished.returncode == 0, finished.stdout[-4000:] + finished.stderr[-2000:]
     assert " passed" in finished.stdout and "failed" not in finished.stdout

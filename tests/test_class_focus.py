@@ -6,8 +6,15 @@ import torch
 from helpers import class_focus, metrics
 from helpers.data import ISIC_CLASS_NAMES
 
-DERMA = ["actinic keratoses and intraepithelial carcinoma", "basal cell carcinoma", "benign keratosis-like lesions",
-         "dermatofibroma", "melanoma", "melanocytic nevi", "vascular lesions"]
+DERMA = [
+    "actinic keratoses and intraepithelial carcinoma",
+    "basal cell carcinoma",
+    "benign keratosis-like lesions",
+    "dermatofibroma",
+    "melanoma",
+    "melanocytic nevi",
+    "vascular lesions",
+]
 PNEUMONIA = ["normal", "pneumonia"]
 
 
@@ -18,7 +25,9 @@ def test_melanoma_recall_is_the_recall_of_the_class_named_melanoma_wherever_it_s
     isic = class_focus.class_recall_metrics(ISIC_CLASS_NAMES)["melanoma_recall"](probs, labels)
     assert derma == pytest.approx(0.5) == metrics.class_recall(probs, labels, class_index=4)
     assert isic == pytest.approx(0.5) == metrics.class_recall(probs, labels, class_index=0)
-    assert class_focus.class_index(DERMA, "Melanoma") == 4 and class_focus.class_index(ISIC_CLASS_NAMES, "melanoma") == 0
+    assert (
+        class_focus.class_index(DERMA, "Melanoma") == 4 and class_focus.class_index(ISIC_CLASS_NAMES, "melanoma") == 0
+    )
 
 
 def test_a_data_set_without_melanoma_has_no_melanoma_recall_and_its_columns_are_dropped():

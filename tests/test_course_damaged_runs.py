@@ -20,8 +20,15 @@ def a_good_run(tmp_path: Path) -> Path:
     out = tmp_path / "run"
     (out / "results").mkdir(parents=True)
     (out / "notebooks").mkdir()
-    (out / "summary.json").write_text(json.dumps({"profile": "smoke", "started_at": time.time() - 5, "notebooks": [
-        {"notebook": STEM, "status": "ok", "seconds": 1.0, "error": None, "results": "x"}]}))
+    (out / "summary.json").write_text(
+        json.dumps(
+            {
+                "profile": "smoke",
+                "started_at": time.time() - 5,
+                "notebooks": [{"notebook": STEM, "status": "ok", "seconds": 1.0, "error": None, "results": "x"}],
+            }
+        )
+    )
     (out / "results" / f"{STEM}.json").write_text(json.dumps({"notebook": STEM, "results": {"x": 1}}))
     return out
 
@@ -35,16 +42,26 @@ SUMMARY_DAMAGE = {
     "not UTF-8": (b'{"notebooks": "\xff\xfe"}', r"summary\.json is not UTF-8 text"),
     "a list": (json.dumps([1, 2]).encode(), r"summary\.json holds a list, not a JSON object"),
     "no notebooks key": (json.dumps({"started_at": 1.0}).encode(), r"summary\.json has no 'notebooks' list"),
-    "notebooks not a list": (json.dumps({"started_at": 1.0, "notebooks": "00"}).encode(),
-                             r"summary\.json has no 'notebooks' list"),
-    "no notebooks listed": (json.dumps({"started_at": 1.0, "notebooks": []}).encode(),
-                            r"summary\.json lists no notebooks"),
-    "a row without a status": (json.dumps({"started_at": 1.0, "notebooks": [{"notebook": STEM}]}).encode(),
-                               r"summary\.json: notebook row 1 .*'status'"),
-    "a row that is a string": (json.dumps({"started_at": 1.0, "notebooks": [STEM]}).encode(),
-                               r"summary\.json: notebook row 1 .*'notebook'"),
-    "started_at not a number": (json.dumps({"started_at": "today", "notebooks": []}).encode(),
-                                r"summary\.json: started_at must be a number"),
+    "notebooks not a list": (
+        json.dumps({"started_at": 1.0, "notebooks": "00"}).encode(),
+        r"summary\.json has no 'notebooks' list",
+    ),
+    "no notebooks listed": (
+        json.dumps({"started_at": 1.0, "notebooks": []}).encode(),
+        r"summary\.json lists no notebooks",
+    ),
+    "a row without a status": (
+        json.dumps({"started_at": 1.0, "notebooks": [{"notebook": STEM}]}).encode(),
+        r"summary\.json: notebook row 1 .*'status'",
+    ),
+    "a row that is a string": (
+        json.dumps({"started_at": 1.0, "notebooks": [STEM]}).encode(),
+        r"summary\.json: notebook row 1 .*'notebook'",
+    ),
+    "started_at not a number": (
+        json.dumps({"started_at": "today", "notebooks": []}).encode(),
+        r"summary\.json: started_at must be a number",
+    ),
 }
 
 
@@ -80,8 +97,13 @@ def test_course_check_names_a_damaged_results_json(tmp_path, damage):
 def test_course_check_on_a_damaged_folder_exits_non_zero_with_the_message(tmp_path):
     out = a_good_run(tmp_path)
     (out / "summary.json").write_text("not json")
-    finished = subprocess.run([sys.executable, "-m", "helpers.course", "check", str(out)], cwd=REPO_ROOT,
-                              capture_output=True, text=True, timeout=120)
+    finished = subprocess.run(
+        [sys.executable, "-m", "helpers.course", "check", str(out)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert finished.returncode != 0 and "summary.json is not valid JSON" in finished.stderr
     assert "Traceback" not in finished.stderr
 
@@ -89,8 +111,13 @@ def test_course_check_on_a_damaged_folder_exits_non_zero_with_the_message(tmp_pa
 def test_course_compare_on_a_missing_run_folder_fails_clearly(tmp_path):
     """Defect 3: `python -m helpers.course compare /no/such/run` exited 0 with no output."""
     missing = tmp_path / "no" / "such" / "run"
-    finished = subprocess.run([sys.executable, "-m", "helpers.course", "compare", str(missing)], cwd=REPO_ROOT,
-                              capture_output=True, text=True, timeout=120)
+    finished = subprocess.run(
+        [sys.executable, "-m", "helpers.course", "compare", str(missing)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert finished.returncode != 0
     assert f"{missing} is not a folder" in finished.stderr and "Traceback" not in finished.stderr
 

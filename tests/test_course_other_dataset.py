@@ -36,8 +36,12 @@ def write_binary_grayscale_medmnist(path, seed=0):
 def multiclass_notebooks():
     """The notebooks whose ``dataset`` parameter takes a multi-class set (their profiles name one). The multi-label
     notebooks take ``dataset`` too, for a multi-label set (ChestMNIST or a synthetic one)."""
-    return [nb.stem for nb in course.list_notebooks() if "dataset" in course.notebook_parameters(nb)
-            and data.dataset_task(course.notebook_profiles(nb.stem)["smoke"]["dataset"]) == data.MULTI_CLASS]
+    return [
+        nb.stem
+        for nb in course.list_notebooks()
+        if "dataset" in course.notebook_parameters(nb)
+        and data.dataset_task(course.notebook_profiles(nb.stem)["smoke"]["dataset"]) == data.MULTI_CLASS
+    ]
 
 
 def test_the_notebooks_that_take_a_multiclass_dataset_are_the_start_and_the_multiclass_ones():

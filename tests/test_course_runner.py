@@ -13,8 +13,10 @@ import torch
 
 from helpers import course
 
-PROFILES = {name: dict(dataset="dermamnist", image_size=28, model="small_cnn", epochs=1, batch_size=8, lr=0.1,
-                       alpha=0.1) for name in course.PROFILE_NAMES}
+PROFILES = {
+    name: dict(dataset="dermamnist", image_size=28, model="small_cnn", epochs=1, batch_size=8, lr=0.1, alpha=0.1)
+    for name in course.PROFILE_NAMES
+}
 
 
 @pytest.fixture
@@ -79,17 +81,33 @@ def test_papermill_on_one_notebook_fails_on_a_misspelled_parameter(tmp_path):
     notebook.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
     parameters = nbformat.v4.new_code_cell('profile = "quick"\nepochs = None\nresults_path = None')
     parameters.metadata["tags"] = ["parameters"]
-    notebook.cells = [parameters, nbformat.v4.new_code_cell(
-        f"from helpers import course\nPROFILES = {PROFILES!r}\n"
-        "cfg = course.configure('99_test', PROFILES, profile=profile, epochs=epochs, results_path=results_path)\n"
-        "print('configured', cfg.epochs)")]
+    notebook.cells = [
+        parameters,
+        nbformat.v4.new_code_cell(
+            f"from helpers import course\nPROFILES = {PROFILES!r}\n"
+            "cfg = course.configure('99_test', PROFILES, profile=profile, epochs=epochs, results_path=results_path)\n"
+            "print('configured', cfg.epochs)"
+        ),
+    ]
     source = tmp_path / "99_test.ipynb"
     nbformat.write(notebook, source)
-    papermill.execute_notebook(str(source), str(tmp_path / "ok.ipynb"), parameters={"epochs": 3},
-                               cwd=str(course.REPO_ROOT), kernel_name="python3", progress_bar=False)
+    papermill.execute_notebook(
+        str(source),
+        str(tmp_path / "ok.ipynb"),
+        parameters={"epochs": 3},
+        cwd=str(course.REPO_ROOT),
+        kernel_name="python3",
+        progress_bar=False,
+    )
     with pytest.raises(papermill.PapermillExecutionError, match=r"'epoch'.*not declared"):
-        papermill.execute_notebook(str(source), str(tmp_path / "bad.ipynb"), parameters={"epoch": 3},
-                                   cwd=str(course.REPO_ROOT), kernel_name="python3", progress_bar=False)
+        papermill.execute_notebook(
+            str(source),
+            str(tmp_path / "bad.ipynb"),
+            parameters={"epoch": 3},
+            cwd=str(course.REPO_ROOT),
+            kernel_name="python3",
+            progress_bar=False,
+        )
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -141,12 +159,24 @@ def _strict_loads(text):
 
 def test_results_json_is_strict_with_null_for_nan_and_infinity(tmp_path):
     cfg = course.configure("99_test", PROFILES, profile="smoke", alpha=None, results_path=str(tmp_path / "r.json"))
-    results = {"nan": math.nan, "inf": math.inf, "tensor": torch.tensor([1.0, math.nan, -math.inf]),
-               "numpy": np.float64("nan"), "nested": {"values": [0.5, math.inf]}, "fine": 0.25}
+    results = {
+        "nan": math.nan,
+        "inf": math.inf,
+        "tensor": torch.tensor([1.0, math.nan, -math.inf]),
+        "numpy": np.float64("nan"),
+        "nested": {"values": [0.5, math.inf]},
+        "fine": 0.25,
+    }
     path = course.save_results(cfg, results)
     payload = _strict_loads(path.read_text())
-    assert payload["results"] == {"nan": None, "inf": None, "tensor": [1.0, None, None], "numpy": None,
-                                  "nested": {"values": [0.5, None]}, "fine": 0.25}
+    assert payload["results"] == {
+        "nan": None,
+        "inf": None,
+        "tensor": [1.0, None, None],
+        "numpy": None,
+        "nested": {"values": [0.5, None]},
+        "fine": 0.25,
+    }
 
 
 def test_results_json_is_replaced_atomically(tmp_path, monkeypatch):

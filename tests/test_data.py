@@ -16,11 +16,13 @@ from medmnist import INFO
 from PIL import Image
 
 from helpers import data
-from helpers.data import (DATA_DIR_ENV, DatasetBundle, Split, data_dir, load_dataset, load_isic2018,
-                          load_medmnist)
+from helpers.data import DATA_DIR_ENV, DatasetBundle, Split, data_dir, load_dataset, load_isic2018, load_medmnist
 
-DERMA_COUNTS = {"train": [228, 359, 769, 80, 779, 4693, 99], "val": [33, 52, 110, 12, 111, 671, 14],
-                "test": [66, 103, 220, 23, 223, 1341, 29]}
+DERMA_COUNTS = {
+    "train": [228, 359, 769, 80, 779, 4693, 99],
+    "val": [33, 52, 110, 12, 111, 671, 14],
+    "test": [66, 103, 220, 23, 223, 1341, 29],
+}
 
 
 def _real_dermamnist_dir() -> Path | None:
@@ -30,15 +32,24 @@ def _real_dermamnist_dir() -> Path | None:
     return None
 
 
-def _write_medmnist(path: Path, n: int = 12, channels: int = 3, size: int = 28, n_classes: int = 7,
-                    multilabel: bool = False, seed: int = 0, **overrides) -> dict[str, np.ndarray]:
+def _write_medmnist(
+    path: Path,
+    n: int = 12,
+    channels: int = 3,
+    size: int = 28,
+    n_classes: int = 7,
+    multilabel: bool = False,
+    seed: int = 0,
+    **overrides,
+) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     shape = (size, size) if channels == 1 else (size, size, channels)
     arrays = {}
     for split in ("train", "val", "test"):
         arrays[f"{split}_images"] = rng.integers(0, 256, size=(n, *shape), dtype=np.uint8)
-        arrays[f"{split}_labels"] = (rng.integers(0, 2, size=(n, n_classes)) if multilabel
-                                     else rng.integers(0, n_classes, size=(n, 1))).astype(np.uint8)
+        arrays[f"{split}_labels"] = (
+            rng.integers(0, 2, size=(n, n_classes)) if multilabel else rng.integers(0, n_classes, size=(n, 1))
+        ).astype(np.uint8)
     arrays.update(overrides)
     arrays = {k: v for k, v in arrays.items() if v is not None}
     np.savez_compressed(path, **arrays)
@@ -86,8 +97,13 @@ def test_missing_file_names_path_url_md5_and_where_to_put_it(tmp_path, name, siz
     message = str(error.value)
     key = "" if size == 28 else f"_{size}"
     expected_file = tmp_path / (f"{name}.npz" if size == 28 else f"{name}_{size}.npz")
-    for part in (str(expected_file), INFO[name][f"url{key}"], INFO[name][f"MD5{key}"], DATA_DIR_ENV,
-                 INFO[name]["python_class"]):
+    for part in (
+        str(expected_file),
+        INFO[name][f"url{key}"],
+        INFO[name][f"MD5{key}"],
+        DATA_DIR_ENV,
+        INFO[name]["python_class"],
+    ):
         assert part in message
     assert not any(tmp_path.iterdir())  # nothing downloaded or created
 
@@ -131,15 +147,18 @@ def test_corrupt_files_raise_value_errors_naming_the_file(tmp_path):
         load_medmnist("dermamnist", data_dir=tmp_path)
 
 
-@pytest.mark.parametrize("override, message", [
-    ({"train_images": np.zeros((4, 28, 28), dtype=np.uint8)}, r"shape \(N, 28, 28, 3\)"),
-    ({"val_images": np.zeros((4, 32, 32, 3), dtype=np.uint8)}, "at 28 px"),
-    ({"test_images": np.zeros((4, 28, 28, 3), dtype=np.float32)}, "uint8"),
-    ({"train_labels": np.full((12, 1), 7, dtype=np.uint8)}, r"integers in \[0, 6\]"),
-    ({"train_labels": np.zeros((11, 1), dtype=np.uint8)}, "one row per image"),
-    ({"val_labels": np.zeros((12, 2), dtype=np.uint8)}, r"shape \(N, 1\)"),
-    ({"train_images": np.zeros((0, 28, 28, 3), dtype=np.uint8)}, "no images"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"train_images": np.zeros((4, 28, 28), dtype=np.uint8)}, r"shape \(N, 28, 28, 3\)"),
+        ({"val_images": np.zeros((4, 32, 32, 3), dtype=np.uint8)}, "at 28 px"),
+        ({"test_images": np.zeros((4, 28, 28, 3), dtype=np.float32)}, "uint8"),
+        ({"train_labels": np.full((12, 1), 7, dtype=np.uint8)}, r"integers in \[0, 6\]"),
+        ({"train_labels": np.zeros((11, 1), dtype=np.uint8)}, "one row per image"),
+        ({"val_labels": np.zeros((12, 2), dtype=np.uint8)}, r"shape \(N, 1\)"),
+        ({"train_images": np.zeros((0, 28, 28, 3), dtype=np.uint8)}, "no images"),
+    ],
+)
 def test_wrong_shapes_and_values_raise_clear_errors(tmp_path, override, message):
     _write_medmnist(tmp_path / "dermamnist.npz", **override)
     with pytest.raises(ValueError, match=message) as error:
@@ -148,8 +167,13 @@ def test_wrong_shapes_and_values_raise_clear_errors(tmp_path, override, message)
 
 
 def test_multilabel_values_must_be_binary(tmp_path):
-    _write_medmnist(tmp_path / "chestmnist.npz", channels=1, n_classes=14, multilabel=True,
-                    train_labels=np.full((12, 14), 2, dtype=np.uint8))
+    _write_medmnist(
+        tmp_path / "chestmnist.npz",
+        channels=1,
+        n_classes=14,
+        multilabel=True,
+        train_labels=np.full((12, 14), 2, dtype=np.uint8),
+    )
     with pytest.raises(ValueError, match="only 0 and 1"):
         load_medmnist("chestmnist", data_dir=tmp_path)
 
@@ -274,8 +298,15 @@ def test_max_train_is_a_seeded_subset_and_leaves_val_test_alone(tmp_path):
 def test_unknown_names_and_sizes_are_rejected(tmp_path):
     with pytest.raises(ValueError, match="valid names") as error:
         load_dataset("dermamnst", data_dir=tmp_path)
-    for name in ("dermamnist", "chestmnist", "pathmnist", "isic2018", "chestxray14", "synthetic_dermamnist",
-                 "synthetic_chestmnist"):
+    for name in (
+        "dermamnist",
+        "chestmnist",
+        "pathmnist",
+        "isic2018",
+        "chestxray14",
+        "synthetic_dermamnist",
+        "synthetic_chestmnist",
+    ):
         assert name in str(error.value)
     with pytest.raises(ValueError, match="valid names"):
         load_dataset("organmnist3d", data_dir=tmp_path)  # 3D sets are not images
@@ -288,8 +319,18 @@ def test_unknown_names_and_sizes_are_rejected(tmp_path):
 def test_bundle_properties_and_describe():
     images = torch.zeros(5, 3, 8, 8, dtype=torch.uint8)
     split = Split(images, torch.tensor([0, 2, 2, 1, 2]))
-    bundle = DatasetBundle(name="tiny", task="multi-class", class_names=["a", "b", "c"], train=split, val=split,
-                           test=split, source="memory", licence="none", image_size=8, true_posteriors=None)
+    bundle = DatasetBundle(
+        name="tiny",
+        task="multi-class",
+        class_names=["a", "b", "c"],
+        train=split,
+        val=split,
+        test=split,
+        source="memory",
+        licence="none",
+        image_size=8,
+        true_posteriors=None,
+    )
     assert bundle.n_classes == 3 and bundle.n_channels == 3 and bundle.class_counts() == [1, 1, 3]
     text = bundle.describe()
     assert "tiny" in text and "a 1, b 1, c 3" in text and "train 5" in text and "Licence: none" in text
@@ -314,8 +355,10 @@ def _make_loop(path: Path) -> None:
     path.symlink_to(path.name)  # a link to itself: ELOOP
 
 
-@pytest.mark.parametrize("make, kind", [(Path.mkdir, "a directory"), (_make_fifo, "a named pipe"),
-                                        (_make_loop, "Too many levels of symbolic links")])
+@pytest.mark.parametrize(
+    "make, kind",
+    [(Path.mkdir, "a directory"), (_make_fifo, "a named pipe"), (_make_loop, "Too many levels of symbolic links")],
+)
 def test_something_other_than_a_file_at_the_data_path_is_named_not_reported_missing(tmp_path, make, kind):
     path = tmp_path / "dermamnist.npz"
     make(path)
@@ -344,8 +387,9 @@ def test_an_npz_member_whose_header_claims_terabytes_names_the_file(tmp_path):
         for key, array in arrays.items():
             member = io.BytesIO()
             if key == "val_images":  # a header claiming 2 TiB in front of 64 bytes of data
-                np.lib.format.write_array_header_1_0(member, {"descr": "|u1", "fortran_order": False,
-                                                              "shape": (2 ** 41 // 2352, 28, 28, 3)})
+                np.lib.format.write_array_header_1_0(
+                    member, {"descr": "|u1", "fortran_order": False, "shape": (2**41 // 2352, 28, 28, 3)}
+                )
                 member.write(bytes(64))
             else:
                 np.lib.format.write_array(member, array)

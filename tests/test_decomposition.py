@@ -46,12 +46,14 @@ def test_brier_components_of_a_hand_computed_example():
     probs = torch.tensor([[0.1], [0.2], [0.7], [0.9]], dtype=torch.float64)
     labels = torch.tensor([[0.0], [1.0], [1.0], [1.0]], dtype=torch.float64)
     parts = decomposition.multilabel_brier_decomposition(probs, labels, n_bins=2)
-    expected = {"brier": 0.75 / 4,                                   # (0.01 + 0.64 + 0.09 + 0.01) / 4
-                "reliability": (2 * 0.35**2 + 2 * 0.2**2) / 4,       # bins (0.15 vs 0.5) and (0.8 vs 1)
-                "resolution": (2 * 0.25**2 + 2 * 0.25**2) / 4,       # bin frequencies 0.5 and 1 vs 0.75
-                "uncertainty": 0.75 * 0.25,
-                "within_bin_variance": (2 * 0.05**2 + 2 * 0.1**2) / 4,
-                "within_bin_covariance": 2 * ((-0.5) * (-0.05) + 0.5 * 0.05) / 4}
+    expected = {
+        "brier": 0.75 / 4,  # (0.01 + 0.64 + 0.09 + 0.01) / 4
+        "reliability": (2 * 0.35**2 + 2 * 0.2**2) / 4,  # bins (0.15 vs 0.5) and (0.8 vs 1)
+        "resolution": (2 * 0.25**2 + 2 * 0.25**2) / 4,  # bin frequencies 0.5 and 1 vs 0.75
+        "uncertainty": 0.75 * 0.25,
+        "within_bin_variance": (2 * 0.05**2 + 2 * 0.1**2) / 4,
+        "within_bin_covariance": 2 * ((-0.5) * (-0.05) + 0.5 * 0.05) / 4,
+    }
     for name, value in expected.items():
         assert getattr(parts, name) == pytest.approx(value, abs=1e-15), name
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_experiments import config, tiny_bundle
 
 from helpers import determinism, experiments
 from helpers.losses import CrossEntropy
-from test_experiments import config, tiny_bundle
 
 
 class SpyingCE(CrossEntropy):
@@ -24,8 +24,13 @@ class SpyingCE(CrossEntropy):
 
     def forward(self, logits, target):
         if self.training:
-            self.modes.append((torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark,
-                               torch.backends.cudnn.deterministic))
+            self.modes.append(
+                (
+                    torch.are_deterministic_algorithms_enabled(),
+                    torch.backends.cudnn.benchmark,
+                    torch.backends.cudnn.deterministic,
+                )
+            )
         return super().forward(logits, target)
 
 
@@ -40,8 +45,9 @@ def test_two_runs_of_one_seed_agree_bit_for_bit_and_record_how_they_were_trained
     runs, spies = [], []
     for folder in ("first", "second"):
         spy = SpyingCE()
-        runs.append(experiments.train_run("ce", spy, bundle, "small_cnn", settings, stored=True,
-                                          stored_dir=tmp_path / folder))
+        runs.append(
+            experiments.train_run("ce", spy, bundle, "small_cnn", settings, stored=True, stored_dir=tmp_path / folder)
+        )
         spies.append(spy)
     first, second = runs
     assert torch.equal(first.val_logits, second.val_logits) and torch.equal(first.test_logits, second.test_logits)
@@ -56,20 +62,25 @@ def test_two_runs_of_one_seed_agree_bit_for_bit_and_record_how_they_were_trained
     meta = experiments.load_stored_run(files[0], bundle, CrossEntropy(), first.key)[0]
     assert meta["deterministic"] is True and meta["torch"] == torch.__version__
     assert meta["cuda"] == torch.version.cuda and meta["device_name"].startswith("CPU")
-    other_seed = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(epochs=2, seed=4),
-                                       cache=False)
+    other_seed = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(epochs=2, seed=4), cache=False)
     assert not torch.equal(other_seed.test_logits, first.test_logits)
 
 
 def test_deterministic_mode_restores_the_previous_settings_even_after_an_error():
-    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark,
-              torch.backends.cudnn.deterministic)
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.backends.cudnn.benchmark,
+        torch.backends.cudnn.deterministic,
+    )
     with pytest.raises(ZeroDivisionError):
         with determinism.deterministic():
             assert torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.benchmark
             raise ZeroDivisionError("a failing training step")
-    assert (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark,
-            torch.backends.cudnn.deterministic) == before
+    assert (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.backends.cudnn.benchmark,
+        torch.backends.cudnn.deterministic,
+    ) == before
 
 
 def test_a_cublas_setting_that_is_not_deterministic_is_refused_on_cuda(monkeypatch):
@@ -85,10 +96,10 @@ def test_a_cublas_setting_that_is_not_deterministic_is_refused_on_cuda(monkeypat
 
 def test_importing_the_training_engine_sets_the_cublas_workspace_before_cuda_starts():
     environment = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
-    code = ("import os, helpers.train, torch; "
-            "print(os.environ['CUBLAS_WORKSPACE_CONFIG'], torch.cuda.is_initialized())")
+    code = "import os, helpers.train, torch; print(os.environ['CUBLAS_WORKSPACE_CONFIG'], torch.cuda.is_initialized())"
     root = Path(determinism.__file__).resolve().parent.parent  # "-c" puts the working folder first on the path
-    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=environment, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, env=environment, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == [":4096:8", "False"]

@@ -1,9 +1,9 @@
 """The conda environment file and pyproject.toml must list the same requirements."""
 
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -20,7 +20,7 @@ def environment_pip_requirements() -> list[str]:
     lines = (ROOT / "environment.yml").read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip() == "- pip:")
     requirements = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         stripped = line.strip()
         if not stripped.startswith("- "):
             break

@@ -35,7 +35,8 @@ def test_exact_errors_by_hand_and_against_true_calibration_error():
     # |p̂(ŷ) − p*(ŷ)| = λ (1 − c*) row by row, so CE_1 is metrics.true_calibration_error's top-label error
     posteriors = random_posteriors()
     assert eb.exact_top_label_errors(posteriors, 0.3)[0] == pytest.approx(
-        metrics.true_calibration_error(eb.sharpened(posteriors, 0.3), posteriors).top_label)
+        metrics.true_calibration_error(eb.sharpened(posteriors, 0.3), posteriors).top_label
+    )
     assert eb.exact_top_label_errors(posteriors, 0.0) == (0.0, 0.0)
 
 
@@ -55,8 +56,9 @@ def test_study_equals_the_estimators_applied_to_each_draw():
     posteriors = random_posteriors(300, 4, seed=2)
     models = {"Bayes": posteriors, "over-confident": eb.sharpened(posteriors, 0.4)}
     estimators = {"ECE": metrics.ece, "debiased": metrics.debiased_ece}
-    study = eb.estimator_study(models, posteriors, estimators, [50, 200], repeats=6,
-                               repeats_by_estimator={"debiased": 2}, seed=5)
+    study = eb.estimator_study(
+        models, posteriors, estimators, [50, 200], repeats=6, repeats_by_estimator={"debiased": 2}, seed=5
+    )
     generator = torch.Generator().manual_seed(5)
     for column, n in enumerate([50, 200]):
         indices, labels = eb.draw_test_sets(posteriors, n, 6, generator)
@@ -80,5 +82,6 @@ def test_study_refuses_models_of_the_wrong_shape_and_too_many_repeats():
     with pytest.raises(ValueError, match="one row per pool image"):
         eb.estimator_study({"x": posteriors[:10]}, posteriors, {"ECE": metrics.ece}, [10], repeats=2)
     with pytest.raises(ValueError, match="repeats_by_estimator"):
-        eb.estimator_study({"x": posteriors}, posteriors, {"ECE": metrics.ece}, [10], repeats=2,
-                           repeats_by_estimator={"ECE": 5})
+        eb.estimator_study(
+            {"x": posteriors}, posteriors, {"ECE": metrics.ece}, [10], repeats=2, repeats_by_estimator={"ECE": 5}
+        )

@@ -17,8 +17,17 @@ def tiny_bundle(seed=0, n=96):
     images = torch.randint(0, 60, (n, 1, 8, 8), generator=generator, dtype=torch.uint8)
     images[:, :, :4] += (labels * 60).to(torch.uint8).view(-1, 1, 1, 1)  # a learnable class signal
     split = Split(images, labels)
-    return DatasetBundle(name="tiny", task="multi-class", class_names=["a", "b", "c"], train=split, val=split,
-                         test=split, source="generated in the test", licence="none", image_size=8)
+    return DatasetBundle(
+        name="tiny",
+        task="multi-class",
+        class_names=["a", "b", "c"],
+        train=split,
+        val=split,
+        test=split,
+        source="generated in the test",
+        licence="none",
+        image_size=8,
+    )
 
 
 def config(**overrides):
@@ -45,6 +54,7 @@ def test_cached_run_reproduces_the_trained_run(tmp_path):
     assert loaded.history == trained.history
     # the reloaded weights give the stored logits
     from helpers.train import predict_logits
+
     assert torch.allclose(predict_logits(loaded.model, bundle.test.images), loaded.test_logits, atol=1e-5)
     assert torch.allclose(loaded.test_probs.sum(1), torch.ones(len(bundle.test.labels)))
 
@@ -54,8 +64,9 @@ def test_any_change_of_loss_config_or_data_changes_the_key():
     base = experiments.run_key(bundle, "small_cnn", CrossEntropy(), config())
     assert base == experiments.run_key(bundle, "small_cnn", CrossEntropy(), config())
     assert base != experiments.run_key(bundle, "small_cnn", LabelSmoothing(0.1), config())
-    assert experiments.run_key(bundle, "small_cnn", LabelSmoothing(0.1), config()) != \
-        experiments.run_key(bundle, "small_cnn", LabelSmoothing(0.2), config())
+    assert experiments.run_key(bundle, "small_cnn", LabelSmoothing(0.1), config()) != experiments.run_key(
+        bundle, "small_cnn", LabelSmoothing(0.2), config()
+    )
     assert base != experiments.run_key(bundle, "small_cnn", CrossEntropy(), config(epochs=3))
     assert base != experiments.run_key(bundle, "resnet18", CrossEntropy(), config())
     assert base != experiments.run_key(tiny_bundle(seed=1), "small_cnn", CrossEntropy(), config())
@@ -78,6 +89,7 @@ def test_the_key_follows_the_data_content_not_where_the_data_lives_nor_the_code(
 
 def other_test_split(bundle, seed=5):
     from dataclasses import replace
+
     other = tiny_bundle(seed=seed)
     return replace(bundle, test=Split(other.test.images, other.test.labels))
 
@@ -85,6 +97,7 @@ def other_test_split(bundle, seed=5):
 def test_a_cached_run_never_serves_old_test_logits_when_only_the_test_split_changes(tmp_path):
     """Issue 10, defect 1: the key covered train and validation only, so another test split got stale logits."""
     from helpers.train import predict_logits
+
     bundle = tiny_bundle()
     first = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
     changed = other_test_split(bundle)
@@ -105,8 +118,9 @@ def test_a_damaged_cache_entry_is_named_and_retrained(tmp_path, capsys, damage):
         path.write_bytes(b"")
     else:
         payload = torch.load(path, weights_only=False)
-        payload["test_logits"] = (payload["test_logits"] * float("nan") if damage == "nan_logits"
-                                  else payload["test_logits"][:, :2])
+        payload["test_logits"] = (
+            payload["test_logits"] * float("nan") if damage == "nan_logits" else payload["test_logits"][:, :2]
+        )
         torch.save(payload, path)
     capsys.readouterr()
     again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
@@ -115,20 +129,33 @@ def test_a_damaged_cache_entry_is_named_and_retrained(tmp_path, capsys, damage):
     assert torch.allclose(again.test_logits, trained.test_logits, atol=1e-5)  # seeded: the same run again
 
 
-@pytest.mark.parametrize("damage", ["no_val_logits", "a_bare_tensor", "a_list", "no_seconds", "seconds_a_string",
-                                    "no_model_state", "history_not_a_list"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "no_val_logits",
+        "a_bare_tensor",
+        "a_list",
+        "no_seconds",
+        "seconds_a_string",
+        "no_model_state",
+        "history_not_a_list",
+    ],
+)
 def test_a_cached_run_with_missing_or_wrong_entries_is_named_and_retrained(tmp_path, capsys, damage):
     """Issue 18, defect 5: a cached .pt without val_logits raised KeyError, a bare tensor IndexError."""
     bundle = tiny_bundle()
     trained = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
     [path] = list(tmp_path.glob("*.pt"))
     payload = torch.load(path, weights_only=False)
-    damaged = {"no_val_logits": {k: v for k, v in payload.items() if k != "val_logits"},
-               "a_bare_tensor": payload["test_logits"], "a_list": [payload],
-               "no_seconds": {k: v for k, v in payload.items() if k != "seconds"},
-               "seconds_a_string": payload | {"seconds": "12"},
-               "no_model_state": {k: v for k, v in payload.items() if k != "model"},
-               "history_not_a_list": payload | {"history": "none"}}[damage]
+    damaged = {
+        "no_val_logits": {k: v for k, v in payload.items() if k != "val_logits"},
+        "a_bare_tensor": payload["test_logits"],
+        "a_list": [payload],
+        "no_seconds": {k: v for k, v in payload.items() if k != "seconds"},
+        "seconds_a_string": payload | {"seconds": "12"},
+        "no_model_state": {k: v for k, v in payload.items() if k != "model"},
+        "history_not_a_list": payload | {"history": "none"},
+    }[damage]
     torch.save(damaged, path)
     capsys.readouterr()
     again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
@@ -150,14 +177,14 @@ def _rewrite_stored_meta(path, change):
     np.savez_compressed(path, **arrays)
 
 
-@pytest.mark.parametrize("damage", ["no_seconds", "a_list", "seconds_a_string", "no_name", "history_not_a_list",
-                                    "no_loss_state"])
+@pytest.mark.parametrize(
+    "damage", ["no_seconds", "a_list", "seconds_a_string", "no_name", "history_not_a_list", "no_loss_state"]
+)
 def test_stored_run_metadata_that_is_missing_or_wrong_is_named_and_retrained(tmp_path, capsys, damage):
     """Issue 18, defect 5: stored metadata without `seconds` raised KeyError, a list AttributeError, `seconds` a
     string ValueError."""
     bundle = tiny_bundle()
-    first = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
-                                  stored_dir=tmp_path)
+    first = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
     path = experiments.stored_run_path(bundle, first.key, tmp_path)
     if damage == "no_loss_state":
         import numpy as np
@@ -166,17 +193,26 @@ def test_stored_run_metadata_that_is_missing_or_wrong_is_named_and_retrained(tmp
             arrays = {k: v for k, v in stored.items() if k != "loss_state"}
         np.savez_compressed(path, **arrays)
     else:
-        _rewrite_stored_meta(path, {"no_seconds": lambda m: {k: v for k, v in m.items() if k != "seconds"},
-                                    "a_list": lambda m: [m], "seconds_a_string": lambda m: m | {"seconds": "fast"},
-                                    "no_name": lambda m: {k: v for k, v in m.items() if k != "name"},
-                                    "history_not_a_list": lambda m: m | {"history": 3}}[damage])
+        _rewrite_stored_meta(
+            path,
+            {
+                "no_seconds": lambda m: {k: v for k, v in m.items() if k != "seconds"},
+                "a_list": lambda m: [m],
+                "seconds_a_string": lambda m: m | {"seconds": "fast"},
+                "no_name": lambda m: {k: v for k, v in m.items() if k != "name"},
+                "history_not_a_list": lambda m: m | {"history": 3},
+            }[damage],
+        )
     capsys.readouterr()
-    again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
-                                  stored_dir=tmp_path)
+    again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
     out = capsys.readouterr().out
     assert str(path) in out and "training it again" in out and again.source == "trained"
-    assert experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
-                                 stored_dir=tmp_path).source == "stored"  # the retrained run was stored again
+    assert (
+        experiments.train_run(
+            "ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path
+        ).source
+        == "stored"
+    )  # the retrained run was stored again
 
 
 @pytest.fixture
@@ -225,8 +261,9 @@ def test_train_run_returns_the_run_when_the_cache_is_read_only(tmp_path, monkeyp
 def test_train_run_returns_the_run_when_the_stored_runs_folder_is_read_only(tmp_path, monkeypatch, fresh_warnings):
     _refuse_writes(monkeypatch, errno.EROFS)
     with pytest.warns(experiments.RunNotSavedWarning, match="stored_dir"):
-        run = experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), stored=True,
-                                    stored_dir=tmp_path)
+        run = experiments.train_run(
+            "ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), stored=True, stored_dir=tmp_path
+        )
     assert run.source == "trained" and run.test_logits.shape == (96, 3)
 
 
@@ -235,13 +272,17 @@ def test_a_cache_file_path_that_is_a_folder_is_named_before_training(tmp_path, m
     """Issue 18, defect 1: a folder in the cache file's place was 'damaged', retrained, then IsADirectoryError."""
     bundle = tiny_bundle()
     key = experiments.run_key(bundle, "small_cnn", CrossEntropy(), config())
-    folder = (experiments.stored_run_path(bundle, key, tmp_path) if stored
-              else tmp_path / f"{key}-{experiments.training_version()}.pt")
+    folder = (
+        experiments.stored_run_path(bundle, key, tmp_path)
+        if stored
+        else tmp_path / f"{key}-{experiments.training_version()}.pt"
+    )
     (folder / "inside").mkdir(parents=True)
     monkeypatch.setattr(experiments.train, "fit", lambda *a, **k: pytest.fail("trained before checking the path"))
     with pytest.raises(IsADirectoryError, match=rf"{folder.name} is a folder.*remove it"):
-        experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path,
-                              stored=stored, stored_dir=tmp_path)
+        experiments.train_run(
+            "ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path, stored=stored, stored_dir=tmp_path
+        )
     assert "training it again" not in capsys.readouterr().out  # a folder is not a damaged run file
 
 
@@ -258,15 +299,30 @@ def test_the_cache_folder_can_be_moved_by_an_environment_variable(tmp_path, monk
 
 def test_stored_run_round_trip_without_weights(tmp_path, capsys):
     from helpers.cclnet import CCLNetLoss
+
     bundle = tiny_bundle()
     torch.manual_seed(0)
-    trained = experiments.train_run("ccl", CCLNetLoss(feature_dim=128, num_classes=3), bundle, "small_cnn", config(),
-                                    stored=True, stored_dir=tmp_path)
+    trained = experiments.train_run(
+        "ccl",
+        CCLNetLoss(feature_dim=128, num_classes=3),
+        bundle,
+        "small_cnn",
+        config(),
+        stored=True,
+        stored_dir=tmp_path,
+    )
     [path] = list((tmp_path / "tiny").glob("*.npz"))
     assert path.stem == trained.key and trained.source == "trained"
     torch.manual_seed(0)
-    loaded = experiments.train_run("ccl", CCLNetLoss(feature_dim=128, num_classes=3), bundle, "small_cnn", config(),
-                                   stored=True, stored_dir=tmp_path)
+    loaded = experiments.train_run(
+        "ccl",
+        CCLNetLoss(feature_dim=128, num_classes=3),
+        bundle,
+        "small_cnn",
+        config(),
+        stored=True,
+        stored_dir=tmp_path,
+    )
     assert loaded.source == "stored" and loaded.model is None
     assert torch.equal(loaded.test_logits, trained.test_logits) and torch.equal(loaded.val_logits, trained.val_logits)
     assert [r["epoch"] for r in loaded.history] == [r["epoch"] for r in trained.history]
@@ -288,8 +344,9 @@ def test_a_stored_run_from_older_code_is_loaded_with_one_warning(tmp_path, capsy
     monkeypatch.setattr(experiments.run_log, "_warned_stale", False)
     capsys.readouterr()
     for _ in range(2):
-        loaded = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
-                                       stored_dir=tmp_path)
+        loaded = experiments.train_run(
+            "ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path
+        )
     out = capsys.readouterr().out
     assert loaded.source == "stored" and "(*)" not in out
     assert out.count("warning:") == 1 and "older training code" in out and "RETRAIN=1" in out
@@ -298,16 +355,15 @@ def test_a_stored_run_from_older_code_is_loaded_with_one_warning(tmp_path, capsy
 
 def test_a_stored_run_for_other_test_images_or_a_damaged_file_is_not_served(tmp_path, capsys, monkeypatch):
     bundle = tiny_bundle()
-    first = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
-                                  stored_dir=tmp_path)
-    other = experiments.train_run("ce", CrossEntropy(), other_test_split(bundle), "small_cnn", config(), stored=True,
-                                  stored_dir=tmp_path)
+    first = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    other = experiments.train_run(
+        "ce", CrossEntropy(), other_test_split(bundle), "small_cnn", config(), stored=True, stored_dir=tmp_path
+    )
     assert other.source == "trained" and other.key != first.key
     path = experiments.stored_run_path(bundle, first.key, tmp_path)
     path.write_bytes(path.read_bytes()[:200])
     capsys.readouterr()
-    again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
-                                  stored_dir=tmp_path)
+    again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
     assert again.source == "trained" and str(path) in capsys.readouterr().out
 
 
@@ -323,14 +379,16 @@ def test_retrain_replaces_stored_runs_of_older_code_and_keeps_current_ones(tmp_p
     with experiments.planning() as plan:
         experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
     assert len(plan) == 1  # planned: its stored run is older code
-    retrained = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
-                                      stored_dir=tmp_path)
+    retrained = experiments.train_run(
+        "ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path
+    )
     assert retrained.source == "trained"
     path = experiments.stored_run_path(bundle, retrained.key, tmp_path)
     assert experiments.load_stored_run(path, bundle, CrossEntropy(), retrained.key)[0]["training_version"] == "today"
     with experiments.planning() as plan:
-        again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
-                                      stored_dir=tmp_path)
+        again = experiments.train_run(
+            "ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path
+        )
     assert plan == [] and again.source == "stored"
 
 
@@ -351,8 +409,7 @@ def test_ccl_net_loss_with_non_tensor_extra_state_has_a_key():
     torch.manual_seed(0)
     same = experiments.run_key(bundle, "small_cnn", CCLNetLoss(feature_dim=128, num_classes=3), config())
     torch.manual_seed(0)
-    fast = experiments.run_key(bundle, "small_cnn", CCLNetLoss(feature_dim=128, num_classes=3, lr_ccl=5e-2),
-                               config())
+    fast = experiments.run_key(bundle, "small_cnn", CCLNetLoss(feature_dim=128, num_classes=3, lr_ccl=5e-2), config())
     assert slow == same and slow != fast
 
 
@@ -362,11 +419,13 @@ def test_ccl_net_run_round_trips_through_the_cache(tmp_path):
 
     bundle = tiny_bundle()
     torch.manual_seed(0)
-    trained = experiments.train_run("ccl", CCLNetLoss(feature_dim=128, num_classes=3), bundle, "small_cnn",
-                                    config(), cache_dir=tmp_path)
+    trained = experiments.train_run(
+        "ccl", CCLNetLoss(feature_dim=128, num_classes=3), bundle, "small_cnn", config(), cache_dir=tmp_path
+    )
     torch.manual_seed(0)
-    loaded = experiments.train_run("ccl", CCLNetLoss(feature_dim=128, num_classes=3), bundle, "small_cnn",
-                                   config(), cache_dir=tmp_path)
+    loaded = experiments.train_run(
+        "ccl", CCLNetLoss(feature_dim=128, num_classes=3), bundle, "small_cnn", config(), cache_dir=tmp_path
+    )
     assert loaded.from_cache and not trained.from_cache
     assert loaded.loss.epoch_log == trained.loss.epoch_log and len(loaded.loss.epoch_log) == 2
     assert torch.equal(loaded.loss.head.dictionary, trained.loss.head.dictionary)
@@ -396,8 +455,9 @@ def test_a_cache_dir_that_is_a_file_fails_before_training(tmp_path, monkeypatch)
     with pytest.raises(NotADirectoryError, match="is not a folder"):
         experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), cache_dir=blocker)
     with pytest.raises(NotADirectoryError, match="is not a folder"):
-        experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), stored=True,
-                              stored_dir=blocker)
+        experiments.train_run(
+            "ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), stored=True, stored_dir=blocker
+        )
 
 
 def test_stored_run_line_keeps_within_the_notebook_line_limit():
@@ -411,6 +471,8 @@ def test_stored_run_line_keeps_within_the_notebook_line_limit():
     lines = long_line.splitlines()
     assert len(lines) == 2 and max(len(line) for line in lines) <= notebook_outputs.MAX_LINE
     assert "stored run synthetic_chestmnist_independent/" in lines[0] and lines[1] == "  (trained on cuda:0 in 88 s)"
-    assert experiments._stored_run_line("BCE", "tiny/abc", meta) == "BCE: stored run tiny/abc (trained on cuda:0 in 88 s)"
+    assert (
+        experiments._stored_run_line("BCE", "tiny/abc", meta) == "BCE: stored run tiny/abc (trained on cuda:0 in 88 s)"
+    )
     named = experiments._stored_run_line("BCE", "tiny/abc", meta | {"device_name": "NVIDIA H100 80GB HBM3"})
     assert named == "BCE: stored run tiny/abc (trained on NVIDIA H100 80GB HBM3 in 88 s)"

@@ -22,29 +22,42 @@ def handful_bundle(dataset: str, image_size: int) -> data.DatasetBundle:
     generator = torch.Generator().manual_seed(0)
 
     def split(n):
-        images = torch.randint(0, 256, (n, channels, image_size, image_size), generator=generator,
-                               dtype=torch.uint8)
+        images = torch.randint(0, 256, (n, channels, image_size, image_size), generator=generator, dtype=torch.uint8)
         if task == data.MULTI_LABEL:
             labels = torch.randint(0, 2, (n, n_classes), generator=generator).float()
         else:
             labels = torch.randint(0, n_classes, (n,), generator=generator)
         return data.Split(images, labels)
 
-    return data.DatasetBundle(name=dataset, task=task, class_names=list(info["label"].values()),
-                              train=split(HANDFUL), val=split(2), test=split(2), source="random",
-                              licence="none", image_size=image_size)
+    return data.DatasetBundle(
+        name=dataset,
+        task=task,
+        class_names=list(info["label"].values()),
+        train=split(HANDFUL),
+        val=split(2),
+        test=split(2),
+        source="random",
+        licence="none",
+        image_size=image_size,
+    )
 
 
 def training_configs(cfg: course.RunConfig, task: str) -> dict[str, train.TrainConfig]:
     """The TrainConfigs the notebooks build from ``cfg``: the two recipes (multi-class; the over-fitting one for
     ``overfit_epochs`` where the notebook has them), the multi-label recipe otherwise. CPU only."""
     if task == data.MULTI_LABEL:
-        return {"multi-label": multilabel_analysis.multilabel_train_config(cfg.epochs, cfg.lr, cfg.batch_size,
-                                                                           seed=cfg.seed, device="cpu")}
+        return {
+            "multi-label": multilabel_analysis.multilabel_train_config(
+                cfg.epochs, cfg.lr, cfg.batch_size, seed=cfg.seed, device="cpu"
+            )
+        }
     epochs = {"well-regularised": cfg.epochs, "over-fitting": cfg.extra.get("overfit_epochs", cfg.epochs)}
-    return {recipe: experiments.recipe_config(recipe, epochs=n, lr=cfg.lr, batch_size=cfg.batch_size,
-                                              seed=cfg.seed, device="cpu", progress=False)
-            for recipe, n in epochs.items()}
+    return {
+        recipe: experiments.recipe_config(
+            recipe, epochs=n, lr=cfg.lr, batch_size=cfg.batch_size, seed=cfg.seed, device="cpu", progress=False
+        )
+        for recipe, n in epochs.items()
+    }
 
 
 class OneStepDone(Exception):
@@ -58,8 +71,9 @@ def stop_after_the_first_step(features, targets):
 @pytest.mark.parametrize("notebook", course.list_notebooks(), ids=lambda path: path.stem[:2])
 def test_full_profile_builds_and_takes_one_training_step_on_the_cpu(notebook, tmp_path):
     profiles = course.notebook_profiles(notebook.stem)
-    cfg = course.configure(notebook.stem, profiles, profile="full", device="cpu",
-                           results_path=str(tmp_path / "results.json"))
+    cfg = course.configure(
+        notebook.stem, profiles, profile="full", device="cpu", results_path=str(tmp_path / "results.json")
+    )
     assert cfg.epochs == profiles["full"]["epochs"] and cfg.batch_size == profiles["full"]["batch_size"]
     bundle = handful_bundle(cfg.dataset, cfg.image_size)
     for name, config in training_configs(cfg, bundle.task).items():
@@ -73,5 +87,6 @@ def test_full_profile_builds_and_takes_one_training_step_on_the_cpu(notebook, tm
             train.fit(model, loss, bundle, config)
         after = model.state_dict()
         assert all(torch.isfinite(after[k]).all() for k in before), f"{notebook.stem} {name}: non-finite weights"
-        assert not torch.equal(after["classifier.weight"], before["classifier.weight"]), \
+        assert not torch.equal(after["classifier.weight"], before["classifier.weight"]), (
             f"{notebook.stem} {name}: the step did not change the weights"
+        )

@@ -50,7 +50,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(module)
         for target in sorted(graph[module]):
             if state.get(target) == "open":
-                return path[path.index(target):] + [target]
+                return path[path.index(target) :] + [target]
             if target not in state:
                 cycle = visit(target, path)
                 if cycle:
@@ -83,5 +83,7 @@ def test_find_cycle_reports_a_function_level_cycle():
 
 def test_helpers_has_no_import_cycle():
     cycle = find_cycle(import_graph())
-    assert cycle is None, ("import cycle in helpers/: " + " -> ".join(cycle) + "; move the shared pieces into a "
-                           "lower module that both import")
+    assert cycle is None, (
+        "import cycle in helpers/: " + " -> ".join(cycle) + "; move the shared pieces into a "
+        "lower module that both import"
+    )

@@ -5,15 +5,31 @@ import pytest
 
 from helpers import course, knobs
 
-PROFILES = {name: dict(dataset="dermamnist", image_size=28, model="small_cnn", epochs=1, batch_size=8, lr=0.1,
-                       alpha=0.1, n_things=3, scale=0.5, names=["a"]) for name in course.PROFILE_NAMES}
+PROFILES = {
+    name: dict(
+        dataset="dermamnist",
+        image_size=28,
+        model="small_cnn",
+        epochs=1,
+        batch_size=8,
+        lr=0.1,
+        alpha=0.1,
+        n_things=3,
+        scale=0.5,
+        names=["a"],
+    )
+    for name in course.PROFILE_NAMES
+}
 
 
 def test_notebook_00_refuses_a_negative_timing_images():
     """Defect 2: notebook 00 with timing_images=-5 ran "ok" and printed a negative time estimate."""
     profiles = course.notebook_profiles("00_start_here")
-    with pytest.raises(ValueError, match=r"(?s)00_start_here.*timing_images=-5 \(int\): timing_images must be an "
-                                         r"integer >= 1"):
+    with pytest.raises(
+        ValueError,
+        match=r"(?s)00_start_here.*timing_images=-5 \(int\): timing_images must be an "
+        r"integer >= 1",
+    ):
         course.configure("00_start_here", profiles, profile="smoke", timing_images=-5)
     assert course.configure("00_start_here", profiles, profile="smoke", timing_images=64).timing_images == 64
 
@@ -30,14 +46,27 @@ def test_lr_as_text_is_refused_naming_the_knob():
         course.configure("99_test", PROFILES, profile="smoke", lr="0.1")
 
 
-@pytest.mark.parametrize("name, value, allowed", [
-    ("epochs", 0, "an integer >= 1"), ("epochs", 2.5, "an integer >= 1"), ("batch_size", -1, "an integer >= 1"),
-    ("seed", -1, "an integer >= 0"), ("seed", True, "an integer >= 0"), ("lr", float("nan"), "a number > 0"),
-    ("lr", 0, "a number > 0"), ("alpha", 1.5, r"a number >= 0 and <= 1"), ("max_train", 0, "an integer >= 1"),
-    ("image_size", "28", "an integer >= 8"), ("dataset", "", "non-empty text"), ("model", 3, "non-empty text"),
-    ("n_things", "3", "an integer"), ("n_things", 2.0, "an integer"), ("scale", "big", "a number"),
-    ("names", "a", "a list"),
-])
+@pytest.mark.parametrize(
+    "name, value, allowed",
+    [
+        ("epochs", 0, "an integer >= 1"),
+        ("epochs", 2.5, "an integer >= 1"),
+        ("batch_size", -1, "an integer >= 1"),
+        ("seed", -1, "an integer >= 0"),
+        ("seed", True, "an integer >= 0"),
+        ("lr", float("nan"), "a number > 0"),
+        ("lr", 0, "a number > 0"),
+        ("alpha", 1.5, r"a number >= 0 and <= 1"),
+        ("max_train", 0, "an integer >= 1"),
+        ("image_size", "28", "an integer >= 8"),
+        ("dataset", "", "non-empty text"),
+        ("model", 3, "non-empty text"),
+        ("n_things", "3", "an integer"),
+        ("n_things", 2.0, "an integer"),
+        ("scale", "big", "a number"),
+        ("names", "a", "a list"),
+    ],
+)
 def test_a_knob_value_of_the_wrong_type_or_range_is_refused_naming_knob_value_and_rule(name, value, allowed):
     with pytest.raises(ValueError, match=rf"99_test: knob value.*\n  {name}=.* {name} must be {allowed}"):
         course.configure("99_test", PROFILES, profile="smoke", **{name: value})
@@ -66,9 +95,12 @@ def test_every_profile_of_every_notebook_keeps_the_knob_rules(notebook):
 
 def test_every_knob_of_every_notebook_has_a_rule():
     """A knob without a rule would be unchecked: each is in RULES or gets its type from the PROFILES table."""
-    unchecked = [(path.stem, name) for path in course.list_notebooks()
-                 for name in course.notebook_parameters(path)
-                 if name != "profile" and knobs.rule_for(name, course.notebook_profiles(path.stem)) is None]
+    unchecked = [
+        (path.stem, name)
+        for path in course.list_notebooks()
+        for name in course.notebook_parameters(path)
+        if name != "profile" and knobs.rule_for(name, course.notebook_profiles(path.stem)) is None
+    ]
     assert unchecked == []
 
 

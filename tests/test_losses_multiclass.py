@@ -90,8 +90,9 @@ def test_mbls_margin_larger_than_all_distances_is_cross_entropy():
 @pytest.mark.parametrize("alpha", [0.05, 0.1, 0.5228, 1.0])
 def test_label_smoothing_uniform_matches_torch(alpha):
     logits, target = make_batch()
-    torch.testing.assert_close(LabelSmoothing(alpha)(logits, target),
-                               F.cross_entropy(logits, target, label_smoothing=alpha))
+    torch.testing.assert_close(
+        LabelSmoothing(alpha)(logits, target), F.cross_entropy(logits, target, label_smoothing=alpha)
+    )
 
 
 def test_label_smoothing_prior_is_soft_target_cross_entropy_and_kl_form():
@@ -163,7 +164,7 @@ def test_flsd53_gamma_is_constant_for_differentiation():
     gamma = torch.tensor([5.0, 3.0], dtype=torch.float64)
     l2 = logits.detach().clone().requires_grad_(True)
     log_pt = F.log_softmax(l2, 1)[:, 0]
-    ref = (-(1 - log_pt.exp()) ** gamma * log_pt).mean()
+    ref = (-((1 - log_pt.exp()) ** gamma) * log_pt).mean()
     (grad_ref,) = torch.autograd.grad(ref, l2)
     torch.testing.assert_close(grad, grad_ref)
 
@@ -264,8 +265,13 @@ def test_mdca_and_dca_terms_match_brute_force():
     logits, target = make_batch(n=20, dtype=torch.float64)
     probs = torch.softmax(logits, 1)
     n = 20
-    mdca = sum(abs(sum(probs[i, k].item() for i in range(n)) / n - sum(int(target[i] == k) for i in range(n)) / n)
-               for k in range(K)) / K
+    mdca = (
+        sum(
+            abs(sum(probs[i, k].item() for i in range(n)) / n - sum(int(target[i] == k) for i in range(n)) / n)
+            for k in range(K)
+        )
+        / K
+    )
     conf = sum(max(probs[i].tolist()) for i in range(n)) / n
     acc = sum(int(int(probs[i].argmax()) == int(target[i])) for i in range(n)) / n
     assert MDCARegulariser()(probs, target).item() == pytest.approx(mdca, rel=1e-12)
@@ -288,10 +294,15 @@ def test_mdca_on_other_base_equals_composite():
 @pytest.mark.parametrize("name", list(all_losses()))
 def test_finite_value_and_gradient_at_extreme_logits(name):
     loss = all_losses()[name]
-    logits = torch.tensor([[1e4, -1e4, 0.0, 5e3, -5e3],
-                           [-1e4, 1e4, 1e4, 0.0, 0.0],
-                           [0.0, 0.0, 0.0, 0.0, 1e4],
-                           [-1e4, -1e4, -1e4, -1e4, 1e4]], requires_grad=True)
+    logits = torch.tensor(
+        [
+            [1e4, -1e4, 0.0, 5e3, -5e3],
+            [-1e4, 1e4, 1e4, 0.0, 0.0],
+            [0.0, 0.0, 0.0, 0.0, 1e4],
+            [-1e4, -1e4, -1e4, -1e4, 1e4],
+        ],
+        requires_grad=True,
+    )
     target = torch.tensor([0, 3, 4, 1])  # correct, wrong, correct, extremely wrong
     value = loss(logits, target)
     value.backward()
@@ -417,8 +428,10 @@ def test_every_integer_target_dtype_gives_the_int64_value_and_gradient(name, dty
     from helpers.cclnet import CCLNetLoss
 
     torch.manual_seed(0)
-    extra = {"ccl_net": lambda: CCLNetLoss(8, K), "mdca_composite": lambda: Composite(FocalLoss(2.0),
-                                                                                     [(1.0, MDCARegulariser())])}
+    extra = {
+        "ccl_net": lambda: CCLNetLoss(8, K),
+        "mdca_composite": lambda: Composite(FocalLoss(2.0), [(1.0, MDCARegulariser())]),
+    }
     loss = extra[name]() if name in extra else all_losses()[name]
     logits, target = make_batch(n=12)
     logits.requires_grad_(True)
@@ -470,8 +483,9 @@ def test_multiclass_losses_refuse_a_single_logit_column(name):
     softmax of one column is 1); the metrics and temperature scaling refuse K < 2, so the losses must too."""
     from helpers.cclnet import CCLNetLoss
 
-    loss = {"ccl_net": CCLNetLoss(8, K), "dca_term": DCARegulariser(),
-            "mdca_term": MDCARegulariser()}.get(name) or all_losses()[name]
+    loss = {"ccl_net": CCLNetLoss(8, K), "dca_term": DCARegulariser(), "mdca_term": MDCARegulariser()}.get(
+        name
+    ) or all_losses()[name]
     one_column = torch.randn(6, 1, generator=torch.Generator().manual_seed(0))
     if name.endswith("_term"):
         one_column = torch.ones(6, 1)  # a regulariser takes probabilities
@@ -492,8 +506,7 @@ def test_the_single_column_hint_gives_the_binary_softmax_of_the_sigmoid():
     with pytest.raises(ValueError, match=r"torch\.cat\(\[torch\.zeros_like\(z\), z\], dim=1\)"):
         CrossEntropy()(z, y)
     two_columns = torch.cat([torch.zeros_like(z), z], dim=1)
-    torch.testing.assert_close(CrossEntropy()(two_columns, y),
-                               F.binary_cross_entropy_with_logits(z[:, 0], y.double()))
+    torch.testing.assert_close(CrossEntropy()(two_columns, y), F.binary_cross_entropy_with_logits(z[:, 0], y.double()))
 
 
 @pytest.mark.parametrize("name", list(all_losses()) + ["ccl_net", "dca_term", "mdca_term"])
@@ -503,8 +516,9 @@ def test_multiclass_losses_accept_numpy_arrays_like_the_metrics(name):
     from helpers.cclnet import CCLNetLoss
 
     torch.manual_seed(0)
-    loss = {"ccl_net": CCLNetLoss(8, K), "dca_term": DCARegulariser(),
-            "mdca_term": MDCARegulariser()}.get(name) or all_losses()[name]
+    loss = {"ccl_net": CCLNetLoss(8, K), "dca_term": DCARegulariser(), "mdca_term": MDCARegulariser()}.get(
+        name
+    ) or all_losses()[name]
     logits, target = make_batch(n=8)
     if name.endswith("_term"):
         logits = torch.softmax(logits, dim=1)

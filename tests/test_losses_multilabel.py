@@ -8,8 +8,18 @@ import pytest
 import torch
 
 from helpers.losses.base import Composite
-from helpers.losses.multilabel import (ASL, BCE, LDACE, LPR, SPA, AsymmetricFocal, CanonicalCalibrationLoss,
-                                       LDACEWithCCL, phi_recovery, spa_link_as_printed)
+from helpers.losses.multilabel import (
+    ASL,
+    BCE,
+    LDACE,
+    LPR,
+    SPA,
+    AsymmetricFocal,
+    CanonicalCalibrationLoss,
+    LDACEWithCCL,
+    phi_recovery,
+    spa_link_as_printed,
+)
 
 DOUBLE = torch.float64
 
@@ -51,7 +61,7 @@ def ridnik_asl_reference(x, y, gamma_neg=4.0, gamma_pos=1.0, clip=0.05, eps=1e-8
 def focal_eq7(x, y, gamma_pos, gamma_neg):
     p = torch.sigmoid(x)
     pos = -((1 - p) ** gamma_pos) * torch.log(p)
-    neg = -(p ** gamma_neg) * torch.log(1 - p)
+    neg = -(p**gamma_neg) * torch.log(1 - p)
     return (y * pos + (1 - y) * neg).mean()
 
 
@@ -79,8 +89,10 @@ def test_focal_with_zero_gammas_is_bce_in_value_and_gradient():
 
 
 # ------------------------------------------------------------------------------------------------------------- ASL
-@pytest.mark.parametrize("gamma_pos,gamma_neg,margin", [(0.0, 4.0, 0.05), (1.0, 4.0, 0.05), (1.0, 2.0, 0.2),
-                                                         (0.0, 0.5, 0.1), (2.0, 3.0, 0.0)])
+@pytest.mark.parametrize(
+    "gamma_pos,gamma_neg,margin",
+    [(0.0, 4.0, 0.05), (1.0, 4.0, 0.05), (1.0, 2.0, 0.2), (0.0, 0.5, 0.1), (2.0, 3.0, 0.0)],
+)
 def test_asl_matches_reference_code_up_to_mean(gamma_pos, gamma_neg, margin):
     logits, targets = _data(n=9, t=6, scale=4.0)
     loss = ASL(gamma_pos=gamma_pos, gamma_neg=gamma_neg, margin=margin)
@@ -118,8 +130,9 @@ def test_asl_with_zero_margin_equals_asymmetric_focal():
     assert torch.allclose(ASL(margin=0.0, eps=0.0)(far, both), AsymmetricFocal()(far, both), atol=1e-12)
 
 
-@pytest.mark.parametrize("kwargs", [{"margin": -0.1}, {"margin": 1.0}, {"gamma_neg": -1.0}, {"eps": 1.0},
-                                    {"gamma_pos": float("nan")}])
+@pytest.mark.parametrize(
+    "kwargs", [{"margin": -0.1}, {"margin": 1.0}, {"gamma_neg": -1.0}, {"eps": 1.0}, {"gamma_pos": float("nan")}]
+)
 def test_asl_rejects_bad_hyper_parameters(kwargs):
     with pytest.raises(ValueError):
         ASL(**kwargs)
@@ -127,7 +140,7 @@ def test_asl_rejects_bad_hyper_parameters(kwargs):
 
 # ------------------------------------------------------------------------------------------------------------- phi
 def naive_h(z, gamma):
-    return (z ** gamma - gamma * z ** (gamma - 1) * (1 - z) * torch.log(1 - z)) / (1 - z)
+    return (z**gamma - gamma * z ** (gamma - 1) * (1 - z) * torch.log(1 - z)) / (1 - z)
 
 
 def naive_phi(z, gamma_pos, gamma_neg, margin):
@@ -135,8 +148,9 @@ def naive_phi(z, gamma_pos, gamma_neg, margin):
     return naive_h(q, gamma_neg) / (naive_h(q, gamma_neg) + naive_h(1 - z, gamma_pos))
 
 
-@pytest.mark.parametrize("gamma_pos,gamma_neg,margin", [(1.0, 4.0, 0.0), (0.0, 4.0, 0.05), (2.0, 2.0, 0.0),
-                                                         (0.5, 3.0, 0.1)])
+@pytest.mark.parametrize(
+    "gamma_pos,gamma_neg,margin", [(1.0, 4.0, 0.0), (0.0, 4.0, 0.05), (2.0, 2.0, 0.0), (0.5, 3.0, 0.1)]
+)
 def test_phi_matches_eqs_14_15_inside_the_interval(gamma_pos, gamma_neg, margin):
     z = torch.linspace(margin + 0.01, 0.99, 50, dtype=DOUBLE)
     ours = phi_recovery(z, gamma_pos=gamma_pos, gamma_neg=gamma_neg, margin=margin)
@@ -156,7 +170,7 @@ def test_phi_collapses_scores_below_the_margin_and_saturates_for_gamma_pos_zero(
     assert torch.all(phi_recovery(low, gamma_pos=1.0, gamma_neg=gamma_neg, margin=margin) == 0)
     # γ⁺ = 0: φ(1) = h(1 − m) / (1 + h(1 − m)) < 1, worked out by hand from eq. (15)
     q = 1 - margin
-    h = (q ** 4 - 4 * q ** 3 * (1 - q) * math.log(1 - q)) / (1 - q)
+    h = (q**4 - 4 * q**3 * (1 - q) * math.log(1 - q)) / (1 - q)
     top = phi_recovery(torch.tensor([1.0], dtype=DOUBLE), gamma_pos=0.0, gamma_neg=gamma_neg, margin=margin)
     assert top.item() == pytest.approx(h / (1 + h), rel=1e-12)
     assert top.item() == pytest.approx(0.9637, abs=1e-4)
@@ -196,7 +210,9 @@ def test_spa_partial_losses_are_eq16():
     assert torch.allclose(loss_neg, -torch.log(1 / (1 + torch.exp(3.0 * (v - 1.0)))) / 5.0, atol=1e-12)
 
 
-@pytest.mark.parametrize("params", [(1, 1, 0, 5, 3, 1), (2.0, 0.5, -1.0, 3.0, 2.0, 0.5), (0.3, 4.0, 2.0, 9.0, 0.7, -3.0)])
+@pytest.mark.parametrize(
+    "params", [(1, 1, 0, 5, 3, 1), (2.0, 0.5, -1.0, 3.0, 2.0, 0.5), (0.3, 4.0, 2.0, 9.0, 0.7, -3.0)]
+)
 def test_spa_link_is_the_first_order_condition_of_the_conditional_risk(params):
     """η̂(v) must equal ℓ₋'(v) / (ℓ₋'(v) − ℓ₊'(v)), with the derivatives taken by autograd here."""
     spa = SPA(*params)
@@ -223,8 +239,10 @@ def test_printed_eq17_is_decreasing_and_is_one_minus_sigmoid_at_bce_parameters()
     assert torch.all(printed_default[1:] < printed_default[:-1])
 
 
-@pytest.mark.parametrize("kwargs", [{"k_neg": 0.0}, {"k_pos": -1.0}, {"zeta_neg": 0.0}, {"zeta_pos": -2.0},
-                                    {"b_neg": float("inf")}, {"b_pos": "1"}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"k_neg": 0.0}, {"k_pos": -1.0}, {"zeta_neg": 0.0}, {"zeta_pos": -2.0}, {"b_neg": float("inf")}, {"b_pos": "1"}],
+)
 def test_spa_rejects_hyper_parameters_that_break_strict_properness(kwargs):
     with pytest.raises(ValueError):
         SPA(**kwargs)
@@ -351,8 +369,10 @@ def test_ldace_stays_accurate_when_both_probabilities_approach_one():
 
 def _exact_one_minus_pair(a, b):
     """1 − σ(a)σ(b) = σ(−a) + σ(a)σ(−b) in float64 scalars (no cancellation)."""
+
     def sig(x):
         return 1.0 / (1.0 + math.exp(-x))
+
     return sig(-a) + sig(a) * sig(-b)
 
 
@@ -524,8 +544,7 @@ def test_asl_is_finite_for_large_float16_logits():
     assert value.item() == pytest.approx(ASL()(torch.tensor(raw, dtype=DOUBLE), targets.double()).item(), rel=1e-6)
 
 
-@pytest.mark.parametrize("name", ["bce", "focal", "focal_small_gamma", "asl", "spa", "spa_steep", "ldace",
-                                  "ldace_p"])
+@pytest.mark.parametrize("name", ["bce", "focal", "focal_small_gamma", "asl", "spa", "spa_steep", "ldace", "ldace_p"])
 def test_gradcheck_float64(name):
     logits, targets = _data(n=3, t=4, scale=2.0)
     x = logits.clone().requires_grad_(True)

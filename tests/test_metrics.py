@@ -66,9 +66,9 @@ def test_multilabel_pooled_and_per_label_agree_with_torchmetrics_binary(n_bins):
 def test_classwise_ece_agrees_with_torchmetrics_binary_per_class():
     probs, labels = random_multiclass(3000, 7, seed=3)
     assert distance_to_nearest_edge(probs, 15) > 1e-9
-    reference = np.mean([
-        float(binary_calibration_error(probs[:, c], (labels == c).long(), n_bins=15)) for c in range(7)
-    ])
+    reference = np.mean(
+        [float(binary_calibration_error(probs[:, c], (labels == c).long(), n_bins=15)) for c in range(7)]
+    )
     assert M.classwise_ece(probs, labels) == pytest.approx(reference, abs=1e-6)
 
 
@@ -97,7 +97,8 @@ def test_classification_metrics_agree_with_sklearn():
     assert M.cohen_kappa(probs, labels) == pytest.approx(sk.cohen_kappa_score(y, prediction), abs=1e-12)
     assert M.jaccard(probs, labels) == pytest.approx(sk.jaccard_score(y, prediction, average="macro"), abs=1e-12)
     assert M.auroc_ovr(probs, labels) == pytest.approx(
-        sk.roc_auc_score(y, p, multi_class="ovr", average="macro"), abs=1e-12)
+        sk.roc_auc_score(y, p, multi_class="ovr", average="macro"), abs=1e-12
+    )
     assert M.nll(probs, labels) == pytest.approx(sk.log_loss(y, p, labels=range(5)), abs=1e-12)
 
 
@@ -108,8 +109,7 @@ def test_multilabel_ranking_metrics_agree_with_sklearn(with_ties):
         probs = (probs * 8).round() / 8  # many tied scores: AP and AUROC must treat a tie group as one threshold
     y, p = labels.numpy(), probs.numpy()
     assert M.macro_auroc(probs, labels) == pytest.approx(sk.roc_auc_score(y, p, average="macro"), abs=1e-12)
-    assert M.map_per_class(probs, labels) == pytest.approx(sk.average_precision_score(y, p, average="macro"),
-                                                           abs=1e-12)
+    assert M.map_per_class(probs, labels) == pytest.approx(sk.average_precision_score(y, p, average="macro"), abs=1e-12)
     has_positive = y.sum(1) > 0
     assert not has_positive.all()  # the exclusion of samples without a positive label is exercised
     expected_per_example = np.mean([sk.average_precision_score(y[i], p[i]) for i in np.flatnonzero(has_positive)])
@@ -129,8 +129,9 @@ def test_binary_problem_k2():
 def test_class_absent_from_labels():
     probs, labels = random_multiclass(1000, 4, seed=9)
     labels[labels == 3] = 0  # class 3 never occurs
-    assert M.ece(probs, labels) == pytest.approx(float(multiclass_calibration_error(probs, labels, 4, n_bins=15)),
-                                                 abs=1e-6)
+    assert M.ece(probs, labels) == pytest.approx(
+        float(multiclass_calibration_error(probs, labels, 4, n_bins=15)), abs=1e-6
+    )
     # class 3's one-vs-rest ECE is the mean of p_3 (all its outcomes are 0), whatever the bins
     per_class = [float(binary_calibration_error(probs[:, c], (labels == c).long(), n_bins=15)) for c in range(4)]
     assert per_class[3] == pytest.approx(float(probs[:, 3].mean()), abs=1e-9)
@@ -157,13 +158,16 @@ def test_macro_auroc_skips_single_class_labels_with_a_warning():
 # hand-computed examples
 # ------------------------------------------------------------------------------------------------------------
 # Five samples, K = 3. Top-label (confidence, correct): (0.6, 1), (0.7, 0), (0.8, 1), (0.9, 1), (0.4, 0).
-HAND_PROBS = torch.tensor([
-    [0.60, 0.30, 0.10],  # y = 0: correct, confidence 0.6
-    [0.20, 0.70, 0.10],  # y = 0: wrong,   confidence 0.7
-    [0.10, 0.10, 0.80],  # y = 2: correct, confidence 0.8
-    [0.05, 0.90, 0.05],  # y = 1: correct, confidence 0.9
-    [0.40, 0.30, 0.30],  # y = 2: wrong,   confidence 0.4
-], dtype=torch.float64)
+HAND_PROBS = torch.tensor(
+    [
+        [0.60, 0.30, 0.10],  # y = 0: correct, confidence 0.6
+        [0.20, 0.70, 0.10],  # y = 0: wrong,   confidence 0.7
+        [0.10, 0.10, 0.80],  # y = 2: correct, confidence 0.8
+        [0.05, 0.90, 0.05],  # y = 1: correct, confidence 0.9
+        [0.40, 0.30, 0.30],  # y = 2: wrong,   confidence 0.4
+    ],
+    dtype=torch.float64,
+)
 HAND_LABELS = torch.tensor([0, 0, 2, 1, 2])
 
 
@@ -221,12 +225,14 @@ def test_hand_computed_multilabel_pooled_and_per_label():
     assert M.multilabel_ece(ML_PROBS, ML_LABELS, n_bins=2) == pytest.approx((0.4 + 0.2) / 6)
     assert M.multilabel_mce(ML_PROBS, ML_LABELS, n_bins=2) == pytest.approx(0.4 / 3)
     assert M.multilabel_average_calibration_error(ML_PROBS, ML_LABELS, n_bins=2) == pytest.approx(
-        (0.4 / 3 + 0.2 / 3) / 2)
+        (0.4 / 3 + 0.2 / 3) / 2
+    )
     # label 0: bin 0 {.3:1}: gap .7; bin 1 {.9:1, .6:0}: |1 - 1.5| = .5, gap .25 -> ECE 1.2/3 = .4, ACE .475, MCE .7
     # label 1: bin 0 {.2:0, .1:0}: .3, gap .15; bin 1 {.7:1}: gap .3       -> ECE .6/3 = .2, ACE .225, MCE .3
     assert M.multilabel_ece(ML_PROBS, ML_LABELS, n_bins=2, per_label=True) == pytest.approx((0.4 + 0.2) / 2)
     assert M.multilabel_average_calibration_error(ML_PROBS, ML_LABELS, 2, per_label=True) == pytest.approx(
-        (0.475 + 0.225) / 2)
+        (0.475 + 0.225) / 2
+    )
     assert M.multilabel_mce(ML_PROBS, ML_LABELS, n_bins=2, per_label=True) == pytest.approx((0.7 + 0.3) / 2)
     # decisions p >= .5: [[1,0],[1,0],[0,1]] vs labels [[1,0],[0,0],[1,1]]: 2 of 6 differ
     assert M.hamming_loss(ML_PROBS, ML_LABELS) == pytest.approx(2 / 6)
@@ -275,12 +281,15 @@ def test_interior_edge_goes_to_lower_bin():
 def test_fast_binning_equals_bucketize_on_and_around_every_edge(dtype):
     for n_bins in (1, 3, 7, 10, 15, 30, 100, 2000, 2001):
         edges = M.bin_edges(n_bins).to(dtype)
-        values = torch.cat([
-            torch.rand(5000, dtype=dtype), edges,
-            torch.nextafter(edges, torch.ones_like(edges)).clamp(0, 1),
-            torch.nextafter(edges, torch.zeros_like(edges)).clamp(0, 1),
-            torch.arange(1001, dtype=dtype) / 1000,
-        ])
+        values = torch.cat(
+            [
+                torch.rand(5000, dtype=dtype),
+                edges,
+                torch.nextafter(edges, torch.ones_like(edges)).clamp(0, 1),
+                torch.nextafter(edges, torch.zeros_like(edges)).clamp(0, 1),
+                torch.arange(1001, dtype=dtype) / 1000,
+            ]
+        )
         expected = torch.bucketize(values.double(), M.bin_edges(n_bins)[1:-1], right=False)
         assert torch.equal(M._equal_width_bin_index(values, n_bins), expected), n_bins
         assert torch.equal(M._equal_width_bin_index(values.reshape(-1, 1), n_bins)[:, 0], expected), n_bins
@@ -304,8 +313,9 @@ def test_metrics_share_the_reliability_bins():
     nonempty = counts > 0
     assert M.ece(probs, labels) == pytest.approx(float((weights * (acc - conf).abs()).nansum()), abs=1e-12)
     assert M.mce(probs, labels) == pytest.approx(float((acc - conf).abs()[nonempty].max()), abs=1e-12)
-    assert M.average_calibration_error(probs, labels) == pytest.approx(float((acc - conf).abs()[nonempty].mean()),
-                                                                       abs=1e-12)
+    assert M.average_calibration_error(probs, labels) == pytest.approx(
+        float((acc - conf).abs()[nonempty].mean()), abs=1e-12
+    )
 
 
 def test_adaptive_and_equal_width_ece_differ_when_gaps_change_sign():
@@ -334,34 +344,40 @@ GOOD_PROBS = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1]])
 GOOD_LABELS = torch.tensor([0, 1])
 
 
-@pytest.mark.parametrize("probs, labels, message", [
-    (torch.tensor([[0.7, float("nan"), 0.3], [0.1, 0.8, 0.1]]), GOOD_LABELS, "NaN"),
-    (torch.tensor([[0.7, float("inf"), 0.3], [0.1, 0.8, 0.1]]), GOOD_LABELS, "infinite"),
-    (torch.tensor([[2.0, -1.5, 0.5], [0.1, 0.8, 0.1]]), GOOD_LABELS, "logits"),
-    (torch.tensor([[0.5, 0.2, 0.1], [0.1, 0.8, 0.1]]), GOOD_LABELS, "sum to 1.*softmax"),
-    (GOOD_PROBS, torch.tensor([0, 3]), r"labels must lie in \[0, 2\]"),
-    (GOOD_PROBS, torch.tensor([-1, 0]), r"labels must lie in \[0, 2\]"),
-    (GOOD_PROBS, torch.tensor([0.0, 1.0]), "integer class indices"),
-    (GOOD_PROBS, torch.tensor([0, 1, 1]), "must match"),
-    (GOOD_PROBS, torch.tensor([[1, 0, 0], [0, 1, 0]]), r"shape \(N,\)"),
-    (torch.zeros(0, 3), torch.zeros(0, dtype=torch.long), "empty"),
-    (torch.tensor([0.7, 0.3]), torch.tensor([0]), r"shape \(N, C\)"),
-    (torch.ones(2, 3, 1) / 3, GOOD_LABELS, r"shape \(N, C\)"),
-    (torch.ones(2, 1), GOOD_LABELS, "K >= 2"),
-])
+@pytest.mark.parametrize(
+    "probs, labels, message",
+    [
+        (torch.tensor([[0.7, float("nan"), 0.3], [0.1, 0.8, 0.1]]), GOOD_LABELS, "NaN"),
+        (torch.tensor([[0.7, float("inf"), 0.3], [0.1, 0.8, 0.1]]), GOOD_LABELS, "infinite"),
+        (torch.tensor([[2.0, -1.5, 0.5], [0.1, 0.8, 0.1]]), GOOD_LABELS, "logits"),
+        (torch.tensor([[0.5, 0.2, 0.1], [0.1, 0.8, 0.1]]), GOOD_LABELS, "sum to 1.*softmax"),
+        (GOOD_PROBS, torch.tensor([0, 3]), r"labels must lie in \[0, 2\]"),
+        (GOOD_PROBS, torch.tensor([-1, 0]), r"labels must lie in \[0, 2\]"),
+        (GOOD_PROBS, torch.tensor([0.0, 1.0]), "integer class indices"),
+        (GOOD_PROBS, torch.tensor([0, 1, 1]), "must match"),
+        (GOOD_PROBS, torch.tensor([[1, 0, 0], [0, 1, 0]]), r"shape \(N,\)"),
+        (torch.zeros(0, 3), torch.zeros(0, dtype=torch.long), "empty"),
+        (torch.tensor([0.7, 0.3]), torch.tensor([0]), r"shape \(N, C\)"),
+        (torch.ones(2, 3, 1) / 3, GOOD_LABELS, r"shape \(N, C\)"),
+        (torch.ones(2, 1), GOOD_LABELS, "K >= 2"),
+    ],
+)
 def test_bad_multiclass_input_raises_a_clear_error(probs, labels, message):
     for metric in (M.ece, M.adaptive_ece, M.classwise_ece, M.brier, M.nll, M.accuracy, M.auroc_ovr):
         with pytest.raises(ValueError, match=message):
             metric(probs, labels)
 
 
-@pytest.mark.parametrize("probs, labels, message", [
-    (ML_PROBS, torch.tensor([[1, 0], [0, 2], [1, 1]]), "0 or 1"),
-    (ML_PROBS, torch.tensor([[1, 0], [0, float("nan")], [1, 1]]), "0 or 1"),
-    (ML_PROBS, torch.tensor([1, 0, 1]), "same .* shape"),
-    (ML_PROBS * 3 - 1, ML_LABELS, "logits"),
-    (torch.zeros(3, 0), torch.zeros(3, 0), "empty"),
-])
+@pytest.mark.parametrize(
+    "probs, labels, message",
+    [
+        (ML_PROBS, torch.tensor([[1, 0], [0, 2], [1, 1]]), "0 or 1"),
+        (ML_PROBS, torch.tensor([[1, 0], [0, float("nan")], [1, 1]]), "0 or 1"),
+        (ML_PROBS, torch.tensor([1, 0, 1]), "same .* shape"),
+        (ML_PROBS * 3 - 1, ML_LABELS, "logits"),
+        (torch.zeros(3, 0), torch.zeros(3, 0), "empty"),
+    ],
+)
 def test_bad_multilabel_input_raises_a_clear_error(probs, labels, message):
     for metric in (M.multilabel_ece, M.multilabel_mce, M.hamming_loss, M.macro_auroc, M.map_per_class):
         with pytest.raises(ValueError, match=message):

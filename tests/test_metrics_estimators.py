@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import relplot
 import torch
+from random_forecasts import random_multiclass, random_multilabel
 from sklearn.metrics import recall_score
 
 from helpers import metrics as M
-from random_forecasts import random_multiclass, random_multilabel
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -65,15 +65,17 @@ def test_debiased_ece_equals_lower_bound_scaling_ce_for_any_bin_count_and_ties(n
     if ties:  # integer logits: few distinct confidences, ties across the chunk boundaries
         logits = logits.round()
     probs, labels = torch.softmax(logits, 1), torch.randint(4, (600,), generator=generator)
-    expected = calibration.lower_bound_scaling_ce(probs.numpy(), labels.numpy(), p=2, debias=True,
-                                                  num_bins=n_bins, mode="top-label")
+    expected = calibration.lower_bound_scaling_ce(
+        probs.numpy(), labels.numpy(), p=2, debias=True, num_bins=n_bins, mode="top-label"
+    )
     assert M.debiased_ece(probs, labels, n_bins) == pytest.approx(expected, rel=1e-12, abs=1e-15)
 
 
 def test_debiased_ece_with_fewer_samples_than_bins():
     probs, labels = random_multiclass(9, 3, seed=5)
-    expected = calibration.lower_bound_scaling_ce(probs.numpy(), labels.numpy(), p=2, debias=True, num_bins=15,
-                                                  mode="top-label")
+    expected = calibration.lower_bound_scaling_ce(
+        probs.numpy(), labels.numpy(), p=2, debias=True, num_bins=15, mode="top-label"
+    )
     assert M.debiased_ece(probs, labels) == pytest.approx(expected, abs=1e-15)
 
 
@@ -87,8 +89,11 @@ def test_debiased_ece_removes_the_plug_in_bias():
         probs = torch.stack([confidence, 1 - confidence], 1)
         labels = torch.where(correct, 0, 1)
         debiased.append(M.debiased_ece(probs, labels))
-        plug_in.append(calibration.lower_bound_scaling_ce(probs.numpy(), labels.numpy(), p=2, debias=False,
-                                                          num_bins=15, mode="top-label"))
+        plug_in.append(
+            calibration.lower_bound_scaling_ce(
+                probs.numpy(), labels.numpy(), p=2, debias=False, num_bins=15, mode="top-label"
+            )
+        )
     assert abs(np.mean(debiased) - 0.1) < 0.01
     assert np.mean(plug_in) - 0.1 > 2 * abs(np.mean(debiased) - 0.1)
 

@@ -1,7 +1,6 @@
 """Issue 10: metric inputs at the edges (one column or row, non-contiguous layouts, bf16, degenerate bootstrap
 resamples, explicit task) and a seeded fuzz test of the input checks against a plain reference."""
 
-import math
 import warnings
 
 import numpy as np
@@ -63,8 +62,9 @@ def test_non_contiguous_multilabel_inputs_give_the_contiguous_result():
     probs = torch.rand(5, 80, generator=generator).T
     labels = (torch.rand(5, 80, generator=generator) < 0.3).float().T
     dense_probs, dense_labels = probs.contiguous(), labels.contiguous()
-    assert M.multilabel_ece(probs, labels, per_label=True) == M.multilabel_ece(dense_probs, dense_labels,
-                                                                               per_label=True)
+    assert M.multilabel_ece(probs, labels, per_label=True) == M.multilabel_ece(
+        dense_probs, dense_labels, per_label=True
+    )
     report, dense_report = M.multilabel_report(probs, labels), M.multilabel_report(dense_probs, dense_labels)
     assert report == dense_report
 
@@ -85,13 +85,24 @@ def _no_positive(labels):
     return bool(labels.sum() == 0)
 
 
-@pytest.mark.parametrize("metric, probs, labels, undefined_on", [
-    (M.auroc_ovr, torch.tensor([[0.8, 0.2], [0.3, 0.7]] * 3), torch.tensor([0, 1] * 3), _one_class),
-    (M.macro_auroc, torch.tensor([[0.8, 0.3], [0.3, 0.6]] * 3), torch.tensor([[1.0, 0.0], [0.0, 1.0]] * 3),
-     _every_label_one_class),
-    (M.map_per_class, torch.tensor([[0.8, 0.3], [0.3, 0.6]] * 3), torch.tensor([[1.0, 0.0], [0.0, 0.0]] * 3),
-     _no_positive),
-])
+@pytest.mark.parametrize(
+    "metric, probs, labels, undefined_on",
+    [
+        (M.auroc_ovr, torch.tensor([[0.8, 0.2], [0.3, 0.7]] * 3), torch.tensor([0, 1] * 3), _one_class),
+        (
+            M.macro_auroc,
+            torch.tensor([[0.8, 0.3], [0.3, 0.6]] * 3),
+            torch.tensor([[1.0, 0.0], [0.0, 1.0]] * 3),
+            _every_label_one_class,
+        ),
+        (
+            M.map_per_class,
+            torch.tensor([[0.8, 0.3], [0.3, 0.6]] * 3),
+            torch.tensor([[1.0, 0.0], [0.0, 0.0]] * 3),
+            _no_positive,
+        ),
+    ],
+)
 def test_bootstrap_leaves_out_undefined_resamples_and_says_how_many(metric, probs, labels, undefined_on):
     n = 200
     # the documented index sets: one torch.randint call with a generator seeded by seed (0)
@@ -269,8 +280,10 @@ def _multiclass_case(rng):
     labels = labels.to(label_dtype) if label_dtype != torch.bool else labels.clamp(max=1).bool()
     probs, layout = _layout(rng, raw, p_dtype)
     exact = torch.as_tensor(np.asarray(raw)).to(p_dtype).to(torch.float64).numpy()  # the values after the cast
-    description = (f"n={n} k={k} probs {p_dtype} {layout} corruption={corruption} shape_ok={shape_ok} "
-                   f"labels {labels.dtype} {tuple(labels.shape)}")
+    description = (
+        f"n={n} k={k} probs {p_dtype} {layout} corruption={corruption} shape_ok={shape_ok} "
+        f"labels {labels.dtype} {tuple(labels.shape)}"
+    )
     if not shape_ok:
         return probs, labels, "probs", None, description
     return probs, labels, _reference_multiclass_verdict(exact, p_dtype, shape_ok, labels, n, k), exact, description
@@ -298,8 +311,9 @@ def _multilabel_case(rng):
         verdict = "labels"
     else:
         verdict = None
-    description = (f"n={n} t={t} probs {p_dtype} {layout} corruption={corruption} labels {label_dtype} "
-                   f"problem={label_problem}")
+    description = (
+        f"n={n} t={t} probs {p_dtype} {layout} corruption={corruption} labels {label_dtype} problem={label_problem}"
+    )
     return probs, label_tensor, verdict, (exact, labels), description
 
 
@@ -350,6 +364,7 @@ def test_fuzz_multilabel_input_checks_and_values_against_a_plain_reference():
         expected = reference_pooled_multilabel_ece(p, y)
         assert M.multilabel_ece(probs, labels) == pytest.approx(expected, abs=1e-9), f"case {case} ({description})"
         per_label = np.mean([reference_binary_ece(p[:, t], y[:, t]) for t in range(p.shape[1])])
-        assert M.multilabel_ece(probs, labels, per_label=True) == pytest.approx(per_label, abs=1e-9), \
+        assert M.multilabel_ece(probs, labels, per_label=True) == pytest.approx(per_label, abs=1e-9), (
             f"case {case} ({description})"
+        )
     assert min(verdicts.values()) >= 30, verdicts

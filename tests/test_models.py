@@ -15,9 +15,16 @@ def no_downloads(monkeypatch):
     monkeypatch.setattr(torch.hub, "load_state_dict_from_url", refuse)
 
 
-@pytest.mark.parametrize("name, in_channels, num_classes", [
-    ("small_cnn", 3, 7), ("small_cnn", 1, 14), ("resnet18", 3, 7), ("resnet18", 1, 14), ("resnet50", 3, 7),
-])
+@pytest.mark.parametrize(
+    "name, in_channels, num_classes",
+    [
+        ("small_cnn", 3, 7),
+        ("small_cnn", 1, 14),
+        ("resnet18", 3, 7),
+        ("resnet18", 1, 14),
+        ("resnet50", 3, 7),
+    ],
+)
 def test_interface_at_28px(name, in_channels, num_classes):
     torch.manual_seed(0)
     model = build_model(name, in_channels, num_classes, image_size=28).eval()

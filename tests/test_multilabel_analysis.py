@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import metrics, multilabel_analysis as mla
+from helpers import metrics
+from helpers import multilabel_analysis as mla
 from helpers.losses import ASL, BCE, SPA, AsymmetricFocal, Composite, phi_recovery
 
 
@@ -69,8 +70,10 @@ def test_bootstrap_table_pairs_resamples_and_accepts_other_targets():
     eta = torch.rand(300, 4, generator=generator, dtype=torch.float64)
     labels = (torch.rand(300, 4, generator=generator, dtype=torch.float64) < eta).float()
     noisy = (eta + 0.1).clamp(0, 1)
-    fns = {"ece": metrics.multilabel_ece,
-           "true": lambda p, q: metrics.true_calibration_error(p, q, multilabel=True).mean_abs}
+    fns = {
+        "ece": metrics.multilabel_ece,
+        "true": lambda p, q: metrics.true_calibration_error(p, q, multilabel=True).mean_abs,
+    }
     table = mla.bootstrap_table({"bayes": eta, "noisy": noisy}, labels, fns, n=20, seed=3, targets={"true": eta})
     assert table["bayes"]["true"].estimate == 0.0
     assert table["noisy"]["true"].estimate == pytest.approx(float((noisy - eta).abs().mean()))
@@ -103,7 +106,8 @@ def test_binned_calibration_with_counts_agrees_with_the_metrics_and_counts_bins(
     assert result["ace"] == pytest.approx(metrics.multilabel_average_calibration_error(probs, labels, 10))
     assert result["mce"] == pytest.approx(metrics.multilabel_mce(probs, labels, 10))
     assert result["ace_per_label"] == pytest.approx(
-        metrics.multilabel_average_calibration_error(probs, labels, 10, per_label=True))
+        metrics.multilabel_average_calibration_error(probs, labels, 10, per_label=True)
+    )
     index = np.clip(np.ceil(probs.numpy().astype(np.float64) * 10).astype(int) - 1, 0, 9)
     pooled = np.bincount(index.ravel(), minlength=10)
     assert result["pooled_nonempty_bins"] == int((pooled > 0).sum())
@@ -114,6 +118,7 @@ def test_binned_calibration_with_counts_agrees_with_the_metrics_and_counts_bins(
 
 def test_ideal_output_is_the_conditional_risk_minimiser_read_out_and_keeps_the_ranking():
     from helpers.properness import conditional_risk_minimiser
+
     g = torch.Generator().manual_seed(3)
     eta = torch.sigmoid(torch.randn(40, 3, dtype=torch.float64, generator=g) * 3)
     torch.testing.assert_close(mla.ideal_output(BCE(), eta), eta, rtol=0, atol=1e-7)

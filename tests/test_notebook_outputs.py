@@ -17,8 +17,13 @@ def markdown(text, **metadata):
 
 
 def code(source, outputs=(), tags=()):
-    return {"cell_type": "code", "metadata": {"tags": list(tags)}, "source": source, "outputs": list(outputs),
-            "execution_count": 1}
+    return {
+        "cell_type": "code",
+        "metadata": {"tags": list(tags)},
+        "source": source,
+        "outputs": list(outputs),
+        "execution_count": 1,
+    }
 
 
 def stream(text, name="stdout"):
@@ -28,17 +33,31 @@ def stream(text, name="stdout"):
 def good_notebook():
     """A small notebook that keeps every rule."""
     summary = "This notebook measures something worth measuring, " * 3
-    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-        markdown(f"# 99 · A title\n\n{summary}\n\n**Licences.** DermaMNIST: CC BY-NC 4.0."),
-        markdown("Outputs below: profile `quick`, data `dermamnist` (real DermaMNIST)."),
-        code('profile = "quick"', tags=["parameters"]),
-        code("cfg = course.configure(...)", [stream("[99_x] profile 'quick', dataset 'dermamnist'; knobs: seed=0\n")]),
-        code("fit(...)", [stream("epochs: 3/3 in 12 s (train_loss=0.5)\n"),
-                          stream("6 stored runs loaded — dermamnist, seeds 0–2, trained deterministically on NVIDIA "
-                                 "H100 80GB HBM3,\ntraining version 0123456789abcdef\n")]),
-        markdown("## Takeaway\n\n* it works"),
-        code("course.save_results(cfg, results)", [stream("results written to runs/results/99_x.json\n")]),
-    ]}
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {},
+        "cells": [
+            markdown(f"# 99 · A title\n\n{summary}\n\n**Licences.** DermaMNIST: CC BY-NC 4.0."),
+            markdown("Outputs below: profile `quick`, data `dermamnist` (real DermaMNIST)."),
+            code('profile = "quick"', tags=["parameters"]),
+            code(
+                "cfg = course.configure(...)", [stream("[99_x] profile 'quick', dataset 'dermamnist'; knobs: seed=0\n")]
+            ),
+            code(
+                "fit(...)",
+                [
+                    stream("epochs: 3/3 in 12 s (train_loss=0.5)\n"),
+                    stream(
+                        "6 stored runs loaded — dermamnist, seeds 0–2, trained deterministically on NVIDIA "
+                        "H100 80GB HBM3,\ntraining version 0123456789abcdef\n"
+                    ),
+                ],
+            ),
+            markdown("## Takeaway\n\n* it works"),
+            code("course.save_results(cfg, results)", [stream("results written to runs/results/99_x.json\n")]),
+        ],
+    }
 
 
 def test_a_notebook_that_keeps_every_rule_passes():
@@ -47,28 +66,40 @@ def test_a_notebook_that_keeps_every_rule_passes():
 
 BROKEN = {
     "no_progress_bars": lambda nb: nb["cells"][4]["outputs"].append(
-        stream("\repochs:  43%|████▎     | 13/30 [07:22<06:37, 23.37s/it, train_loss=0.70]", "stderr")),
+        stream("\repochs:  43%|████▎     | 13/30 [07:22<06:37, 23.37s/it, train_loss=0.70]", "stderr")
+    ),
     "no_absolute_paths": lambda nb: nb["cells"][6]["outputs"].append(
-        {"output_type": "execute_result", "execution_count": 1, "metadata": {},
-         "data": {"text/plain": "PosixPath('/home/someone/calibmed/runs/results/99_x.json')"}}),
+        {
+            "output_type": "execute_result",
+            "execution_count": 1,
+            "metadata": {},
+            "data": {"text/plain": "PosixPath('/home/someone/calibmed/runs/results/99_x.json')"},
+        }
+    ),
     "no_timestamps": lambda nb: nb["cells"][4]["metadata"].update(
-        execution={"iopub.execute_input": "2026-11-22T20:37:45.144093Z"}),
+        execution={"iopub.execute_input": "2026-11-22T20:37:45.144093Z"}
+    ),
     "no_raw_warnings": lambda nb: nb["cells"][4]["outputs"].append(
-        stream("helpers/losses/multiclass.py:263: UserWarning: LS+: class accuracies\n", "stderr")),
+        stream("helpers/losses/multiclass.py:263: UserWarning: LS+: class accuracies\n", "stderr")
+    ),
     "no_long_lines": lambda nb: nb["cells"][4]["outputs"].append(stream("model " + "0.123 [0.100,0.150] " * 8 + "\n")),
     "no_widget_state": lambda nb: nb["metadata"].update(
-        widgets={"application/vnd.jupyter.widget-state+json": {"state": {"a": {}}}}),
+        widgets={"application/vnd.jupyter.widget-state+json": {"state": {"a": {}}}}
+    ),
     "outputs_size": lambda nb: nb["cells"][4]["outputs"].append(
-        {"output_type": "display_data", "metadata": {}, "data": {"image/png": "A" * 1_000_001}}),
+        {"output_type": "display_data", "metadata": {}, "data": {"image/png": "A" * 1_000_001}}
+    ),
     "no_errors": lambda nb: nb["cells"][4]["outputs"].append(
-        {"output_type": "error", "ename": "ValueError", "evalue": "bad", "traceback": ["ValueError: bad"]}),
+        {"output_type": "error", "ename": "ValueError", "evalue": "bad", "traceback": ["ValueError: bad"]}
+    ),
     "profile_and_data_named": lambda nb: nb["cells"].pop(1),
     "title_summary_licence": lambda nb: nb["cells"][0].update(source="# 99 · A title\n\nShort."),
     "one_parameters_cell": lambda nb: nb["cells"][3]["metadata"].update(tags=["parameters"]),
     "takeaway_cell": lambda nb: nb["cells"][5].update(source="## Summary\n\n* it works"),
     "results_json_written": lambda nb: nb["cells"][6].update(outputs=[]),
     "quiet_run_logs": lambda nb: nb["cells"][4]["outputs"].append(
-        stream("CE, seed 0: stored run dermamnist/0123456789abcdef0123 (trained on cuda:0 in 45 s) (*)\n")),
+        stream("CE, seed 0: stored run dermamnist/0123456789abcdef0123 (trained on cuda:0 in 45 s) (*)\n")
+    ),
 }
 
 
@@ -99,19 +130,32 @@ def test_paths_inside_urls_or_relative_paths_are_not_absolute():
 def papermill_executed(nb):
     """``nb`` with the metadata papermill and Jupyter write when they execute it on a machine."""
     nb["metadata"]["papermill"] = {
-        "default_parameters": {}, "duration": 67.675272, "end_time": "2026-11-22T20:38:40.450939+00:00",
-        "environment_variables": {}, "exception": None, "input_path": "/home/someone/calibmed/notebooks/99_x.ipynb",
-        "output_path": "runs/ref/notebooks/99_x.ipynb", "parameters": {"profile": "quick"},
-        "start_time": "2026-11-22T20:37:32.775667+00:00", "version": "2.7.0"}
+        "default_parameters": {},
+        "duration": 67.675272,
+        "end_time": "2026-11-22T20:38:40.450939+00:00",
+        "environment_variables": {},
+        "exception": None,
+        "input_path": "/home/someone/calibmed/notebooks/99_x.ipynb",
+        "output_path": "runs/ref/notebooks/99_x.ipynb",
+        "parameters": {"profile": "quick"},
+        "start_time": "2026-11-22T20:37:32.775667+00:00",
+        "version": "2.7.0",
+    }
     for cell in nb["cells"]:
-        cell["metadata"]["papermill"] = {"duration": 0.01437, "end_time": "2026-11-22T20:37:34.021192+00:00",
-                                         "exception": False, "start_time": "2026-11-22T20:37:34.006822+00:00",
-                                         "status": "completed"}
+        cell["metadata"]["papermill"] = {
+            "duration": 0.01437,
+            "end_time": "2026-11-22T20:37:34.021192+00:00",
+            "exception": False,
+            "start_time": "2026-11-22T20:37:34.006822+00:00",
+            "status": "completed",
+        }
         if cell["cell_type"] == "code":
-            cell["metadata"]["execution"] = {"iopub.execute_input": "2026-11-22T20:37:45.144093Z",
-                                             "iopub.status.busy": "2026-11-22T20:37:45.143748Z",
-                                             "iopub.status.idle": "2026-11-22T20:37:45.969227Z",
-                                             "shell.execute_reply": "2026-11-22T20:37:45.968454Z"}
+            cell["metadata"]["execution"] = {
+                "iopub.execute_input": "2026-11-22T20:37:45.144093Z",
+                "iopub.status.busy": "2026-11-22T20:37:45.143748Z",
+                "iopub.status.idle": "2026-11-22T20:37:45.969227Z",
+                "shell.execute_reply": "2026-11-22T20:37:45.968454Z",
+            }
     return nb
 
 
@@ -133,18 +177,29 @@ def test_paths_and_timestamps_are_found_in_the_metadata_and_sources_too():
 
 def test_image_data_is_not_read_for_paths_or_timestamps():
     nb = good_notebook()
-    nb["cells"][4]["outputs"].append({"output_type": "display_data", "metadata": {"image/png": {"width": 300}},
-                                      "data": {"image/png": "iVBORw0KGgo/AAAANSUhEUgAA/AAB9AAAAW+CAYAAAB/ez4l",
-                                               "text/plain": "<Figure size 640x480 with 1 Axes>"}})
+    nb["cells"][4]["outputs"].append(
+        {
+            "output_type": "display_data",
+            "metadata": {"image/png": {"width": 300}},
+            "data": {
+                "image/png": "iVBORw0KGgo/AAAANSUhEUgAA/AAB9AAAAW+CAYAAAB/ez4l",
+                "text/plain": "<Figure size 640x480 with 1 Axes>",
+            },
+        }
+    )
     assert rules.no_absolute_paths(nb) == [] and rules.no_timestamps(nb) == []
 
 
 def test_clean_removes_the_execution_paths_and_times_and_keeps_the_rest():
     executed = papermill_executed(good_notebook())
     cleaned, report = rules.clean_notebook(executed, repo_roots=["/home/someone/calibmed"])
-    assert cleaned["metadata"]["papermill"] == {"default_parameters": {}, "environment_variables": {},
-                                                "exception": None, "parameters": {"profile": "quick"},
-                                                "version": "2.7.0"}
+    assert cleaned["metadata"]["papermill"] == {
+        "default_parameters": {},
+        "environment_variables": {},
+        "exception": None,
+        "parameters": {"profile": "quick"},
+        "version": "2.7.0",
+    }
     for cell in cleaned["cells"]:
         assert cell["metadata"]["papermill"] == {"exception": False, "status": "completed"}
         assert "execution" not in cell["metadata"]
@@ -157,8 +212,10 @@ def test_clean_removes_the_execution_paths_and_times_and_keeps_the_rest():
 
 
 def tqdm_outputs():
-    redraws = [f"\repochs: {p:3d}%|{'█' * (p // 10):10s}| {n}/3 [00:{n * 4:02d}<00:08, 4.00s/it, train_loss=0.{9 - n}]"
-               for n, p in ((1, 33), (2, 66), (3, 100))]
+    redraws = [
+        f"\repochs: {p:3d}%|{'█' * (p // 10):10s}| {n}/3 [00:{n * 4:02d}<00:08, 4.00s/it, train_loss=0.{9 - n}]"
+        for n, p in ((1, 33), (2, 66), (3, 100))
+    ]
     return [stream(text, "stderr") for text in redraws] + [stream("\n", "stderr")]
 
 
@@ -166,12 +223,21 @@ def test_clean_keeps_the_last_redraw_as_one_line_and_changes_nothing_else():
     nb = good_notebook()
     kept_warning = stream("note (multiclass): LS+: raised to it\n")
     nb["cells"][4]["outputs"] = [stream("training\n")] + tqdm_outputs() + [kept_warning]
-    nb["cells"][6]["outputs"].append({"output_type": "execute_result", "execution_count": 1, "metadata": {},
-                                      "data": {"text/plain": ["PosixPath('/srv/ci/calibmed/runs/r.json')"]}})
+    nb["cells"][6]["outputs"].append(
+        {
+            "output_type": "execute_result",
+            "execution_count": 1,
+            "metadata": {},
+            "data": {"text/plain": ["PosixPath('/srv/ci/calibmed/runs/r.json')"]},
+        }
+    )
     nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
     cleaned, report = rules.clean_notebook(nb, repo_roots=["/srv/ci/calibmed"])
-    assert cleaned["cells"][4]["outputs"] == [stream("training\n"),
-                                              stream(["epochs: 3/3 in 12 s (train_loss=0.6)\n"]), kept_warning]
+    assert cleaned["cells"][4]["outputs"] == [
+        stream("training\n"),
+        stream(["epochs: 3/3 in 12 s (train_loss=0.6)\n"]),
+        kept_warning,
+    ]
     assert cleaned["cells"][6]["outputs"][-1]["data"]["text/plain"] == ["PosixPath('runs/r.json')"]
     assert "widgets" not in cleaned["metadata"]
     assert report["outputs_removed"] == 4 and report["widget_state_removed"]
@@ -191,8 +257,10 @@ def test_clean_leaves_a_stderr_message_that_is_not_a_bar():
 
 
 def test_clean_rewrites_only_whole_path_prefixes():
-    assert rules._relative("/srv/calibmed/data and /srv/calibmed2/x and /srv/calibmed", ["/srv/calibmed"]) == \
-        "data and /srv/calibmed2/x and ."
+    assert (
+        rules._relative("/srv/calibmed/data and /srv/calibmed2/x and /srv/calibmed", ["/srv/calibmed"])
+        == "data and /srv/calibmed2/x and ."
+    )
 
 
 def test_clean_files_writes_atomically_and_keeps_the_layout(tmp_path):
@@ -213,14 +281,22 @@ def test_run_log_rule_counts_listing_lines_marks_summaries_and_warnings():
     assert rules.run_log_counts(nb) == {"listing": 0, "summaries": 1, "marks": 0, "warnings": 0}
     outputs = nb["cells"][4]["outputs"]
     outputs.append(stream("warning: 6 of 6 stored runs come from older training code; retrain them: make x\n"))
-    outputs += [stream("6 stored runs loaded — dermamnist, seed 0, trained on cuda:0, not deterministically, "
-                       "6 of 6 from older training code (today's: 0123)\n")] * 3
+    outputs += [
+        stream(
+            "6 stored runs loaded — dermamnist, seed 0, trained on cuda:0, not deterministically, "
+            "6 of 6 from older training code (today's: 0123)\n"
+        )
+    ] * 3
     assert rules.quiet_run_logs(nb) == []  # four summaries (one per suite) and one warning are allowed
     outputs.append(stream("6 runs trained here — dermamnist, seed 0, trained deterministically on CPU\n"))
     outputs.append(stream("warning: 6 of 6 stored runs come from older training code; retrain them: make x\n"))
-    outputs.append(stream("BCE, synthetic_chestmnist, seed 0: stored run synthetic_chestmnist/75592910eca2881cdf4c\n"
-                          "  (trained on cuda:0 in 65 s) (*)\nLS, seed 1: loaded from the run cache (k-v.pt; "
-                          "trained in 3 s)\n"))
+    outputs.append(
+        stream(
+            "BCE, synthetic_chestmnist, seed 0: stored run synthetic_chestmnist/75592910eca2881cdf4c\n"
+            "  (trained on cuda:0 in 65 s) (*)\nLS, seed 1: loaded from the run cache (k-v.pt; "
+            "trained in 3 s)\n"
+        )
+    )
     assert rules.run_log_counts(nb) == {"listing": 3, "summaries": 5, "marks": 1, "warnings": 2}
     assert len(rules.quiet_run_logs(nb)) == 4
 

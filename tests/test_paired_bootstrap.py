@@ -9,10 +9,10 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from random_forecasts import random_multiclass, random_multilabel
 
 from helpers import metrics as M
 from helpers import selective
-from random_forecasts import random_multiclass, random_multilabel
 
 
 def resample_indices(n_rows, n, seed):
@@ -21,18 +21,38 @@ def resample_indices(n_rows, n, seed):
 
 
 MULTICLASS_METRICS = [
-    M.accuracy, M.nll, M.brier, M.ece, M.mce, M.average_calibration_error, M.classwise_ece, M.adaptive_ece,
-    M.debiased_ece, M.auroc_ovr, M.macro_f1, M.jaccard, M.cohen_kappa,
-    functools.partial(M.class_recall, class_index=2), functools.partial(M.ece, n_bins=7),
-    functools.partial(M.adaptive_ece, n_bins=40), functools.partial(M.debiased_ece, n_bins=40),
+    M.accuracy,
+    M.nll,
+    M.brier,
+    M.ece,
+    M.mce,
+    M.average_calibration_error,
+    M.classwise_ece,
+    M.adaptive_ece,
+    M.debiased_ece,
+    M.auroc_ovr,
+    M.macro_f1,
+    M.jaccard,
+    M.cohen_kappa,
+    functools.partial(M.class_recall, class_index=2),
+    functools.partial(M.ece, n_bins=7),
+    functools.partial(M.adaptive_ece, n_bins=40),
+    functools.partial(M.debiased_ece, n_bins=40),
 ]
 MULTILABEL_METRICS = [
-    M.multilabel_ece, M.multilabel_mce, M.multilabel_average_calibration_error,
+    M.multilabel_ece,
+    M.multilabel_mce,
+    M.multilabel_average_calibration_error,
     functools.partial(M.multilabel_ece, per_label=True, n_bins=10),
     functools.partial(M.multilabel_mce, per_label=True),
     functools.partial(M.multilabel_average_calibration_error, per_label=True),
-    M.multilabel_brier, M.multilabel_nll, M.hamming_loss, functools.partial(M.hamming_loss, threshold=0.3),
-    M.macro_auroc, M.map_per_class, M.map_per_example,
+    M.multilabel_brier,
+    M.multilabel_nll,
+    M.hamming_loss,
+    functools.partial(M.hamming_loss, threshold=0.3),
+    M.macro_auroc,
+    M.map_per_class,
+    M.map_per_example,
 ]
 
 
@@ -43,8 +63,7 @@ def name(metric):
 
 
 def test_every_weighted_metric_is_tested():
-    tested = ({getattr(m, "func", m) for m in MULTICLASS_METRICS + MULTILABEL_METRICS}
-              | {M.true_rms, selective.r_auc})
+    tested = {getattr(m, "func", m) for m in MULTICLASS_METRICS + MULTILABEL_METRICS} | {M.true_rms, selective.r_auc}
     assert set(M.WEIGHTED_METRICS) == tested
 
 
@@ -108,11 +127,13 @@ def test_one_resample_is_shared_by_both_models_and_every_seed():
     indices = resample_indices(100, 25, seed=7)
     for b in (0, 11, 24):
         i = indices[b]
-        expected = (np.mean([M.nll(p[i], labels[i]) for p in probs_a])
-                    - np.mean([M.nll(p[i], labels[i]) for p in probs_b]))
+        expected = np.mean([M.nll(p[i], labels[i]) for p in probs_a]) - np.mean(
+            [M.nll(p[i], labels[i]) for p in probs_b]
+        )
         assert float(result.samples[b]) == pytest.approx(expected, rel=1e-12)
     assert result.estimate == pytest.approx(
-        np.mean([M.nll(p, labels) for p in probs_a]) - np.mean([M.nll(p, labels) for p in probs_b]), rel=1e-12)
+        np.mean([M.nll(p, labels) for p in probs_a]) - np.mean([M.nll(p, labels) for p in probs_b]), rel=1e-12
+    )
     low, high = torch.quantile(result.samples, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
     assert (result.low, result.high) == pytest.approx((low, high), rel=1e-12)
     assert result.n_degenerate == 0 and result.n_seeds_a == 3 and result.level == 0.95
@@ -125,8 +146,10 @@ def test_identical_models_give_a_zero_interval_and_pairing_narrows_it():
     # a slightly sharpened copy: image difficulty cancels in the paired difference, not in independent resamples
     sharper = torch.softmax(1.1 * probs.log(), 1)
     paired = M.paired_bootstrap(M.nll, sharper, probs, labels, n=200)
-    unpaired = (M.bootstrap(M.nll, sharper, labels, n=200, seed=1).samples
-                - M.bootstrap(M.nll, probs, labels, n=200, seed=2).samples)
+    unpaired = (
+        M.bootstrap(M.nll, sharper, labels, n=200, seed=1).samples
+        - M.bootstrap(M.nll, probs, labels, n=200, seed=2).samples
+    )
     assert paired.high - paired.low < 0.2 * float(unpaired.quantile(0.975) - unpaired.quantile(0.025))
 
 
@@ -144,8 +167,9 @@ def test_resamples_without_the_class_are_counted_as_degenerate(vectorised):
     labels = torch.where(labels == 2, 0, labels)
     labels[17] = 2  # class 2 appears once: about e^-1 of the resamples miss it
     recall = functools.partial(M.class_recall, class_index=2)
-    result = M.paired_bootstrap(recall, [probs, probs.flip(0)], probs.roll(1, 0), labels, n=200, seed=9,
-                                vectorised=vectorised)
+    result = M.paired_bootstrap(
+        recall, [probs, probs.flip(0)], probs.roll(1, 0), labels, n=200, seed=9, vectorised=vectorised
+    )
     missing = int((resample_indices(60, 200, seed=9) == 17).sum(1).eq(0).sum())
     assert 40 < missing < 110
     assert result.n_degenerate == missing

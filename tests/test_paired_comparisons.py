@@ -12,14 +12,27 @@ from helpers import metrics, stats
 def random_models(n, k, n_models, n_seeds, seed):
     generator = torch.Generator().manual_seed(seed)
     labels = torch.randint(k, (n,), generator=generator)
-    models = {f"m{i}": [torch.softmax((1.0 + i) * torch.randn(n, k, generator=generator, dtype=torch.float64), 1)
-                        for _ in range(n_seeds)] for i in range(n_models)}
+    models = {
+        f"m{i}": [
+            torch.softmax((1.0 + i) * torch.randn(n, k, generator=generator, dtype=torch.float64), 1)
+            for _ in range(n_seeds)
+        ]
+        for i in range(n_models)
+    }
     return models, labels
 
 
-@pytest.mark.parametrize("metric", [metrics.ece, metrics.nll, metrics.accuracy, metrics.classwise_ece,
-                                    functools.partial(metrics.class_recall, class_index=1)],
-                         ids=["ece", "nll", "accuracy", "classwise_ece", "class_recall"])
+@pytest.mark.parametrize(
+    "metric",
+    [
+        metrics.ece,
+        metrics.nll,
+        metrics.accuracy,
+        metrics.classwise_ece,
+        functools.partial(metrics.class_recall, class_index=1),
+    ],
+    ids=["ece", "nll", "accuracy", "classwise_ece", "class_recall"],
+)
 def test_equals_paired_bootstrap_of_each_pair(metric):
     models, labels = random_models(150, 3, 3, 2, seed=0)
     pairs = [("m1", "m0"), ("m2", "m0"), ("m2", "m1")]
@@ -46,8 +59,9 @@ def test_metric_without_weighted_form_uses_the_same_resamples():
 
 def test_resampled_difference_is_zero_for_a_model_against_itself():
     models, labels = random_models(100, 4, 1, 3, seed=2)
-    result = stats.paired_comparisons({"a": models["m0"], "b": models["m0"]}, labels, {"ece": metrics.ece},
-                                      [("a", "b")], n=30)[("a", "b")]["ece"]
+    result = stats.paired_comparisons(
+        {"a": models["m0"], "b": models["m0"]}, labels, {"ece": metrics.ece}, [("a", "b")], n=30
+    )[("a", "b")]["ece"]
     assert result.estimate == 0 and result.low == 0 and result.high == 0
 
 

@@ -82,9 +82,7 @@ def test_pooled_multilabel_diagram_says_so_and_matches_multilabel_ece():
 
 
 def test_reliability_grid_and_overlay():
-    bins_by_model = {
-        f"model {i}": metrics.reliability_bins(*multiclass_data(seed=i, scale=1.0 + i)) for i in range(3)
-    }
+    bins_by_model = {f"model {i}": metrics.reliability_bins(*multiclass_data(seed=i, scale=1.0 + i)) for i in range(3)}
     figure = plots.reliability_grid(bins_by_model, ncols=2)
     assert isinstance(figure, Figure)
     main_axes = [ax for ax in figure.axes if ax.get_title()]
@@ -94,8 +92,9 @@ def test_reliability_grid_and_overlay():
         assert abs(ece_in_title(ax) - bins.ece) <= 0.5e-4 + 1e-12
     figure, axes = plt.subplots(1, 3)
     assert plots.reliability_grid(bins_by_model, axes=axes, show_histogram=False) is figure
-    assert all(len(bar_container(ax, "accuracy")) == int(b.nonempty.sum())
-               for ax, b in zip(axes, bins_by_model.values()))
+    assert all(
+        len(bar_container(ax, "accuracy")) == int(b.nonempty.sum()) for ax, b in zip(axes, bins_by_model.values())
+    )
 
     figure, ax = plt.subplots()
     assert plots.reliability_overlay(bins_by_model, ax=ax) is figure
@@ -109,8 +108,10 @@ def test_reliability_grid_and_overlay():
 
 
 def test_training_curves():
-    history = [{"epoch": e, "train_loss": 1.0 / e, "val_loss": 1.2 / e, "val_ece": None if e == 1 else 0.1}
-               for e in range(1, 6)]
+    history = [
+        {"epoch": e, "train_loss": 1.0 / e, "val_loss": 1.2 / e, "val_ece": None if e == 1 else 0.1}
+        for e in range(1, 6)
+    ]
     figure = plots.training_curves(history)
     assert isinstance(figure, Figure)
     ax = figure.axes[0]

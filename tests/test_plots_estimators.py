@@ -14,8 +14,10 @@ from helpers import metrics, plots  # noqa: E402
 
 def test_estimator_curves_draw_means_error_bars_and_reference_lines():
     sizes = [100, 1000, 10000]
-    curves = {"ECE, 15 bins": ([0.07, 0.02, 0.007], [0.01, 0.004, 0.001]), "smooth ECE": ([0.05, 0.02, 0.009],
-                                                                                        [0.01, 0.003, 0.001])}
+    curves = {
+        "ECE, 15 bins": ([0.07, 0.02, 0.007], [0.01, 0.004, 0.001]),
+        "smooth ECE": ([0.05, 0.02, 0.009], [0.01, 0.003, 0.001]),
+    }
     figure = plots.estimator_curves(sizes, curves, {"true CE": 0.0371}, title="Bayes model")
     ax = figure.axes[0]
     containers = {container.get_label(): container for container in ax.containers}
@@ -24,8 +26,10 @@ def test_estimator_curves_draw_means_error_bars_and_reference_lines():
         np.testing.assert_allclose(data_line.get_xdata(), sizes)
         np.testing.assert_allclose(data_line.get_ydata(), means)
         # the error bars span mean ± sd
-        np.testing.assert_allclose([segment[:, 1] for segment in bar_lines.get_segments()],
-                                   np.stack([np.subtract(means, sds), np.add(means, sds)], 1))
+        np.testing.assert_allclose(
+            [segment[:, 1] for segment in bar_lines.get_segments()],
+            np.stack([np.subtract(means, sds), np.add(means, sds)], 1),
+        )
     reference = next(line for line in ax.get_lines() if line.get_label() == "true CE")
     np.testing.assert_allclose(reference.get_ydata(), [0.0371, 0.0371])
     assert ax.get_xscale() == "log" and ax.get_title() == "Bayes model"
@@ -51,8 +55,9 @@ def test_binned_and_smooth_reliability_puts_each_models_two_diagrams_in_its_colu
     assert plots.binned_and_smooth_reliability(binned, smooth, axes=axes) is figure
     for column, name in enumerate(models):
         assert axes[0, column].get_title() == plots.ece_title(binned[name], name)
-        assert axes[1, column].get_title() == (f"{name}\nsmooth ECE {100 * smooth[name].smooth_ece:.2f} % "
-                                               f"(σ = {smooth[name].bandwidth:.3f})")
+        assert axes[1, column].get_title() == (
+            f"{name}\nsmooth ECE {100 * smooth[name].smooth_ece:.2f} % (σ = {smooth[name].bandwidth:.3f})"
+        )
     default = plots.binned_and_smooth_reliability(binned, smooth)
     assert len([ax for ax in default.axes if ax.get_title()]) == 4
     with pytest.raises(ValueError, match="same models"):

@@ -16,9 +16,9 @@ from helpers import plots  # noqa: E402
 def test_risk_minimiser_plot_draws_diagonal_and_each_curve():
     eta = torch.linspace(0, 1, 11)
     figure, ax = plt.subplots()
-    returned = plots.risk_minimiser_plot(eta, {"BCE": eta, "focal": eta ** 2}, ax=ax)
+    returned = plots.risk_minimiser_plot(eta, {"BCE": eta, "focal": eta**2}, ax=ax)
     assert returned is figure and len(ax.lines) == 3
-    assert np.allclose(ax.lines[2].get_ydata(), (eta ** 2).numpy())
+    assert np.allclose(ax.lines[2].get_ydata(), (eta**2).numpy())
     with pytest.raises(ValueError, match="grid points"):
         plots.risk_minimiser_plot(eta, {"bad": eta[:5]})
 
@@ -83,19 +83,24 @@ def test_correlation_comparison_is_diverging_centred_and_hides_the_diagonal():
 
 def test_negative_weight_plot_draws_one_line_per_loss_on_log_axes():
     p = np.logspace(-3, -0.1, 50)
-    fig = plots.negative_weight_plot(p, {"BCE": np.ones(50), "focal": p ** 4})
+    fig = plots.negative_weight_plot(p, {"BCE": np.ones(50), "focal": p**4})
     ax = fig.axes[0]
     assert [line.get_label() for line in ax.lines] == ["BCE", "focal"]
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    np.testing.assert_allclose(ax.lines[1].get_ydata(), p ** 4)
+    np.testing.assert_allclose(ax.lines[1].get_ydata(), p**4)
     with pytest.raises(ValueError, match="values for 50 grid points"):
         plots.negative_weight_plot(p, {"bad": np.ones(3)})
     plt.close("all")
 
 
 def test_validation_curves_marks_the_kept_epoch():
-    histories = {"a": [{"epoch": 1, "val_nll": 0.3, "val_ece": 0.05}, {"epoch": 2, "val_nll": 0.2, "val_ece": 0.07},
-                       {"epoch": 3, "val_nll": 0.25, "val_ece": 0.02}]}
+    histories = {
+        "a": [
+            {"epoch": 1, "val_nll": 0.3, "val_ece": 0.05},
+            {"epoch": 2, "val_nll": 0.2, "val_ece": 0.07},
+            {"epoch": 3, "val_nll": 0.25, "val_ece": 0.02},
+        ]
+    }
     fig = plots.validation_curves(histories, "val_ece", best_key="val_nll")
     curve, marker = fig.axes[0].lines
     np.testing.assert_allclose(curve.get_ydata(), [0.05, 0.07, 0.02])
@@ -108,7 +113,9 @@ def test_validation_curves_marks_the_kept_epoch():
 def test_heatmap_annotations_are_black_on_light_cells_of_a_diverging_map():
     """Issue 9: small negative correlations were written white on the white middle of RdBu_r."""
     import matplotlib.pyplot as plt
+
     from helpers import plots
+
     values = np.array([[-0.02, 0.02], [-1.0, 1.0]])
     figure = plots.heatmap(values, ["a", "b"], ["c", "d"], cmap="RdBu_r", vmin=-1, vmax=1)
     colours = {text.get_text(): text.get_color() for text in figure.axes[0].texts}
@@ -118,9 +125,12 @@ def test_heatmap_annotations_are_black_on_light_cells_of_a_diverging_map():
 
 def test_retrieval_curve_spread_draws_one_errorbar_line_per_model():
     import matplotlib.pyplot as plt
+
     from helpers import plots
-    figure = plots.retrieval_curve_spread({"exact": {1: (0.4, None), 2: (0.3, None)},
-                                           "BCE": {1: (0.35, 0.01), 2: (0.25, 0.02)}})
+
+    figure = plots.retrieval_curve_spread(
+        {"exact": {1: (0.4, None), 2: (0.3, None)}, "BCE": {1: (0.35, 0.01), 2: (0.25, 0.02)}}
+    )
     ax = figure.axes[0]
     assert [text.get_text() for text in ax.get_legend().get_texts()] == ["exact", "BCE"]
     np.testing.assert_allclose(ax.containers[1].lines[0].get_ydata(), [35.0, 25.0])
@@ -131,7 +141,9 @@ def test_retrieval_curve_spread_draws_one_errorbar_line_per_model():
 
 def test_binned_output_plot_draws_the_diagonal_and_one_line_per_model_on_log_axes():
     import matplotlib.pyplot as plt
+
     from helpers import plots
+
     figure = plots.binned_output_plot(np.array([0.01, 0.1, 0.5]), {"model": np.array([0.02, 0.08, 0.4])})
     ax = figure.axes[0]
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"

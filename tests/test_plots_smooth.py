@@ -32,8 +32,9 @@ def test_draws_the_computed_line_band_density_and_smooth_ece(diagram):
     band = next(c for c in main_ax.collections if c.get_label().startswith("bootstrap band"))
     assert isinstance(band, PolyCollection)
     vertices = band.get_paths()[0].vertices
-    assert np.isclose(vertices[:, 1].max(), diagram.upper.max()) and np.isclose(vertices[:, 1].min(),
-                                                                               diagram.lower.min())
+    assert np.isclose(vertices[:, 1].max(), diagram.upper.max()) and np.isclose(
+        vertices[:, 1].min(), diagram.lower.min()
+    )
     assert any(line.get_label() == "perfect calibration" for line in main_ax.get_lines())
     assert main_ax.get_title() == f"CE\nsmooth ECE {100 * diagram.smooth_ece:.2f} % (σ = {diagram.bandwidth:.3f})"
     density = density_ax.collections[0].get_paths()[0].vertices

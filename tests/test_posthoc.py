@@ -14,8 +14,15 @@ from sklearn.calibration import CalibratedClassifierCV
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
 
-from helpers.posthoc import (DirichletCalibration, IsotonicCalibration, MatrixScaling, PerLabelPlatt,
-                             PerLabelTemperatureScaling, VectorScaling, split_calibration)
+from helpers.posthoc import (
+    DirichletCalibration,
+    IsotonicCalibration,
+    MatrixScaling,
+    PerLabelPlatt,
+    PerLabelTemperatureScaling,
+    VectorScaling,
+    split_calibration,
+)
 from helpers.temperature import TemperatureScaling
 
 
@@ -45,8 +52,9 @@ def test_vector_scaling_on_class_symmetric_data_is_temperature_scaling():
     y_sym = torch.cat([(labels + s) % 4 for s in range(4)])
     vector = VectorScaling().fit(z_sym, y_sym)
     temperature = TemperatureScaling().fit(z_sym, y_sym)
-    torch.testing.assert_close(vector.weight, torch.full((4,), 1 / temperature.temperature, dtype=torch.float64),
-                               rtol=1e-5, atol=0)
+    torch.testing.assert_close(
+        vector.weight, torch.full((4,), 1 / temperature.temperature, dtype=torch.float64), rtol=1e-5, atol=0
+    )
     torch.testing.assert_close(vector.transform(z), temperature.transform(z).double(), rtol=0, atol=1e-6)
 
 
@@ -63,8 +71,9 @@ def test_vector_scaling_matches_an_independent_scipy_fit_and_beats_one_temperatu
         grad_scores = (q - onehot) / len(yn)
         return -log_q[np.arange(len(yn)), yn].mean(), np.concatenate([(grad_scores * zn).sum(0), grad_scores.sum(0)])
 
-    reference = minimize(objective, np.concatenate([np.ones(5), np.zeros(5)]), jac=True, method="BFGS",
-                         options={"gtol": 1e-10})
+    reference = minimize(
+        objective, np.concatenate([np.ones(5), np.zeros(5)]), jac=True, method="BFGS", options={"gtol": 1e-10}
+    )
     vector = VectorScaling().fit(z, labels)
     assert nll(vector.transform(z), labels) == pytest.approx(reference.fun, abs=1e-9)
     reference_probs = torch.softmax(torch.from_numpy(zn * reference.x[:5] + reference.x[5:]), 1)
@@ -75,8 +84,9 @@ def test_vector_scaling_matches_an_independent_scipy_fit_and_beats_one_temperatu
 # ------------------------------------------------------------------------------------------------------------
 # matrix scaling, ODIR, Dirichlet calibration
 # ------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("calibrator, features", [
-    (MatrixScaling, lambda z: z), (DirichletCalibration, lambda z: torch.log_softmax(z, 1))])
+@pytest.mark.parametrize(
+    "calibrator, features", [(MatrixScaling, lambda z: z), (DirichletCalibration, lambda z: torch.log_softmax(z, 1))]
+)
 def test_unpenalised_matrix_scaling_is_multinomial_logistic_regression(calibrator, features):
     z, labels, _ = affine_miscalibrated(3000, k=4, seed=3)
     ours = calibrator(off_diagonal_penalty=0.0, bias_penalty=0.0).fit(z, labels)
@@ -104,7 +114,7 @@ def test_odir_fit_is_the_minimum_of_the_documented_objective():
     off = 1.0 - np.eye(k)
 
     def objective(theta):  # mean NLL + λ/(K(K−1)) Σ_{i≠j} W_ij² + μ/K Σ b_j², written independently in numpy
-        w, b = theta[: k * k].reshape(k, k), theta[k * k:]
+        w, b = theta[: k * k].reshape(k, k), theta[k * k :]
         log_q = np_log_softmax(zn @ w.T + b, axis=1)
         value = -(log_q * onehot).sum(1).mean() + lam / (k * (k - 1)) * ((w * off) ** 2).sum() + mu / k * (b**2).sum()
         grad_scores = (np.exp(log_q) - onehot) / len(yn)
@@ -112,8 +122,9 @@ def test_odir_fit_is_the_minimum_of_the_documented_objective():
         grad_b = grad_scores.sum(0) + 2 * mu / k * b
         return value, np.concatenate([grad_w.ravel(), grad_b])
 
-    reference = minimize(objective, np.concatenate([np.eye(k).ravel(), np.zeros(k)]), jac=True, method="BFGS",
-                         options={"gtol": 1e-10})
+    reference = minimize(
+        objective, np.concatenate([np.eye(k).ravel(), np.zeros(k)]), jac=True, method="BFGS", options={"gtol": 1e-10}
+    )
     ours = MatrixScaling(lam, mu).fit(z, labels)
     value = float(ours.objective(z, labels, ours.weight, ours.bias))
     assert value == pytest.approx(reference.fun, abs=1e-9)
@@ -199,7 +210,7 @@ def test_per_label_temperatures_are_each_columns_own_temperature_scaling():
     z, labels = multilabel_problem()
     joint = PerLabelTemperatureScaling().fit(z, labels)
     for t in range(z.shape[1]):
-        alone = TemperatureScaling(task="multi-label").fit(z[:, t:t + 1], labels[:, t:t + 1]).temperature
+        alone = TemperatureScaling(task="multi-label").fit(z[:, t : t + 1], labels[:, t : t + 1]).temperature
         assert float(joint.temperatures[t]) == pytest.approx(alone, rel=1e-5)
     torch.testing.assert_close(joint.transform(z), torch.sigmoid(z / joint.temperatures))
 
@@ -208,8 +219,9 @@ def test_per_label_platt_equals_sklearn_logistic_regression_per_column():
     z, labels = multilabel_problem(seed=14)
     platt = PerLabelPlatt().fit(z, labels)
     for t in range(z.shape[1]):
-        reference = LogisticRegression(C=np.inf, tol=1e-12, max_iter=10000).fit(z[:, t:t + 1].numpy(),
-                                                                                 labels[:, t].numpy())
+        reference = LogisticRegression(C=np.inf, tol=1e-12, max_iter=10000).fit(
+            z[:, t : t + 1].numpy(), labels[:, t].numpy()
+        )
         assert float(platt.slope[t]) == pytest.approx(reference.coef_[0, 0], rel=1e-5)
         assert float(platt.intercept[t]) == pytest.approx(reference.intercept_[0], rel=1e-5, abs=1e-6)
     shared = TemperatureScaling(task="multi-label").fit(z, labels).transform(z).double()
@@ -253,9 +265,18 @@ def test_split_calibration_stratifies_by_class():
         split_calibration(101, calibration_fraction=1.0)
 
 
-@pytest.mark.parametrize("calibrator", [VectorScaling(), MatrixScaling(), DirichletCalibration(), IsotonicCalibration(),
-                                        PerLabelTemperatureScaling(), PerLabelPlatt()],
-                         ids=lambda c: type(c).__name__)
+@pytest.mark.parametrize(
+    "calibrator",
+    [
+        VectorScaling(),
+        MatrixScaling(),
+        DirichletCalibration(),
+        IsotonicCalibration(),
+        PerLabelTemperatureScaling(),
+        PerLabelPlatt(),
+    ],
+    ids=lambda c: type(c).__name__,
+)
 def test_posthoc_calibrators_refuse_probabilities_instead_of_logits(calibrator):
     """Issue 18 #8, the other post-hoc maps: softmax outputs passed as logits are refused by fit and transform."""
     z, labels, _ = affine_miscalibrated(300)
@@ -289,9 +310,17 @@ def test_split_calibration_with_single_sample_classes_refuses_an_empty_part():
     assert selection.numel() == 2 and calibration.numel() == 2
 
 
-@pytest.mark.parametrize("build", [lambda: TemperatureScaling(max_iter=True), lambda: MatrixScaling(True),
-                                   lambda: MatrixScaling(bias_penalty=False), lambda: VectorScaling(max_iter=True),
-                                   lambda: DirichletCalibration(1e-2, True), lambda: MatrixScaling(max_iter=False)])
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: TemperatureScaling(max_iter=True),
+        lambda: MatrixScaling(True),
+        lambda: MatrixScaling(bias_penalty=False),
+        lambda: VectorScaling(max_iter=True),
+        lambda: DirichletCalibration(1e-2, True),
+        lambda: MatrixScaling(max_iter=False),
+    ],
+)
 def test_calibrators_refuse_booleans_as_numbers(build):
     """Issue 18 #13: TemperatureScaling(max_iter=True) and MatrixScaling(True) passed as 1."""
     with pytest.raises(ValueError, match="got (True|False)"):
@@ -312,7 +341,7 @@ def test_per_label_temperature_scaling_warns_like_temperature_scaling():
     assert float(fitted.temperatures[1]) > 1e3 and 0.2 < float(fitted.temperatures[0]) < 2.0
     for t in (1, 2):
         with pytest.warns(RuntimeWarning, match="T -> infinity"):  # the shared-temperature warning, per column
-            TemperatureScaling(task="multi-label").fit(z[:, t:t + 1], labels[:, t:t + 1])
+            TemperatureScaling(task="multi-label").fit(z[:, t : t + 1], labels[:, t : t + 1])
     separable = torch.tensor([[3.0], [-2.0]] * 20, dtype=torch.float64)
     with pytest.warns(RuntimeWarning, match=r"labels \[0\].*T -> 0"):
         PerLabelTemperatureScaling().fit(separable, (separable > 0).double())

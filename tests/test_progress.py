@@ -86,8 +86,17 @@ def tiny_bundle():
     labels = torch.arange(96) % 3
     images = (labels.view(-1, 1, 1, 1) * 80 + torch.randint(0, 40, (96, 1, 8, 8), generator=generator)).to(torch.uint8)
     split = Split(images, labels)
-    return DatasetBundle(name="tiny", task="multi-class", class_names=["a", "b", "c"], train=split, val=split,
-                         test=split, source="memory", licence="none", image_size=8)
+    return DatasetBundle(
+        name="tiny",
+        task="multi-class",
+        class_names=["a", "b", "c"],
+        train=split,
+        val=split,
+        test=split,
+        source="memory",
+        licence="none",
+        image_size=8,
+    )
 
 
 @pytest.mark.parametrize("mode", ["final", "off"])
@@ -116,8 +125,19 @@ def test_display_path_is_relative_to_the_repo_or_the_data_dir(monkeypatch, tmp_p
     assert text == f"from $CALIBMED_DATA_DIR/x.npz (seed 0) and {paths.REPO_ROOT}2/y"
 
 
-PROFILES = {name: dict(dataset="dermamnist", image_size=28, model="small_cnn", epochs=1, batch_size=8, lr=0.1,
-                       bootstrap_samples=100, bias_pool=60000) for name in course.PROFILE_NAMES}
+PROFILES = {
+    name: dict(
+        dataset="dermamnist",
+        image_size=28,
+        model="small_cnn",
+        epochs=1,
+        batch_size=8,
+        lr=0.1,
+        bootstrap_samples=100,
+        bias_pool=60000,
+    )
+    for name in course.PROFILE_NAMES
+}
 
 
 def test_configure_prints_the_profile_once_in_short_lines_without_absolute_paths(capsys):
@@ -142,8 +162,12 @@ def test_describe_wraps_without_splitting_a_class_count(monkeypatch, tmp_path):
 
 
 def test_save_results_prints_a_relative_path(capsys):
-    cfg = course.configure("99_test", PROFILES, profile="smoke",
-                           results_path=str(paths.REPO_ROOT / "build" / "test-results" / "99_test.json"))
+    cfg = course.configure(
+        "99_test",
+        PROFILES,
+        profile="smoke",
+        results_path=str(paths.REPO_ROOT / "build" / "test-results" / "99_test.json"),
+    )
     path = course.save_results(cfg, {"x": 1})
     assert capsys.readouterr().out.endswith("results written to build/test-results/99_test.json\n")
     path.unlink()
@@ -153,8 +177,12 @@ def test_warnings_become_one_short_note_on_stdout(capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = course.show_warning_briefly
-        warnings.warn_explicit("LS+: class accuracies " + "[0.091, 0.0] " * 12 + "are raised",
-                               UserWarning, str(paths.REPO_ROOT / "helpers" / "losses" / "multiclass.py"), 263)
+        warnings.warn_explicit(
+            "LS+: class accuracies " + "[0.091, 0.0] " * 12 + "are raised",
+            UserWarning,
+            str(paths.REPO_ROOT / "helpers" / "losses" / "multiclass.py"),
+            263,
+        )
     captured = capsys.readouterr()
     assert captured.err == "" and captured.out.startswith("note (multiclass): LS+: class accuracies")
     assert "multiclass.py:263" not in captured.out and "UserWarning" not in captured.out

@@ -10,11 +10,11 @@ environment cannot take.
 import json
 import re
 import subprocess
-import tomllib
 from pathlib import Path
 
 import jsonschema
 import pytest
+import tomllib
 import yaml
 
 import helpers
@@ -34,8 +34,9 @@ def citation() -> dict:
 
 def cff_errors(document: dict) -> list[str]:
     validator = jsonschema.Draft7Validator(json.loads(SCHEMA.read_text()), format_checker=jsonschema.FormatChecker())
-    return [f"{'/'.join(map(str, error.path)) or '(top)'}: {error.message}"
-            for error in validator.iter_errors(document)]
+    return [
+        f"{'/'.join(map(str, error.path)) or '(top)'}: {error.message}" for error in validator.iter_errors(document)
+    ]
 
 
 def changelog_releases() -> dict[str, str]:
@@ -47,8 +48,12 @@ def test_license_is_mit_for_the_code_and_names_each_data_set_licence():
     text = (ROOT / "LICENSE").read_text(encoding="utf-8")
     assert text.startswith("MIT License")
     assert "Permission is hereby granted, free of charge" in text
-    for data_set, licence in (("DermaMNIST", "CC BY-NC 4.0"), ("HAM10000", "CC BY-NC 4.0"), ("ISIC", "CC BY-NC 4.0"),
-                              ("ChestMNIST", "CC BY 4.0")):
+    for data_set, licence in (
+        ("DermaMNIST", "CC BY-NC 4.0"),
+        ("HAM10000", "CC BY-NC 4.0"),
+        ("ISIC", "CC BY-NC 4.0"),
+        ("ChestMNIST", "CC BY 4.0"),
+    ):
         assert data_set in text and licence in text
     assert "ChestX-ray14" in text and "Wang" in text and "CVPR 2017" in text
     assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["license"] == {"text": "MIT"}
@@ -80,8 +85,9 @@ def test_package_version_is_pyproject_version():
 
 def test_changelog_has_the_current_version_with_the_citation_date():
     releases = changelog_releases()
-    assert pyproject_version() in releases, \
+    assert pyproject_version() in releases, (
         "CHANGELOG.md needs a '## [X.Y.Z] - YYYY-MM-DD' heading for pyproject's version"
+    )
     assert str(citation()["date-released"]) == releases[pyproject_version()]
     text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     assert "## [Unreleased]" in text and "keepachangelog.com" in text

@@ -8,11 +8,16 @@ import math
 import pytest
 import torch
 
+from helpers import properness
 from helpers.losses.base import Composite
 from helpers.losses.multilabel import ASL, BCE, LDACE, LPR, SPA, AsymmetricFocal, phi_recovery
-from helpers import properness
-from helpers.properness import (conditional_risk, conditional_risk_minimiser, independent_label_distribution,
-                                joint_risk_minimiser, partial_losses)
+from helpers.properness import (
+    conditional_risk,
+    conditional_risk_minimiser,
+    independent_label_distribution,
+    joint_risk_minimiser,
+    partial_losses,
+)
 
 ETA = torch.linspace(0.01, 0.99, 99, dtype=torch.float64)
 
@@ -28,8 +33,14 @@ def test_spa_with_its_link_recovers_eta_for_random_valid_hyper_parameters():
     rng = torch.Generator().manual_seed(1)
     for _ in range(5):
         u = torch.rand(6, generator=rng, dtype=torch.float64)
-        params = dict(zeta_pos=0.2 + 9.8 * u[0].item(), k_pos=0.2 + 7.8 * u[1].item(), b_pos=-3 + 6 * u[2].item(),
-                      zeta_neg=0.2 + 9.8 * u[3].item(), k_neg=0.2 + 7.8 * u[4].item(), b_neg=-3 + 6 * u[5].item())
+        params = dict(
+            zeta_pos=0.2 + 9.8 * u[0].item(),
+            k_pos=0.2 + 7.8 * u[1].item(),
+            b_pos=-3 + 6 * u[2].item(),
+            zeta_neg=0.2 + 9.8 * u[3].item(),
+            k_neg=0.2 + 7.8 * u[4].item(),
+            b_neg=-3 + 6 * u[5].item(),
+        )
         result = conditional_risk_minimiser(SPA(**params), ETA, logit_range=(-200.0, 200.0))
         assert not result.at_boundary.any(), params
         assert torch.allclose(result.proba, ETA, atol=1e-4), params
@@ -167,8 +178,9 @@ def test_ldace_p_squared_reading_is_biased_even_for_independent_labels():
     configs, weights = independent_label_distribution([0.5, 0.5])
     result = joint_risk_minimiser(LDACE(diagonal="p_squared"), configs, weights)
     assert torch.allclose(result.proba, torch.full((2,), 5 / 12, dtype=torch.float64), atol=1e-6)
-    assert torch.allclose(torch.sigmoid(result.logits), torch.full((2,), math.sqrt(5 / 12), dtype=torch.float64),
-                          atol=1e-6)
+    assert torch.allclose(
+        torch.sigmoid(result.logits), torch.full((2,), math.sqrt(5 / 12), dtype=torch.float64), atol=1e-6
+    )
 
 
 def test_ldace_p_reading_is_proper_for_independent_labels_only():
@@ -192,8 +204,11 @@ def test_joint_minimiser_rejects_bad_distributions():
 # --- lpr_population_minimiser (notebook 08: LPR's population bias) ---------------------------------------------
 def _coupled_three_label_distribution():
     configs = torch.tensor(list(itertools.product([0.0, 1.0], repeat=3)), dtype=torch.float64)
-    energy = configs @ torch.tensor([-1.0, -0.3, 0.4], dtype=torch.float64) \
-        + 1.5 * configs[:, 0] * configs[:, 1] - 1.0 * configs[:, 1] * configs[:, 2]
+    energy = (
+        configs @ torch.tensor([-1.0, -0.3, 0.4], dtype=torch.float64)
+        + 1.5 * configs[:, 0] * configs[:, 1]
+        - 1.0 * configs[:, 1] * configs[:, 2]
+    )
     weights = torch.softmax(energy, 0)
     marginals = (weights[:, None] * configs).sum(0)
     pairs = torch.einsum("k,ks,kt->st", weights, configs, configs)
@@ -232,8 +247,11 @@ def test_pairwise_risk_minimiser_agrees_with_the_enumerated_ldace_risk(diagonal)
     """LDACE's risk depends on y only through η and π = E[y yᵀ]: the moment-based minimiser must find what
     joint_risk_minimiser finds by evaluating the real loss on every label vector."""
     from helpers.properness import pairwise_risk_minimiser
-    dependent = (torch.tensor([[0.0, 0, 0], [1, 0, 0], [0, 1, 1], [1, 1, 0], [1, 1, 1]], dtype=torch.float64),
-                 torch.tensor([0.3, 0.2, 0.15, 0.05, 0.3], dtype=torch.float64))
+
+    dependent = (
+        torch.tensor([[0.0, 0, 0], [1, 0, 0], [0, 1, 1], [1, 1, 0], [1, 1, 1]], dtype=torch.float64),
+        torch.tensor([0.3, 0.2, 0.15, 0.05, 0.3], dtype=torch.float64),
+    )
     for configs, weights in (independent_label_distribution([0.1, 0.3, 0.7]), dependent):
         eta, pairs = _moments(configs, weights)
         expected = joint_risk_minimiser(LDACE(diagonal), configs, weights)
@@ -244,6 +262,7 @@ def test_pairwise_risk_minimiser_agrees_with_the_enumerated_ldace_risk(diagonal)
 
 def test_pairwise_risk_minimiser_reproduces_five_twelfths_and_the_p_reading_is_proper_under_independence():
     from helpers.properness import pairwise_risk_minimiser
+
     found = pairwise_risk_minimiser(torch.tensor([[0.5, 0.5]]), torch.tensor([[[0.5, 0.25], [0.25, 0.5]]]))
     torch.testing.assert_close(found.proba, torch.full((1, 2), 5 / 12, dtype=torch.float64), rtol=0, atol=1e-10)
     eta = torch.rand(50, 14, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 0.98 + 0.01
@@ -255,6 +274,7 @@ def test_pairwise_risk_minimiser_reproduces_five_twelfths_and_the_p_reading_is_p
 
 def test_closed_form_ldace_gradient_and_hessian_match_autograd():
     from helpers.properness import _ldace_gradient_and_hessian, pairwise_expected_ldace
+
     g = torch.Generator().manual_seed(1)
     eta = torch.rand(4, 5, dtype=torch.float64, generator=g) * 0.8 + 0.1
     pairs = eta[:, :, None] * eta[:, None, :] * (0.8 + 0.4 * torch.rand(4, 5, 5, dtype=torch.float64, generator=g))
@@ -262,6 +282,6 @@ def test_closed_form_ldace_gradient_and_hessian_match_autograd():
     v = torch.randn(4, 5, dtype=torch.float64, generator=g)
     for diagonal in ("p_squared", "p"):
         grad, hess = _ldace_gradient_and_hessian(v, eta, pairs, diagonal)
-        row_risk = lambda row, e, p: pairwise_expected_ldace(row[None], e[None], p[None], diagonal)[0]
+        row_risk = lambda row, e, p, d=diagonal: pairwise_expected_ldace(row[None], e[None], p[None], d)[0]
         torch.testing.assert_close(grad, torch.func.vmap(torch.func.grad(row_risk))(v, eta, pairs))
         torch.testing.assert_close(hess, torch.func.vmap(torch.func.hessian(row_risk))(v, eta, pairs))

@@ -42,7 +42,7 @@ def _write_isic_split(root: Path, split: str, entries: list[tuple[str, int]], si
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     colours = {}
-    for image_id, label in entries:
+    for image_id, _label in entries:
         colours[image_id] = tuple(int(v) for v in rng.integers(30, 220, size=3))
         Image.new("RGB", size, colours[image_id]).save(folder / f"{image_id}.jpg", quality=95)
     with open(csv_path, "w", newline="") as handle:
@@ -52,8 +52,13 @@ def _write_isic_split(root: Path, split: str, entries: list[tuple[str, int]], si
     return colours
 
 
-def _ham_layout(root: Path, lesions_per_class: int = 4, images_per_lesion: int = 2, with_metadata: bool = True,
-                sites=("vidir_molemax", "rosendahl")) -> tuple[pd.DataFrame, dict]:
+def _ham_layout(
+    root: Path,
+    lesions_per_class: int = 4,
+    images_per_lesion: int = 2,
+    with_metadata: bool = True,
+    sites=("vidir_molemax", "rosendahl"),
+) -> tuple[pd.DataFrame, dict]:
     """Training images grouped in lesions (several images each), a test split, and HAM10000_metadata.csv."""
     rows, entries, counter = [], [], 0
     for label in range(7):
@@ -93,8 +98,9 @@ def test_isic2018_without_validation_carves_by_lesion_seeded_and_stratified(tmp_
         expected_labels = [DX.index(dx) for dx in meta["dx"]]
         assert part.labels.tolist() == expected_labels
         mean_colour = part.images.float().mean(dim=(2, 3))
-        assert torch.allclose(mean_colour, torch.tensor([colours[i] for i in meta.index], dtype=torch.float32),
-                              atol=3.0)
+        assert torch.allclose(
+            mean_colour, torch.tensor([colours[i] for i in meta.index], dtype=torch.float32), atol=3.0
+        )
     again = load_isic2018(root, image_size=8, cache_dir=tmp_path / "cache")
     other = load_isic2018(root, image_size=8, cache_dir=tmp_path / "cache", split_seed=1)
     assert _ids(again.metadata["val"]) == _ids(bundle.metadata["val"])
@@ -133,8 +139,11 @@ def test_isic2018_with_validation_folder_uses_it_and_caches_outside_the_data_fol
     before = sorted(p.relative_to(root) for p in root.rglob("*"))
     bundle = load_dataset("isic2018", image_size=16, data_dir=tmp_path)
     assert bundle.val.labels.tolist() == [6, 0] and len(bundle.train) == 56
-    assert torch.allclose(bundle.val.images.float().mean(dim=(2, 3)),
-                          torch.tensor(list(val_colours.values()), dtype=torch.float32), atol=3.0)
+    assert torch.allclose(
+        bundle.val.images.float().mean(dim=(2, 3)),
+        torch.tensor(list(val_colours.values()), dtype=torch.float32),
+        atol=3.0,
+    )
     assert not any("carved" in note for note in bundle.notes)
     assert sorted(p.relative_to(root) for p in root.rglob("*")) == before  # nothing written into the data folder
     assert len(list((tmp_path / "cache").glob("isic2018-*-16px.npz"))) == 1
@@ -181,11 +190,14 @@ def test_isic2018_cache_is_reused_and_rebuilt_when_an_image_changes(tmp_path, mo
     assert third.test.images[0, 0].float().mean() > 240 and third.test.images[0, 2].float().mean() < 15
 
 
-@pytest.mark.parametrize("remove, expected", [
-    ("ISIC2018_Task3_Training_GroundTruth/ISIC2018_Task3_Training_GroundTruth.csv", "Training ground truth"),
-    ("ISIC2018_Task3_Test_Input", "Test input"),
-    ("ISIC2018_Task3_Validation_GroundTruth", "validation split is incomplete"),
-])
+@pytest.mark.parametrize(
+    "remove, expected",
+    [
+        ("ISIC2018_Task3_Training_GroundTruth/ISIC2018_Task3_Training_GroundTruth.csv", "Training ground truth"),
+        ("ISIC2018_Task3_Test_Input", "Test input"),
+        ("ISIC2018_Task3_Validation_GroundTruth", "validation split is incomplete"),
+    ],
+)
 def test_isic2018_partial_layouts_name_what_is_missing(tmp_path, remove, expected):
     import shutil
 
@@ -252,8 +264,9 @@ def _chest_labels(seed: int, n: int) -> np.ndarray:
     return (np.random.default_rng(seed).random((n, 14)) < 0.2).astype(np.uint8)
 
 
-def _chest_layout(root: Path, per_split=(("train", 5), ("val", 2), ("test", 3)), absent=(), unlisted=(),
-                  csv_overrides=None) -> dict[str, list[tuple[str, np.ndarray, int]]]:
+def _chest_layout(
+    root: Path, per_split=(("train", 5), ("val", 2), ("test", 3)), absent=(), unlisted=(), csv_overrides=None
+) -> dict[str, list[tuple[str, np.ndarray, int]]]:
     """images/ (mixed sizes and PNG modes, one grey level per image), Data_Entry_2017.csv, chestmnist_split/."""
     (root / "images").mkdir(parents=True)
     (root / chestxray14.LIST_FOLDER).mkdir()
@@ -278,8 +291,18 @@ def _chest_layout(root: Path, per_split=(("train", 5), ("val", 2), ("test", 3)),
             handle.writelines(f"{name} {' '.join(map(str, y))}\n" for name, y, _ in written[split])
     for name in unlisted:
         Image.new("L", (30, 30), 0).save(root / "images" / name)
-    pd.DataFrame(rows, columns=["Image Index", "Finding Labels", "Follow-up #", "Patient ID", "Patient Age",
-                                "Patient Gender", "View Position"]).to_csv(root / chestxray14.LABEL_FILE, index=False)
+    pd.DataFrame(
+        rows,
+        columns=[
+            "Image Index",
+            "Finding Labels",
+            "Follow-up #",
+            "Patient ID",
+            "Patient Age",
+            "Patient Gender",
+            "View Position",
+        ],
+    ).to_csv(root / chestxray14.LABEL_FILE, index=False)
     return written
 
 
@@ -316,8 +339,11 @@ def test_chestxray14_absent_images_are_skipped_and_counted_and_unlisted_ones_nam
 def test_chestxray14_labels_are_checked_against_data_entry(tmp_path):
     root = tmp_path / "ChestXray14"
     written = _chest_layout(root, csv_overrides={"00000003_000.png": "Hernia|Mass"})
-    with pytest.raises(ValueError, match=r"1 listed image\(s\) have labels that differ.*00000003_000\.png.*"
-                                         r"Data_Entry_2017\.csv Mass\|Hernia.*label_disagreement='lists'"):
+    with pytest.raises(
+        ValueError,
+        match=r"1 listed image\(s\) have labels that differ.*00000003_000\.png.*"
+        r"Data_Entry_2017\.csv Mass\|Hernia.*label_disagreement='lists'",
+    ):
         load_chestxray14(root, cache=False, label_disagreement="error")
     from_lists = load_chestxray14(root, cache=False)  # the default: the lists' (ChestMNIST's) labels
     from_csv = load_chestxray14(root, cache=False, label_disagreement="data_entry")
@@ -333,18 +359,45 @@ def test_chestxray14_labels_are_checked_against_data_entry(tmp_path):
         load_dataset("isic2018", data_dir=tmp_path, label_disagreement="lists")
 
 
-@pytest.mark.parametrize("damage, error, message", [
-    (lambda root: (root / "Data_Entry_2017.csv").unlink(), FileNotFoundError, r"missing .*Data_Entry_2017\.csv.*nihcc"),
-    (lambda root: (root / "chestmnist_split" / "val_list.txt").unlink(), FileNotFoundError, r"val_list\.txt.*CheXNet"),
-    (lambda root: (root / "chestmnist_split" / "test_list.txt").write_text("00000008_000.png 0 1\n"), ValueError,
-     r"test_list\.txt, line 1: expected an image name and 14 labels"),
-    (lambda root: (root / "chestmnist_split" / "test_list.txt").write_text("00000001_000.png" + " 0" * 14 + "\n"),
-     ValueError, r"00000001_000\.png is listed in both train_list\.txt and test_list\.txt"),
-    (lambda root: (root / "chestmnist_split" / "test_list.txt").write_text("00000001_001.png" + " 0" * 14 + "\n"),
-     ValueError, r"not patient-wise.*patient 00000001"),
-    (lambda root: [(root / "images" / f"0000000{k}_000.png").unlink() for k in (6, 7)], FileNotFoundError,
-     r"no image of the val list"),
-])
+@pytest.mark.parametrize(
+    "damage, error, message",
+    [
+        (
+            lambda root: (root / "Data_Entry_2017.csv").unlink(),
+            FileNotFoundError,
+            r"missing .*Data_Entry_2017\.csv.*nihcc",
+        ),
+        (
+            lambda root: (root / "chestmnist_split" / "val_list.txt").unlink(),
+            FileNotFoundError,
+            r"val_list\.txt.*CheXNet",
+        ),
+        (
+            lambda root: (root / "chestmnist_split" / "test_list.txt").write_text("00000008_000.png 0 1\n"),
+            ValueError,
+            r"test_list\.txt, line 1: expected an image name and 14 labels",
+        ),
+        (
+            lambda root: (root / "chestmnist_split" / "test_list.txt").write_text(
+                "00000001_000.png" + " 0" * 14 + "\n"
+            ),
+            ValueError,
+            r"00000001_000\.png is listed in both train_list\.txt and test_list\.txt",
+        ),
+        (
+            lambda root: (root / "chestmnist_split" / "test_list.txt").write_text(
+                "00000001_001.png" + " 0" * 14 + "\n"
+            ),
+            ValueError,
+            r"not patient-wise.*patient 00000001",
+        ),
+        (
+            lambda root: [(root / "images" / f"0000000{k}_000.png").unlink() for k in (6, 7)],
+            FileNotFoundError,
+            r"no image of the val list",
+        ),
+    ],
+)
 def test_chestxray14_partial_or_inconsistent_layouts_raise_naming_the_problem(tmp_path, damage, error, message):
     root = tmp_path / "ChestXray14"
     _chest_layout(root)
@@ -361,8 +414,7 @@ def test_chestxray14_bundle_trains_on_the_multilabel_path(tmp_path):
     _chest_layout(tmp_path / "ChestXray14", per_split=(("train", 12), ("val", 4), ("test", 4)))
     bundle = load_dataset("chestxray14", image_size=28, data_dir=tmp_path)
     model = models.build_model("small_cnn", bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
-    result = train.fit(model, BCE(), bundle,
-                       train.TrainConfig(epochs=1, batch_size=8, device="cpu", progress=False))
+    result = train.fit(model, BCE(), bundle, train.TrainConfig(epochs=1, batch_size=8, device="cpu", progress=False))
     assert len(result.history) == 1 and np.isfinite(result.history[0]["val_loss"])
 
 

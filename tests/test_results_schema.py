@@ -12,8 +12,20 @@ from helpers import course, suites
 
 PATH = course.REPO_ROOT / "results" / "reference" / "06_multiclass_comparison.json"
 RECIPES = ("well-regularised", "over-fitting")
-METRICS = ("accuracy", "auroc_ovr", "macro_f1", "cohen_kappa", "ece", "smooth_ece", "adaptive_ece", "classwise_ece",
-           "nll", "brier", "melanoma_recall", "debiased_ece")
+METRICS = (
+    "accuracy",
+    "auroc_ovr",
+    "macro_f1",
+    "cohen_kappa",
+    "ece",
+    "smooth_ece",
+    "adaptive_ece",
+    "classwise_ece",
+    "nll",
+    "brier",
+    "melanoma_recall",
+    "debiased_ece",
+)
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +74,8 @@ def test_paired_differences_against_ce_and_ce_ts(payload, loss_names):
                 record = differences[f"{recipe}/{loss} − {recipe}/{reference}"]["ece"]
                 assert record["n_resamples"] >= 1000 and record["low"] <= record["high"]
                 # the estimate is the difference of the seed means in the models block
-                means = payload["models"][f"{recipe}/{loss}"]["ece"]["mean"] - \
-                    payload["models"][f"{recipe}/{reference}"]["ece"]["mean"]
+                means = (
+                    payload["models"][f"{recipe}/{loss}"]["ece"]["mean"]
+                    - payload["models"][f"{recipe}/{reference}"]["ece"]["mean"]
+                )
                 assert record["estimate"] == pytest.approx(means, abs=1e-9)

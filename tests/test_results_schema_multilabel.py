@@ -13,8 +13,16 @@ RESULTS = REPO_ROOT / "results" / "reference" / "11_multilabel_comparison.json"
 TRAINED = ["BCE", "focal", "focal+φ", "ASL", "ASL+φ", "SPA", "SPA+LPR", "BCE+LPR", "LDACE", "LDACE+CCL"]
 POSTHOC = ["BCE + TS", "BCE + TS/label", "BCE + Platt/label"]
 REFERENCE_ROWS = ["constant prevalence", "Bayes"]
-METRICS = ["macro_auroc", "map_per_class", "map_per_example", "hamming_loss", "multilabel_ece", "multilabel_brier",
-           "multilabel_nll", "true_rms"]
+METRICS = [
+    "macro_auroc",
+    "map_per_class",
+    "map_per_example",
+    "hamming_loss",
+    "multilabel_ece",
+    "multilabel_brier",
+    "multilabel_nll",
+    "true_rms",
+]
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +61,9 @@ def test_cells_are_per_seed_values_with_their_mean_and_sd(results, model):
 
 
 def test_known_reductions_of_the_reference_rows(results):
-    """The Bayes model has no error against its own posteriors (up to float32 rounding); a constant forecast ranks nothing (AUROC 1/2) and
-    its training prevalences fall into the lowest three pooled bins, where they are calibrated up to sampling,
-    so its pooled ECE is small."""
+    """The Bayes model has no error against its own posteriors (up to float32 rounding); a constant forecast ranks
+    nothing (AUROC 1/2) and its training prevalences fall into the lowest three pooled bins, where they are
+    calibrated up to sampling, so its pooled ECE is small."""
     models = results["models"]
     assert models["Bayes"]["true_rms"]["mean"] < 1e-6  # the notebook compares float32 copies of the posteriors
     assert models["constant prevalence"]["macro_auroc"]["mean"] == pytest.approx(0.5)
@@ -66,8 +74,14 @@ def test_monotone_read_outs_keep_the_ranking(results):
     """φ and per-label temperature / Platt maps are increasing per label: macro AUROC and mAP@y equal the
     un-mapped model's, seed by seed."""
     models = results["models"]
-    for mapped, base in [("focal+φ", "focal"), ("ASL+φ", "ASL"), ("BCE + TS/label", "BCE"),
-                         ("BCE + Platt/label", "BCE")]:
+    for mapped, base in [
+        ("focal+φ", "focal"),
+        ("ASL+φ", "ASL"),
+        ("BCE + TS/label", "BCE"),
+        ("BCE + Platt/label", "BCE"),
+    ]:
         for metric in ("macro_auroc", "map_per_class"):
-            assert models[mapped][metric]["per_seed"] == pytest.approx(models[base][metric]["per_seed"], abs=1e-6), \
-                (mapped, metric)
+            assert models[mapped][metric]["per_seed"] == pytest.approx(models[base][metric]["per_seed"], abs=1e-6), (
+                mapped,
+                metric,
+            )

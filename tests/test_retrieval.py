@@ -10,15 +10,28 @@ import pytest
 import torch
 from sklearn.metrics import average_precision_score
 
-from helpers.retrieval import (average_precision, count_queries, enumerate_queries, format_query,
-                               inclusion_exclusion, joint_retrieval_map, query_log_scores, query_relevance,
-                               retrieval_map, sample_queries, top_k)
+from helpers.retrieval import (
+    average_precision,
+    count_queries,
+    enumerate_queries,
+    format_query,
+    inclusion_exclusion,
+    joint_retrieval_map,
+    query_log_scores,
+    query_relevance,
+    retrieval_map,
+    sample_queries,
+    top_k,
+)
 
 
 def brute_force_queries(n_labels, max_length):
     """Every signed row in {−1, 0, 1}^T with at least one +1 and at most max_length non-zeros."""
-    return {row for row in itertools.product((-1, 0, 1), repeat=n_labels)
-            if 1 in row and sum(v != 0 for v in row) <= max_length}
+    return {
+        row
+        for row in itertools.product((-1, 0, 1), repeat=n_labels)
+        if 1 in row and sum(v != 0 for v in row) <= max_length
+    }
 
 
 @pytest.mark.parametrize("n_labels,max_length", [(1, 5), (3, 2), (4, 5), (6, 3), (7, 5)])
@@ -35,7 +48,7 @@ def test_enumeration_matches_brute_force(n_labels, max_length):
 
 def test_query_counts_for_fourteen_labels():
     counts = count_queries(14, 5)
-    assert counts == {L: math.comb(14, L) * (2 ** L - 1) for L in range(1, 6)}
+    assert counts == {L: math.comb(14, L) * (2**L - 1) for L in range(1, 6)}
     assert sum(counts.values()) == 79912
 
 
@@ -197,13 +210,15 @@ def _brute_force_joint(fields, couplings):
 
 def test_inclusion_exclusion_gives_the_exact_query_probability_of_a_dependent_joint():
     from helpers import synthetic
+
     fields, couplings = _random_pairwise_model(6, 25, seed=4)
     configs, joint = _brute_force_joint(fields, couplings)
     queries = enumerate_queries(6, 4)
     masks, coefficients = inclusion_exclusion(queries)
     scores = coefficients @ synthetic.multilabel_subset_moments(fields, couplings, masks).T
-    matches = np.all((configs[None, :, :] == 1) == (queries.numpy()[:, None, :] == 1), axis=2,
-                     where=queries.numpy()[:, None, :] != 0)
+    matches = np.all(
+        (configs[None, :, :] == 1) == (queries.numpy()[:, None, :] == 1), axis=2, where=queries.numpy()[:, None, :] != 0
+    )
     expected = matches.astype(float) @ joint.T
     np.testing.assert_allclose(scores, expected, atol=1e-13)
     # ... and it is not the product of the marginals (eq. 22), which assumes independence given x
@@ -215,36 +230,46 @@ def test_joint_retrieval_map_ranks_by_the_exact_joint_and_equals_eq22_without_co
     from functools import partial
 
     from helpers import synthetic
+
     fields, couplings = _random_pairwise_model(5, 80, seed=6)
     configs, joint = _brute_force_joint(fields, couplings)
     labels = torch.from_numpy(configs[[np.random.default_rng(7).choice(32, p=p) for p in joint]])
     queries = enumerate_queries(5, 3)
-    result = joint_retrieval_map(partial(synthetic.multilabel_subset_moments, fields, couplings), labels, queries,
-                                 chunk_elements=500)
+    result = joint_retrieval_map(
+        partial(synthetic.multilabel_subset_moments, fields, couplings), labels, queries, chunk_elements=500
+    )
     relevant = query_relevance(labels, queries).numpy()
-    matches = np.all((configs[None] == 1) == (queries.numpy()[:, None, :] == 1), axis=2,
-                     where=queries.numpy()[:, None, :] != 0)
+    matches = np.all(
+        (configs[None] == 1) == (queries.numpy()[:, None, :] == 1), axis=2, where=queries.numpy()[:, None, :] != 0
+    )
     exact_scores = matches.astype(float) @ joint.T
     for q in range(len(queries)):
         if relevant[q].any():
             expected = average_precision_score(relevant[q], exact_scores[q])
             assert result.average_precision[q].item() == pytest.approx(expected, abs=1e-9)
-    independent = joint_retrieval_map(partial(synthetic.multilabel_subset_moments, fields, np.zeros((5, 5))),
-                                      labels, queries)
+    independent = joint_retrieval_map(
+        partial(synthetic.multilabel_subset_moments, fields, np.zeros((5, 5))), labels, queries
+    )
     marginals = torch.sigmoid(torch.from_numpy(fields))
-    torch.testing.assert_close(independent.average_precision, retrieval_map(marginals, labels, queries=queries)
-                               .average_precision, equal_nan=True, rtol=0, atol=1e-9)
+    torch.testing.assert_close(
+        independent.average_precision,
+        retrieval_map(marginals, labels, queries=queries).average_precision,
+        equal_nan=True,
+        rtol=0,
+        atol=1e-9,
+    )
 
 
 def test_compare_per_query_averages_seeds_counts_ties_and_brackets_the_difference():
     from helpers.retrieval import compare_per_query
+
     g = torch.Generator().manual_seed(0)
     lengths = torch.tensor([1] * 50 + [2] * 150)
     base = torch.rand(200, generator=g, dtype=torch.float64)
-    a = torch.stack([base + 0.1, base + 0.3])        # seed mean: base + 0.2
+    a = torch.stack([base + 0.1, base + 0.3])  # seed mean: base + 0.2
     b = base.clone()[None]
-    b[0, :20] = base[:20] + 0.2                      # 20 queries of length 1 tie
-    b[0, 199] = math.nan                             # no relevant image: left out
+    b[0, :20] = base[:20] + 0.2  # 20 queries of length 1 tie
+    b[0, 199] = math.nan  # no relevant image: left out
     result = compare_per_query(a, b, lengths, n=200)
     assert result[1]["tied"] == pytest.approx(20 / 50) and result[1]["higher"] == pytest.approx(30 / 50)
     assert result[2]["n_queries"] == 149 and result[2]["estimate"] == pytest.approx(0.2)

@@ -2,14 +2,15 @@
 
 import pytest
 import torch
+from test_experiments import config, tiny_bundle
 
 from helpers import determinism, experiments, run_log
 from helpers.losses import CrossEntropy, LabelSmoothing
-from test_experiments import config, tiny_bundle
 
 
-def record(seed=0, source="stored", dataset="dermamnist", device="NVIDIA H100 80GB HBM3", deterministic=True,
-           current=True):
+def record(
+    seed=0, source="stored", dataset="dermamnist", device="NVIDIA H100 80GB HBM3", deterministic=True, current=True
+):
     return run_log.RunRecord(f"run {seed}", source, dataset, seed, device, deterministic, current)
 
 
@@ -17,13 +18,18 @@ def test_the_summary_line_names_count_data_seeds_device_determinism_and_version(
     records = [record(seed) for seed in (0, 1, 2)] * 18
     assert run_log.summary_line(records, "1a2b3c") == (
         "54 stored runs loaded — dermamnist, seeds 0–2, trained deterministically on NVIDIA H100 80GB HBM3, "
-        "training version 1a2b3c")
-    mixed = [record(0, "stored", "synthetic_chestmnist", "cuda:0", None, False), record(2, "trained", device="CPU"),
-             record(5, "cache", device="CPU")]
+        "training version 1a2b3c"
+    )
+    mixed = [
+        record(0, "stored", "synthetic_chestmnist", "cuda:0", None, False),
+        record(2, "trained", device="CPU"),
+        record(5, "cache", device="CPU"),
+    ]
     assert run_log.summary_line(mixed, "1a2b3c") == (
         "1 stored runs loaded, 1 runs loaded from the run cache, 1 runs trained here — dermamnist, "
         "synthetic_chestmnist, seeds 0, 2, 5, trained on CPU, cuda:0, 2 of 3 deterministically, 1 of 3 from older "
-        "training code (today's: 1a2b3c)")
+        "training code (today's: 1a2b3c)"
+    )
 
 
 @pytest.fixture
@@ -38,22 +44,31 @@ def test_a_suite_prints_one_summary_and_lists_runs_only_on_request(tmp_path, cap
 
     @suite
     def inner(seeds):
-        return [experiments.train_run(f"ce {s}", CrossEntropy(), bundle, "small_cnn", config(seed=s), stored=True,
-                                      stored_dir=tmp_path) for s in seeds]
+        return [
+            experiments.train_run(
+                f"ce {s}", CrossEntropy(), bundle, "small_cnn", config(seed=s), stored=True, stored_dir=tmp_path
+            )
+            for s in seeds
+        ]
 
     @suite
     def outer():  # a suite that calls another (helpers.suites.spa_lpr_runs calls multilabel_runs) prints once
-        return inner([0, 1]) + [experiments.train_run("ls", LabelSmoothing(0.1), bundle, "small_cnn", config(),
-                                                      stored=True, stored_dir=tmp_path)]
+        return inner([0, 1]) + [
+            experiments.train_run(
+                "ls", LabelSmoothing(0.1), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path
+            )
+        ]
 
     outer()
     capsys.readouterr()
     runs = outer()
     out = capsys.readouterr().out
     assert [run.source for run in runs] == ["stored"] * 3
-    assert " ".join(out.splitlines()) == (f"3 stored runs loaded — tiny, seeds 0–1, trained deterministically on "
-                                          f"{determinism.device_name('cpu')}, training version "
-                                          f"{experiments.training_version()}")
+    assert " ".join(out.splitlines()) == (
+        f"3 stored runs loaded — tiny, seeds 0–1, trained deterministically on "
+        f"{determinism.device_name('cpu')}, training version "
+        f"{experiments.training_version()}"
+    )
     assert len(out.splitlines()) <= 2 and max(map(len, out.splitlines())) <= run_log.LINE_WIDTH
     monkeypatch.setenv("CALIBMED_VERBOSE", "1")
     outer()
@@ -69,8 +84,9 @@ def test_runs_of_older_code_give_one_warning_per_process_and_no_mark(tmp_path, c
     capsys.readouterr()
     for _ in range(3):  # three suites, as notebook 05 loads
         with run_log.collecting(lambda: "today"):
-            loaded = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True,
-                                           stored_dir=tmp_path)
+            loaded = experiments.train_run(
+                "ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path
+            )
     lines = capsys.readouterr().out.splitlines()
     text = " ".join(lines)
     assert loaded.source == "stored" and torch.isfinite(loaded.test_logits).all()

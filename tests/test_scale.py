@@ -7,9 +7,9 @@ import os
 import sys
 
 import pytest
+from test_suites import tiny_bundle, tiny_config
 
 from helpers import course, experiments, scale, suites
-from test_suites import tiny_bundle, tiny_config
 
 
 def test_a_grid_is_parsed_as_json_values_and_expands_to_every_combination_in_order():
@@ -17,13 +17,23 @@ def test_a_grid_is_parsed_as_json_values_and_expands_to_every_combination_in_ord
     assert grid == {"seed": [0, 1], "dataset": ["dermamnist", "synthetic_dermamnist"], "alpha": [0.05]}
     points = scale.grid_points(grid)
     assert [scale.point_folder(p) for p in points] == [
-        "seed=0,dataset=dermamnist,alpha=0.05", "seed=0,dataset=synthetic_dermamnist,alpha=0.05",
-        "seed=1,dataset=dermamnist,alpha=0.05", "seed=1,dataset=synthetic_dermamnist,alpha=0.05"]
+        "seed=0,dataset=dermamnist,alpha=0.05",
+        "seed=0,dataset=synthetic_dermamnist,alpha=0.05",
+        "seed=1,dataset=dermamnist,alpha=0.05",
+        "seed=1,dataset=synthetic_dermamnist,alpha=0.05",
+    ]
 
 
-@pytest.mark.parametrize("items, message", [(["seed"], "NAME=VALUE"), (["seed="], "NAME=VALUE"),
-                                            (["seed=0", "seed=1"], "twice"), (["seed=0,,1"], "empty value"),
-                                            (["2x=1"], "NAME=VALUE")])
+@pytest.mark.parametrize(
+    "items, message",
+    [
+        (["seed"], "NAME=VALUE"),
+        (["seed="], "NAME=VALUE"),
+        (["seed=0", "seed=1"], "twice"),
+        (["seed=0,,1"], "empty value"),
+        (["2x=1"], "NAME=VALUE"),
+    ],
+)
 def test_a_malformed_grid_is_refused_with_the_form_it_needs(items, message):
     with pytest.raises(ValueError, match=message):
         scale.parse_grid(items)
@@ -66,8 +76,11 @@ def test_a_file_sent_twice_is_kept_once_and_names_outside_the_store_are_refused(
 def tiny_suite(tmp_path, monkeypatch):
     """A declared notebook 'tiny' (cross-entropy and LS+ on 64 tiny images, reference profile: stored runs)."""
     bundle = tiny_bundle()
-    monkeypatch.setitem(suites.DECLARED_RUNS, "tiny", lambda cfg: suites.multiclass_runs(
-        cfg, bundle, ("cross-entropy", "LS+"), recipes=("well-regularised",)))
+    monkeypatch.setitem(
+        suites.DECLARED_RUNS,
+        "tiny",
+        lambda cfg: suites.multiclass_runs(cfg, bundle, ("cross-entropy", "LS+"), recipes=("well-regularised",)),
+    )
     monkeypatch.setattr(suites, "reference_config", lambda notebook, profile, **knobs: tiny_config(profile))
     return {"stored_dir": str(tmp_path / "stored"), "cache_dir": str(tmp_path / "cache")}
 
@@ -95,8 +108,14 @@ def test_a_key_the_node_does_not_declare_is_refused_with_the_reason(tiny_suite):
 
 
 def test_a_run_trained_with_other_training_code_is_not_kept(tmp_path):
-    outcome = {"title": "LS", "host": "node-b", "training_version": "other", "stored": True, "file": "tiny/a.npz",
-               "payload": b"run"}
+    outcome = {
+        "title": "LS",
+        "host": "node-b",
+        "training_version": "other",
+        "stored": True,
+        "file": "tiny/a.npz",
+        "payload": b"run",
+    }
     with pytest.raises(RuntimeError, match="training version other.*same checkout"):
         scale.keep_run(outcome, training_version="mine")
 

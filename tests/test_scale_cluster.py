@@ -18,9 +18,9 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the Ray engine is the optional extra 'scale': pip install -e '.[scale]'")
 
-from helpers import course, scale  # noqa: E402
-
 from ray_cluster import Cluster  # noqa: E402
+
+from helpers import course, scale  # noqa: E402
 
 pytestmark = pytest.mark.slow
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -32,8 +32,12 @@ def cluster(request):
     data_dir = os.environ.get("CALIBMED_DATA_DIR", str(REPO_ROOT / "data"))
     if not (Path(data_dir) / "dermamnist.npz").is_file():
         pytest.skip(f"no dermamnist.npz in {data_dir} (set CALIBMED_DATA_DIR)")
-    environment = {"CALIBMED_DATA_DIR": data_dir, "PYTHONPATH": str(REPO_ROOT), "MPLBACKEND": "Agg",
-                   "CALIBMED_PROGRESS": "final"}
+    environment = {
+        "CALIBMED_DATA_DIR": data_dir,
+        "PYTHONPATH": str(REPO_ROOT),
+        "MPLBACKEND": "Agg",
+        "CALIBMED_PROGRESS": "final",
+    }
     # this driver joins on 127.0.0.1 as the head does (tests/ray_cluster.py, LOOPBACK_ONLY): Ray read that
     # variable when it was imported, so its constant is set here
     constants = ray._private.ray_constants
@@ -75,8 +79,9 @@ def _alive_node_ids() -> set[str]:
 
 def test_a_notebook_grid_runs_through_the_same_cluster_one_folder_per_point(cluster, tmp_path):
     started = time.perf_counter()
-    summary = scale.run_grid(tmp_path / "sweep", {"seed": [0, 1]}, profile="smoke",
-                             selection=["00", "07"], address=cluster.address)
+    summary = scale.run_grid(
+        tmp_path / "sweep", {"seed": [0, 1]}, profile="smoke", selection=["00", "07"], address=cluster.address
+    )
     print(f"grid of 2 notebooks x 2 seeds in {time.perf_counter() - started:.0f} s")
 
     sweep = json.loads((tmp_path / "sweep" / "summary.json").read_text())
@@ -92,8 +97,7 @@ def test_a_notebook_grid_runs_through_the_same_cluster_one_folder_per_point(clus
     assert "| seed=1 | 07_multilabel_calibration_and_properness | ok |" in sweep_table
 
 
-def test_a_declared_suite_trains_across_two_nodes_and_every_run_is_stored_once_after_a_node_dies(cluster,
-                                                                                                  tmp_path):
+def test_a_declared_suite_trains_across_two_nodes_and_every_run_is_stored_once_after_a_node_dies(cluster, tmp_path):
     if len(_alive_node_ids()) < 2:  # run alone (-k), or after a failed grid test
         cluster.add_worker()
         cluster.wait_for_nodes(2)
@@ -110,8 +114,15 @@ def test_a_declared_suite_trains_across_two_nodes_and_every_run_is_stored_once_a
 
     outcomes_seen: list[dict] = []
     started = time.perf_counter()
-    outcomes = scale.train_declared(SUITE, "smoke", {"device": "cpu"}, address=cluster.address,
-                                    stored_dir=str(stored), cache_dir=str(cache), on_outcome=kill_the_worker_node)
+    outcomes = scale.train_declared(
+        SUITE,
+        "smoke",
+        {"device": "cpu"},
+        address=cluster.address,
+        stored_dir=str(stored),
+        cache_dir=str(cache),
+        on_outcome=kill_the_worker_node,
+    )
     print(f"suite of {len(outcomes)} runs across the cluster in {time.perf_counter() - started:.0f} s")
 
     assert killed, "the worker node was never killed mid-suite"
@@ -119,7 +130,7 @@ def test_a_declared_suite_trains_across_two_nodes_and_every_run_is_stored_once_a
     keys = [outcome["key"] for outcome in outcomes]
     assert len(keys) == 6 and len(set(keys)) == 6  # CE, LS, LS+ x two recipes; each run returned once
     assert {o["title"].split(",")[0] for o in outcomes[-2:]} == {"LS+"}  # LS+ came in the second round
-    assert all(o["node"] == head_id for o in outcomes[killed["after"]:])
+    assert all(o["node"] == head_id for o in outcomes[killed["after"] :])
     files = sorted(cache.glob("*.pt"))
     assert sorted(path.name.split("-")[0] for path in files) == sorted(keys)  # each run stored exactly once
     assert not stored.exists() or not list(stored.rglob("*.npz"))  # the smoke profile caches, it never stores

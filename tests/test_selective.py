@@ -29,13 +29,13 @@ def _case(n: int, n_errors: int, errors_first: bool | None, seed: int = 0):
 def test_perfect_ranking_matches_closed_form():
     probs, labels = _case(200, 30, errors_first=False)
     e = 30 / 200
-    assert r_auc(probs, labels) == pytest.approx(1 - e ** 2 / 2, abs=1e-12)
+    assert r_auc(probs, labels) == pytest.approx(1 - e**2 / 2, abs=1e-12)
 
 
 def test_worst_ranking_matches_closed_form():
     probs, labels = _case(200, 30, errors_first=True)
     e = 30 / 200
-    assert r_auc(probs, labels) == pytest.approx(1 - e + e ** 2 / 2, abs=1e-12)
+    assert r_auc(probs, labels) == pytest.approx(1 - e + e**2 / 2, abs=1e-12)
 
 
 def test_constant_confidence_gives_the_random_ranking_curve():
@@ -74,8 +74,9 @@ def test_curve_does_not_depend_on_test_set_order_with_ties():
     confidence = torch.tensor([0.9, 0.9, 0.7, 0.7, 0.7, 0.5], dtype=torch.float64)
     probs = _probs_from(confidence, predicted)
     permutation = torch.tensor([5, 3, 1, 0, 4, 2])
-    torch.testing.assert_close(retention_curve(probs, labels)[1],
-                               retention_curve(probs[permutation], labels[permutation])[1])
+    torch.testing.assert_close(
+        retention_curve(probs, labels)[1], retention_curve(probs[permutation], labels[permutation])[1]
+    )
 
 
 def test_confidence_by_correctness_splits_the_confidences():
@@ -86,12 +87,15 @@ def test_confidence_by_correctness_splits_the_confidences():
     torch.testing.assert_close(incorrect, torch.tensor([0.6]))
 
 
-@pytest.mark.parametrize("probs, labels", [
-    (torch.rand(4), torch.tensor([0, 1, 0, 1])),
-    (torch.rand(4, 3), torch.tensor([0, 1, 0])),
-    (torch.rand(4, 3), torch.tensor([0, 1, 0, 3])),
-    (torch.rand(4, 3), torch.tensor([0.0, 1.0, 0.0, 1.0])),
-])
+@pytest.mark.parametrize(
+    "probs, labels",
+    [
+        (torch.rand(4), torch.tensor([0, 1, 0, 1])),
+        (torch.rand(4, 3), torch.tensor([0, 1, 0])),
+        (torch.rand(4, 3), torch.tensor([0, 1, 0, 3])),
+        (torch.rand(4, 3), torch.tensor([0.0, 1.0, 0.0, 1.0])),
+    ],
+)
 def test_bad_input_raises(probs, labels):
     with pytest.raises(ValueError):
         retention_curve(probs, labels)

@@ -2,8 +2,8 @@
 
 Part 1, over the site that ``make book`` built in build/site/: every page loads without console errors or failed
 requests, every figure loads (naturalWidth > 0), every formula is typeset by MathJax (no ``$`` or ``\\(`` left in the
-text outside code), the next/previous links walk through the pages in order, and a full-page screenshot of each page is saved
-under build/site-screenshots/.
+text outside code), the next/previous links walk through the pages in order, and a full-page screenshot of each page
+is saved under build/site-screenshots/.
 
 Part 2: JupyterLab on a free 127.0.0.1 port (token set, always shut down) opens the smoke-profile copy of each
 notebook with a widget (01, 02, 08), cut after its widget cell, runs it, moves every slider and checks that the
@@ -42,8 +42,16 @@ SITE = ROOT / "build" / "site"
 SHOTS = ROOT / "build" / "site-screenshots"
 WIDGET_COPIES = ROOT / "build" / "widget-lab"
 REQUIRE = os.environ.get("CALIBMED_REQUIRE_BROWSER") == "1"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 WIDGET_NOTEBOOKS = ("01", "02", "08")
 TIMEOUT_MS = 60_000
 
@@ -235,8 +243,9 @@ def test_the_api_reference_is_in_the_navigation_and_documents_the_metrics(browse
     page.click("nav.bd-links a[href$='api.html']")
     page.wait_for_load_state("load")
     assert page.url.endswith("/book/api.html")
-    modules = page.eval_on_selector_all("article a[href*='generated/helpers.']",
-                                        "els => [...new Set(els.map(e => e.getAttribute('href')))]")
+    modules = page.eval_on_selector_all(
+        "article a[href*='generated/helpers.']", "els => [...new Set(els.map(e => e.getAttribute('href')))]"
+    )
     assert len(modules) == len(api_modules()), modules
     page.click("article a[href^='generated/helpers.metrics.html']")
     page.wait_for_load_state("load")
@@ -262,8 +271,11 @@ def widget_copies() -> dict[str, Path]:
     copies = {}
     for path in sorted((WIDGET_COPIES / "notebooks").glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
-        last = next(i for i, cell in enumerate(nb.cells)
-                    if cell.cell_type == "code" and re.search(r"(widgets|course)\.interact(_manual)?\(", cell.source))
+        last = next(
+            i
+            for i, cell in enumerate(nb.cells)
+            if cell.cell_type == "code" and re.search(r"(widgets|course)\.interact(_manual)?\(", cell.source)
+        )
         nb.cells = nb.cells[: last + 1]
         for cell in nb.cells:
             if cell.cell_type == "code":
@@ -283,14 +295,29 @@ def jupyterlab():
     # a kernel of this server is looked at (by the browser): no headless settings from the calling shell
     headless = ("MPLBACKEND", "CALIBMED_PROGRESS", "CALIBMED_HEADLESS", "CI")
     env = {k: v for k, v in os.environ.items() if k not in headless}
-    env.update(JUPYTER_RUNTIME_DIR=str(runtime), JUPYTER_CONFIG_DIR=str(WIDGET_COPIES / "jupyter-config"),
-               JUPYTER_DATA_DIR=str(WIDGET_COPIES / "jupyter-data"),
-               JUPYTERLAB_WORKSPACES_DIR=str(WIDGET_COPIES / "workspaces"))
-    command = [sys.executable, "-m", "jupyterlab", "--no-browser", *(["--debug"] if os.environ.get("CALIBMED_LAB_DEBUG") else []), "--ServerApp.ip=127.0.0.1",
-               f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-               f"--ServerApp.root_dir={ROOT}", "--ServerApp.allow_root=True", "--ServerApp.terminals_enabled=False",
-               "--LabApp.news_url=None", "--LabApp.extension_manager=readonly",
-               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    env.update(
+        JUPYTER_RUNTIME_DIR=str(runtime),
+        JUPYTER_CONFIG_DIR=str(WIDGET_COPIES / "jupyter-config"),
+        JUPYTER_DATA_DIR=str(WIDGET_COPIES / "jupyter-data"),
+        JUPYTERLAB_WORKSPACES_DIR=str(WIDGET_COPIES / "workspaces"),
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        *(["--debug"] if os.environ.get("CALIBMED_LAB_DEBUG") else []),
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={ROOT}",
+        "--ServerApp.allow_root=True",
+        "--ServerApp.terminals_enabled=False",
+        "--LabApp.news_url=None",
+        "--LabApp.extension_manager=readonly",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
     settings = WIDGET_COPIES / "lab-settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
@@ -308,7 +335,7 @@ def jupyterlab():
                     break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"JupyterLab did not start: see {log.name}")
+                    raise RuntimeError(f"JupyterLab did not start: see {log.name}") from None
                 time.sleep(0.5)
         yield base, token, copies
     finally:
@@ -423,8 +450,15 @@ def drive_widget(page, base: str, token: str, path: str, prefix: str, out: Path)
         assert digest(new_figure) != digest(figure)
         shot = out / f"{prefix}-{index + 1}-{re.sub(r'[^A-Za-z0-9]+', '_', label).strip('_')}.png"
         widget.screenshot(path=str(shot))
-        evidence["sliders"].append({"slider": label, "value_before": before_value, "value_after": after_value,
-                                    "figure_before": digest(figure), "figure_after": digest(new_figure),
-                                    "screenshot": shot.relative_to(ROOT).as_posix()})
+        evidence["sliders"].append(
+            {
+                "slider": label,
+                "value_before": before_value,
+                "value_after": after_value,
+                "figure_before": digest(figure),
+                "figure_after": digest(new_figure),
+                "screenshot": shot.relative_to(ROOT).as_posix(),
+            }
+        )
         figure = new_figure
     return evidence

@@ -18,8 +18,10 @@ def models(n=600, k=4, seeds=3):
     generator = torch.Generator().manual_seed(0)
     labels = torch.randint(k, (n,), generator=generator)
     onehot = torch.nn.functional.one_hot(labels, k).double()
-    reference = [torch.softmax(1.5 * torch.randn(n, k, generator=generator, dtype=torch.float64) + onehot, 1)
-                 for _ in range(seeds)]
+    reference = [
+        torch.softmax(1.5 * torch.randn(n, k, generator=generator, dtype=torch.float64) + onehot, 1)
+        for _ in range(seeds)
+    ]
     better = [0.7 * p + 0.3 * onehot for p in reference]
     worse = [torch.softmax(3.0 * p.log(), 1) for p in reference]
     return {"CE": reference, "better": better, "worse": worse}, labels
@@ -43,15 +45,15 @@ def test_seed_summaries_hold_each_seeds_metric():
     assert list(summaries) == ["CE", "better", "worse"]
     assert summaries["worse"]["ece"]["per_seed"] == [M.ece(p, labels) for p in probs["worse"]]
     posteriors = torch.softmax(torch.zeros(600, 4, dtype=torch.float64), 1)
-    true = stats.seed_summaries({"CE": probs["CE"]}, labels, {"true_rms": M.true_rms},
-                                targets={"true_rms": posteriors})
+    true = stats.seed_summaries({"CE": probs["CE"]}, labels, {"true_rms": M.true_rms}, targets={"true_rms": posteriors})
     assert true["CE"]["true_rms"]["per_seed"] == [M.true_rms(p, posteriors) for p in probs["CE"]]
 
 
 def test_paired_differences_are_paired_bootstraps_against_the_reference():
     probs, labels = models()
-    differences = stats.paired_differences(probs, labels, {"nll": M.nll, "smooth_ece": M.smooth_ece}, "CE", n=50,
-                                           seed=4, n_by_metric={"smooth_ece": 3})
+    differences = stats.paired_differences(
+        probs, labels, {"nll": M.nll, "smooth_ece": M.smooth_ece}, "CE", n=50, seed=4, n_by_metric={"smooth_ece": 3}
+    )
     assert list(differences) == ["better", "worse"]
     direct = M.paired_bootstrap(M.nll, probs["worse"], probs["CE"], labels, n=50, seed=4)
     assert torch.equal(differences["worse"]["nll"].samples, direct.samples)
@@ -61,8 +63,10 @@ def test_paired_differences_are_paired_bootstraps_against_the_reference():
 
 
 def test_summary_table_cells_and_headers():
-    summaries = {"CE": {"ece": stats.seed_summary([0.05, 0.07]), "nll": [0.61, 0.65, 0.60]},
-                 "Bayes": {"ece": [0.012], "nll": [0.5]}}
+    summaries = {
+        "CE": {"ece": stats.seed_summary([0.05, 0.07]), "nll": [0.61, 0.65, 0.60]},
+        "Bayes": {"ece": [0.012], "nll": [0.5]},
+    }
     table = stats.summary_table(summaries)
     assert isinstance(table, pd.DataFrame) and list(table.columns) == ["ece (%)", "nll"]
     assert table.loc["CE", "ece (%)"] == f"6.0 ± {100 * statistics.stdev([0.05, 0.07]):.1f}"
@@ -102,8 +106,9 @@ def test_difference_table_reports_degenerate_resamples_and_needs_a_direction():
     labels[labels == 3] = 0
     labels[5] = 3  # one image of class 3: a third of the resamples miss it
     recall = functools.partial(M.class_recall, class_index=3)
-    differences = stats.paired_differences({"CE": probs["CE"], "worse": probs["worse"]}, labels,
-                                           {"rare_recall": recall}, "CE", n=60)
+    differences = stats.paired_differences(
+        {"CE": probs["CE"], "worse": probs["worse"]}, labels, {"rare_recall": recall}, "CE", n=60
+    )
     with pytest.raises(ValueError, match="no direction known for metric\\(s\\) \\['rare_recall'\\]"):
         stats.difference_table(differences, "CE")
     result = stats.difference_table(differences, "CE", higher_is_better={"rare_recall": True})
@@ -115,6 +120,12 @@ def test_difference_record_is_json_ready():
     probs, labels = models(n=100, seeds=2)
     result = M.paired_bootstrap(M.ece, probs["better"], probs["CE"], labels, n=20)
     record = stats.difference_record(result)
-    assert record == {"estimate": result.estimate, "low": result.low, "high": result.high, "level": 0.95,
-                      "n_resamples": 20, "n_degenerate": 0}
+    assert record == {
+        "estimate": result.estimate,
+        "low": result.low,
+        "high": result.high,
+        "level": 0.95,
+        "n_resamples": 20,
+        "n_degenerate": 0,
+    }
     assert all(isinstance(v, (int, float)) for v in record.values())

@@ -13,10 +13,21 @@ from helpers.train import TrainConfig
 
 def tiny_bundle(n=64):
     generator = torch.Generator().manual_seed(0)
-    split = Split(torch.randint(0, 255, (n, 1, 8, 8), generator=generator, dtype=torch.uint8),
-                  torch.randint(0, 3, (n,), generator=generator))
-    return DatasetBundle(name="tiny", task="multi-class", class_names=["a", "b", "c"], train=split, val=split,
-                         test=split, source="generated in the test", licence="none", image_size=8)
+    split = Split(
+        torch.randint(0, 255, (n, 1, 8, 8), generator=generator, dtype=torch.uint8),
+        torch.randint(0, 3, (n,), generator=generator),
+    )
+    return DatasetBundle(
+        name="tiny",
+        task="multi-class",
+        class_names=["a", "b", "c"],
+        train=split,
+        val=split,
+        test=split,
+        source="generated in the test",
+        licence="none",
+        image_size=8,
+    )
 
 
 def test_records_come_from_each_stored_runs_metadata(tmp_path):
@@ -24,8 +35,9 @@ def test_records_come_from_each_stored_runs_metadata(tmp_path):
     runs = {}
     for epochs in (1, 2):
         config = TrainConfig(epochs=epochs, batch_size=32, lr=0.05, device="cpu", progress=False)
-        runs[epochs] = experiments.train_run(f"ce {epochs}", CrossEntropy(), bundle, "small_cnn", config,
-                                             stored=True, stored_dir=tmp_path)
+        runs[epochs] = experiments.train_run(
+            f"ce {epochs}", CrossEntropy(), bundle, "small_cnn", config, stored=True, stored_dir=tmp_path
+        )
     records = suites.stored_run_records(tmp_path)
     assert [r["name"] for r in records] == ["ce 1", "ce 2"]
     for record, epochs in zip(records, (1, 2)):
@@ -55,17 +67,21 @@ def test_stored_run_records_names_a_truncated_empty_or_inconsistent_file(tmp_pat
     import numpy as np
 
     config = TrainConfig(epochs=1, batch_size=32, lr=0.05, device="cpu", progress=False)
-    run = experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config, stored=True,
-                                stored_dir=tmp_path)
+    run = experiments.train_run(
+        "ce", CrossEntropy(), tiny_bundle(), "small_cnn", config, stored=True, stored_dir=tmp_path
+    )
     path = tmp_path / "tiny" / f"{run.key}.npz"
     if damage in ("truncated", "empty"):
-        path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2] if damage == "truncated" else b"")
+        path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2] if damage == "truncated" else b"")
     else:
         with np.load(path) as stored:
             arrays = dict(stored)
         meta = json.loads(arrays["meta"].tobytes())
-        meta = {"meta_a_list": [meta], "no_seconds": {k: v for k, v in meta.items() if k != "seconds"},
-                "seconds_a_string": meta | {"seconds": "fast"}}[damage]
+        meta = {
+            "meta_a_list": [meta],
+            "no_seconds": {k: v for k, v in meta.items() if k != "seconds"},
+            "seconds_a_string": meta | {"seconds": "fast"},
+        }[damage]
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         np.savez_compressed(path, **arrays)
     with pytest.raises(experiments.DamagedRunError, match=rf"{run.key}\.npz"):
@@ -80,8 +96,9 @@ def test_records_say_which_runs_come_from_older_training_code(tmp_path, monkeypa
     monkeypatch.setattr(experiments, "training_version", lambda: "older")
     old = experiments.train_run("old", CrossEntropy(), bundle, "small_cnn", config, stored=True, stored_dir=tmp_path)
     monkeypatch.setattr(experiments, "training_version", lambda: "today")
-    experiments.train_run("new", CrossEntropy(), bundle, "small_cnn", replace(config, seed=1), stored=True,
-                          stored_dir=tmp_path)
+    experiments.train_run(
+        "new", CrossEntropy(), bundle, "small_cnn", replace(config, seed=1), stored=True, stored_dir=tmp_path
+    )
     records = suites.stored_run_records(tmp_path)
     assert [(r["name"], r["current"]) for r in records] == [("new", True), ("old", False)]
     capsys.readouterr()
@@ -89,4 +106,3 @@ def test_records_say_which_runs_come_from_older_training_code(tmp_path, monkeypa
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("1 stored run(s) of older training code") and len(lines) == 2
     assert lines[1] == f"  stored_runs/tiny/{old.key}.npz  (old)"
-

@@ -17,11 +17,11 @@ FOCAL_SOLUTION = '''def focal_loss(logits, labels, gamma):
     return (-(1 - log_pt.exp()) ** gamma * log_pt).mean()
     ### END SOLUTION'''
 
-FOCAL_CHECK = '''generator = torch.Generator().manual_seed(0)
+FOCAL_CHECK = """generator = torch.Generator().manual_seed(0)
 logits, labels = torch.randn(64, 7, generator=generator), torch.randint(0, 7, (64,), generator=generator)
 for gamma in (0.0, 2.0, 5.0):
     assert torch.allclose(focal_loss(logits, labels, gamma), FocalLoss(gamma)(logits, labels), atol=1e-6)
-print("focal check passed")'''
+print("focal check passed")"""
 
 
 def cell(kind, source, *tags):
@@ -30,28 +30,35 @@ def cell(kind, source, *tags):
 
 
 def exercise_notebook():
-    return {"nbformat": 4, "nbformat_minor": 5,
-            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-            "cells": [
-                cell("markdown", "# 99 · Exercises"),
-                cell("code", "import torch\nfrom helpers.losses import FocalLoss"),
-                cell("markdown", "**Exercise 1.** Implement the focal loss in a few lines."),
-                cell("code", FOCAL_SOLUTION, "solution"),
-                cell("code", FOCAL_CHECK, "check"),
-                cell("markdown", "**Exercise 2.** What does γ = 0 give? Why?"),
-                cell("markdown", "Intro kept.\n<!-- BEGIN SOLUTION -->\nCross-entropy: the factor is 1.\n"
-                                 "<!-- END SOLUTION -->", "solution"),
-                cell("code", "confidence_at_half = 0.5 ** 2  # (1 - p_t)^γ at p_t = 0.5, γ = 2", "solution"),
-                cell("code", "assert confidence_at_half == 0.25\nprint('second check passed')", "check"),
-            ]}
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "cells": [
+            cell("markdown", "# 99 · Exercises"),
+            cell("code", "import torch\nfrom helpers.losses import FocalLoss"),
+            cell("markdown", "**Exercise 1.** Implement the focal loss in a few lines."),
+            cell("code", FOCAL_SOLUTION, "solution"),
+            cell("code", FOCAL_CHECK, "check"),
+            cell("markdown", "**Exercise 2.** What does γ = 0 give? Why?"),
+            cell(
+                "markdown",
+                "Intro kept.\n<!-- BEGIN SOLUTION -->\nCross-entropy: the factor is 1.\n<!-- END SOLUTION -->",
+                "solution",
+            ),
+            cell("code", "confidence_at_half = 0.5 ** 2  # (1 - p_t)^γ at p_t = 0.5, γ = 2", "solution"),
+            cell("code", "assert confidence_at_half == 0.25\nprint('second check passed')", "check"),
+        ],
+    }
 
 
 def execute(nb):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     notebook = nbformat.from_dict(nb)
-    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(ROOT)}}).execute()
+    nbclient.NotebookClient(
+        notebook, timeout=120, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(ROOT)}}
+    ).execute()
     return notebook
 
 
@@ -67,9 +74,11 @@ def test_stubs_replace_only_the_solutions():
     nb = exercise_notebook()
     version = student.student_notebook(nb)
     sources = [student._source(c) for c in version["cells"]]
-    assert sources[3] == ('def focal_loss(logits, labels, gamma):\n'
-                          '    """Mean focal loss -(1 - p_t)^gamma log p_t (Lin et al. 2017)."""\n'
-                          '    # YOUR CODE HERE\n    raise NotImplementedError()')
+    assert sources[3] == (
+        "def focal_loss(logits, labels, gamma):\n"
+        '    """Mean focal loss -(1 - p_t)^gamma log p_t (Lin et al. 2017)."""\n'
+        "    # YOUR CODE HERE\n    raise NotImplementedError()"
+    )
     assert sources[6] == "Intro kept.\n*Your answer here.*"
     assert sources[7] == "# YOUR CODE HERE\nraise NotImplementedError()"
     assert sources[4] == FOCAL_CHECK and sources[8] == student._source(nb["cells"][8])  # checks kept verbatim
@@ -92,13 +101,16 @@ def test_checks_pass_on_the_instructor_version_and_fail_on_the_student_version()
     assert "passed" not in stdout(pupil.cells[4]) + stdout(pupil.cells[8])
 
 
-@pytest.mark.parametrize("breakage, message", [
-    (lambda cells: cells.pop(4), "no cell tagged 'check' after it"),
-    (lambda cells: cells[4]["metadata"].update(tags=["check", "solution"]), "tagged both"),
-    (lambda cells: cells[3].update(source=FOCAL_SOLUTION.replace("    ### END SOLUTION", "")), "never closed"),
-    (lambda cells: cells[3].update(source="x = 1\n### END SOLUTION"), "without '### BEGIN SOLUTION'"),
-    (lambda cells: cells[4].update(cell_type="markdown"), "must be a code cell"),
-])
+@pytest.mark.parametrize(
+    "breakage, message",
+    [
+        (lambda cells: cells.pop(4), "no cell tagged 'check' after it"),
+        (lambda cells: cells[4]["metadata"].update(tags=["check", "solution"]), "tagged both"),
+        (lambda cells: cells[3].update(source=FOCAL_SOLUTION.replace("    ### END SOLUTION", "")), "never closed"),
+        (lambda cells: cells[3].update(source="x = 1\n### END SOLUTION"), "without '### BEGIN SOLUTION'"),
+        (lambda cells: cells[4].update(cell_type="markdown"), "must be a code cell"),
+    ],
+)
 def test_layout_errors_name_the_cell(breakage, message):
     nb = exercise_notebook()
     breakage(nb["cells"])

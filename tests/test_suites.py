@@ -13,15 +13,36 @@ def tiny_bundle(n=64):
     images = torch.randint(0, 60, (n, 1, 8, 8), generator=generator, dtype=torch.uint8)
     images[:, :, :4] += (labels * 60).to(torch.uint8).view(-1, 1, 1, 1)
     split = Split(images, labels)
-    return DatasetBundle(name="tiny", task="multi-class", class_names=["a", "b", "c"], train=split, val=split,
-                         test=split, source="generated in the test", licence="none", image_size=8)
+    return DatasetBundle(
+        name="tiny",
+        task="multi-class",
+        class_names=["a", "b", "c"],
+        train=split,
+        val=split,
+        test=split,
+        source="generated in the test",
+        licence="none",
+        image_size=8,
+    )
 
 
 def tiny_config(profile="reference", seeds=(0,)):
-    return course.RunConfig(notebook="06_multiclass_comparison", profile=profile, dataset="tiny", image_size=8,
-                            model="small_cnn", epochs=1, batch_size=32, lr=0.05, seed=0, device="cpu",
-                            data_dir=None, max_train=None, results_path="unused.json",
-                            extra=dict(overfit_epochs=1, seeds=list(seeds), alpha=0.1, gamma=3.0, lsplus_alpha=0.5))
+    return course.RunConfig(
+        notebook="06_multiclass_comparison",
+        profile=profile,
+        dataset="tiny",
+        image_size=8,
+        model="small_cnn",
+        epochs=1,
+        batch_size=32,
+        lr=0.05,
+        seed=0,
+        device="cpu",
+        data_dir=None,
+        max_train=None,
+        results_path="unused.json",
+        extra=dict(overfit_epochs=1, seeds=list(seeds), alpha=0.1, gamma=3.0, lsplus_alpha=0.5),
+    )
 
 
 def test_planning_records_missing_runs_and_declares_ls_plus_once_its_cross_entropy_run_exists(tmp_path, monkeypatch):
@@ -33,15 +54,18 @@ def test_planning_records_missing_runs_and_declares_ls_plus_once_its_cross_entro
     assert [p.name for p in plan] == ["cross-entropy, well-regularised, seed 0", "LS α=0.1, well-regularised, seed 0"]
     assert all(run.source == "planned" for run in runs.values()) and not list(tmp_path.rglob("*.npz"))
     for planned in plan:
-        experiments.train_run(planned.name, planned.loss, planned.bundle, planned.model_name, planned.config,
-                              stored=planned.stored)
+        experiments.train_run(
+            planned.name, planned.loss, planned.bundle, planned.model_name, planned.config, stored=planned.stored
+        )
     with experiments.planning() as plan:
         suites.multiclass_runs(cfg, bundle, losses, recipes=("well-regularised",))
     assert [p.name for p in plan] == ["LS+, well-regularised, seed 0"]
     runs = suites.multiclass_runs(cfg, bundle, losses, recipes=("well-regularised",))
     assert {key: run.source for key, run in runs.items()} == {
-        ("well-regularised", "cross-entropy", 0): "stored", ("well-regularised", "LS α=0.1", 0): "stored",
-        ("well-regularised", "LS+", 0): "trained"}
+        ("well-regularised", "cross-entropy", 0): "stored",
+        ("well-regularised", "LS α=0.1", 0): "stored",
+        ("well-regularised", "LS+", 0): "trained",
+    }
     assert len(list(tmp_path.rglob("*.npz"))) == 3
 
 
@@ -71,17 +95,34 @@ def test_every_notebook_has_every_profile_and_the_training_ones_declare_their_ru
 
 
 #: the knobs that define notebooks 01–06's runs (everything else of a profile only changes the analysis)
-MULTICLASS_RUN_KNOBS = ("dataset", "image_size", "model", "epochs", "overfit_epochs", "overfit_model", "batch_size",
-                        "lr", "max_train", "seeds")
-MULTICLASS_NOTEBOOKS = ("01_measuring_calibration", "02_label_smoothing_and_focal",
-                        "03_margin_based_label_smoothing", "04_informed_label_smoothing_lsplus",
-                        "05_ccl_net_class_correlations", "06_multiclass_comparison")
+MULTICLASS_RUN_KNOBS = (
+    "dataset",
+    "image_size",
+    "model",
+    "epochs",
+    "overfit_epochs",
+    "overfit_model",
+    "batch_size",
+    "lr",
+    "max_train",
+    "seeds",
+)
+MULTICLASS_NOTEBOOKS = (
+    "01_measuring_calibration",
+    "02_label_smoothing_and_focal",
+    "03_margin_based_label_smoothing",
+    "04_informed_label_smoothing_lsplus",
+    "05_ccl_net_class_correlations",
+    "06_multiclass_comparison",
+)
 
 
 @pytest.mark.parametrize("profile", course.PROFILE_NAMES)
 def test_notebooks_01_to_06_define_their_runs_alike_in_every_profile_so_each_run_is_trained_once(profile):
-    settings = {notebook: {knob: course.notebook_profiles(notebook)[profile].get(knob)
-                           for knob in MULTICLASS_RUN_KNOBS} for notebook in MULTICLASS_NOTEBOOKS}
+    settings = {
+        notebook: {knob: course.notebook_profiles(notebook)[profile].get(knob) for knob in MULTICLASS_RUN_KNOBS}
+        for notebook in MULTICLASS_NOTEBOOKS
+    }
     first = settings[MULTICLASS_NOTEBOOKS[0]]
     assert all(values == first for values in settings.values()), settings
 
@@ -98,8 +139,10 @@ def test_the_overfit_model_knob_replaces_the_widened_cnn_in_every_over_fitting_r
     monkeypatch.setattr(experiments, "STORED_RUNS_DIR", tmp_path)
     bundle = tiny_bundle()
     assert _planned_models(tiny_config(), bundle) == {
-        "cross-entropy, well-regularised, seed 0": "small_cnn", "cross-entropy, over-fitting, seed 0": "small_cnn_wide",
-        "MbLS m=2, over-fitting, seed 0": "small_cnn_wide"}
+        "cross-entropy, well-regularised, seed 0": "small_cnn",
+        "cross-entropy, over-fitting, seed 0": "small_cnn_wide",
+        "MbLS m=2, over-fitting, seed 0": "small_cnn_wide",
+    }
     cfg = tiny_config()
     cfg.extra["overfit_model"] = "small_cnn"
     assert set(_planned_models(cfg, bundle).values()) == {"small_cnn"}
@@ -120,8 +163,9 @@ def test_suites_train_fails_clearly_when_a_trained_run_cannot_be_stored(tmp_path
         raise OSError(errno.EROFS, "Read-only file system", str(path))
 
     monkeypatch.setattr(experiments.atomic, "write_atomically_with", refuse)
-    config = experiments.recipe_config("well-regularised", epochs=1, lr=0.05, batch_size=32, device="cpu",
-                                       progress=False)
+    config = experiments.recipe_config(
+        "well-regularised", epochs=1, lr=0.05, batch_size=32, device="cpu", progress=False
+    )
     bundle, loss = tiny_bundle(), suites.CrossEntropy()
     key = experiments.run_key(bundle, "small_cnn", loss, config)
     planned = experiments.PlannedRun("ce", loss, bundle, "small_cnn", config, True, key)

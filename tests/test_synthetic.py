@@ -22,7 +22,7 @@ from helpers import label_stats, synthetic
 from helpers.data import load_dataset, load_medmnist
 
 REAL_CSV = "chestxray14_labels_first40k.csv"
-PREVALENCE_TOLERANCE = 0.10   # relative, issue 9
+PREVALENCE_TOLERANCE = 0.10  # relative, issue 9
 CORRELATION_TOLERANCE = 0.02  # absolute
 
 SE_MULTIPLIER = 4.0
@@ -45,12 +45,16 @@ def chest_independent():
 
 def _all(dataset: synthetic.SyntheticDataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     splits = dataset.splits().values()
-    return (np.concatenate([s.images for s in splits]), np.concatenate([s.labels for s in splits]),
-            np.concatenate([s.posteriors for s in splits]))
+    return (
+        np.concatenate([s.images for s in splits]),
+        np.concatenate([s.labels for s in splits]),
+        np.concatenate([s.posteriors for s in splits]),
+    )
 
 
-def _binned_violations(probs: np.ndarray, outcomes: np.ndarray, n_bins: int = 10, min_count: int = 30,
-                       slack: float = 0.005) -> list[str]:
+def _binned_violations(
+    probs: np.ndarray, outcomes: np.ndarray, n_bins: int = 10, min_count: int = 30, slack: float = 0.005
+) -> list[str]:
     """Bins of equal width over the true probability; a bin fails when its positive rate is further from the mean
     probability than SE_MULTIPLIER * sqrt(sum p (1 - p)) / n + slack."""
     edges = np.linspace(0.0, 1.0, n_bins + 1)
@@ -113,10 +117,12 @@ def test_enumeration_with_uneven_halves_and_extreme_fields():
     couplings = couplings + couplings.T
     fields = np.vstack([rng.normal(0, 2, size=(3, 5)), [[40.0, -40.0, 35.0, -60.0, 0.0]]])
     expected = _brute_force(fields, couplings)
-    np.testing.assert_allclose(synthetic.multilabel_marginals(fields, couplings),
-                               np.array([first for first, *_ in expected]), atol=1e-12)
-    np.testing.assert_allclose(synthetic.multilabel_log_partition(fields, couplings),
-                               np.array([lz for _, lz, _ in expected]), rtol=1e-12)
+    np.testing.assert_allclose(
+        synthetic.multilabel_marginals(fields, couplings), np.array([first for first, *_ in expected]), atol=1e-12
+    )
+    np.testing.assert_allclose(
+        synthetic.multilabel_log_partition(fields, couplings), np.array([lz for _, lz, _ in expected]), rtol=1e-12
+    )
 
 
 def test_enumeration_rejects_invalid_couplings():
@@ -144,8 +150,11 @@ def test_multiclass_posterior_is_eq_1_2_of_the_stored_image(derma):
         logits = []
         for k, lesion in enumerate(lesions):
             template = lesion - lesion.mean(axis=(0, 1))
-            scores = [synthetic.DERMA_BETA * np.sum(x * np.roll(template, (dy, dx), axis=(0, 1)))
-                      for dy in shifts for dx in shifts]
+            scores = [
+                synthetic.DERMA_BETA * np.sum(x * np.roll(template, (dy, dx), axis=(0, 1)))
+                for dy in shifts
+                for dx in shifts
+            ]
             logits.append(model.bias[k] + np.log(np.mean(np.exp(scores))))
         expected = np.exp(logits) / np.sum(np.exp(logits))
         np.testing.assert_allclose(stored, expected, rtol=1e-9, atol=1e-12)
@@ -244,8 +253,9 @@ def test_multilabel_labels_are_drawn_from_the_joint_not_the_marginals(chest):
     observed = labels.T.astype(np.float64) @ labels
     np.testing.assert_allclose(np.diag(expected), marginals.sum(axis=0), rtol=1e-9)
     # var(count of y_s y_t = 1) <= expected count: the Bernoulli variance bound gives the standard error
-    assert np.all(np.abs(observed - expected) <= SE_MULTIPLIER * np.sqrt(expected) + 3), \
-        np.round((observed - expected) / np.sqrt(expected + 1), 1)
+    assert np.all(np.abs(observed - expected) <= SE_MULTIPLIER * np.sqrt(expected) + 3), np.round(
+        (observed - expected) / np.sqrt(expected + 1), 1
+    )
     # power: labels drawn independently from the marginals would have expected counts sum_n m_s m_t; for some
     # coupled pairs (e.g. atelectasis & effusion) that is further from the truth than the tolerance above
     independent = marginals.T @ marginals
@@ -297,7 +307,7 @@ def test_population_label_statistics_match_chestxray14(variant):
     np.testing.assert_allclose(side_by_side["synthetic_correlation"], correlation, atol=1e-9)
     np.testing.assert_allclose(side_by_side["real_prevalence"], real["prevalence"])
     # negative control: labels independent with the real prevalences are further from the real correlations
-    independent = (real["prevalence"][:, None] * real["prevalence"][None, :])
+    independent = real["prevalence"][:, None] * real["prevalence"][None, :]
     np.fill_diagonal(independent, real["prevalence"])
     assert np.abs(label_stats.correlation_from_moments(independent) - real["correlation"]).max() > 0.1
 
@@ -342,8 +352,16 @@ def test_label_stats_file_is_what_the_real_csv_gives(tmp_path):
         pytest.skip(f"{REAL_CSV} not found in $CALIBMED_SHARED_DATA or ../shared/data")
     regenerated = label_stats.load_label_stats(label_stats.write_label_stats(csv_paths[0], tmp_path / "stats.json"))
     committed = label_stats.load_label_stats()
-    for key in ("source_md5", "n_images", "n_patients", "n_no_finding", "positive_counts", "cooccurrence_counts",
-                "findings", "chestxray14_names"):
+    for key in (
+        "source_md5",
+        "n_images",
+        "n_patients",
+        "n_no_finding",
+        "positive_counts",
+        "cooccurrence_counts",
+        "findings",
+        "chestxray14_names",
+    ):
         assert regenerated[key] == committed[key], key
     assert committed["n_images"] == 40000 and committed["n_patients"] == 10447
     assert abs(committed["n_no_finding"] / committed["n_images"] - 0.577) < 0.001  # shared/data/README.md
@@ -448,8 +466,9 @@ def test_written_chestmnist_file_reads_back_through_the_real_loader(tmp_path, ch
 
 def test_load_dataset_generates_synthetic_dermamnist_once_and_reads_it_back(tmp_path, monkeypatch):
     sizes = dict(n_train=700, n_val=100, n_test=200)
-    monkeypatch.setitem(synthetic.GENERATORS, "synthetic_dermamnist",
-                        functools.partial(synthetic.make_synthetic_dermamnist, **sizes))  # the default, smaller
+    monkeypatch.setitem(
+        synthetic.GENERATORS, "synthetic_dermamnist", functools.partial(synthetic.make_synthetic_dermamnist, **sizes)
+    )  # the default, smaller
     reference = synthetic.make_synthetic_dermamnist(**sizes, seed=0)
     bundle = load_dataset("synthetic_dermamnist", data_dir=tmp_path)
     generated = sorted(p.name for p in tmp_path.rglob("*.npz"))
@@ -458,15 +477,18 @@ def test_load_dataset_generates_synthetic_dermamnist_once_and_reads_it_back(tmp_
     assert torch.equal(bundle.train.labels, torch.from_numpy(reference.train.labels))
     assert torch.equal(bundle.train.images, torch.from_numpy(reference.train.images).permute(0, 3, 1, 2))
     np.testing.assert_array_equal(bundle.true_posteriors["test"].numpy(), reference.test.posteriors)
-    np.testing.assert_allclose(bundle.ground_truth["true_class_similarity"].numpy(),
-                               reference.ground_truth["true_class_similarity"])
+    np.testing.assert_allclose(
+        bundle.ground_truth["true_class_similarity"].numpy(), reference.ground_truth["true_class_similarity"]
+    )
     assert "Exact posteriors" in bundle.describe()
 
     monkeypatch.setitem(synthetic.GENERATORS, "synthetic_dermamnist", None)  # a second load must not regenerate
     subset = load_dataset("synthetic_dermamnist", data_dir=tmp_path, max_train=300, seed=1)
     assert len(subset.train) == 300 and len(subset.test) == 200
-    rows = [int(np.flatnonzero((reference.train.posteriors == p.numpy()).all(axis=1))[0])
-            for p in subset.true_posteriors["train"]]
+    rows = [
+        int(np.flatnonzero((reference.train.posteriors == p.numpy()).all(axis=1))[0])
+        for p in subset.true_posteriors["train"]
+    ]
     assert rows == sorted(rows)  # a subset in the original order
     assert torch.equal(subset.train.labels, torch.from_numpy(reference.train.labels[rows]))
 
@@ -474,8 +496,11 @@ def test_load_dataset_generates_synthetic_dermamnist_once_and_reads_it_back(tmp_
 def test_load_dataset_serves_the_independent_chest_variant_and_never_a_stale_file(tmp_path, monkeypatch):
     sizes = dict(n_train=300, n_val=50, n_test=60)
     name = "synthetic_chestmnist_independent"
-    monkeypatch.setitem(synthetic.GENERATORS, name,
-                        functools.partial(synthetic.make_synthetic_chestmnist, variant="independent", **sizes))
+    monkeypatch.setitem(
+        synthetic.GENERATORS,
+        name,
+        functools.partial(synthetic.make_synthetic_chestmnist, variant="independent", **sizes),
+    )
     reference = synthetic.make_synthetic_chestmnist(variant="independent", **sizes)
     bundle = load_dataset(name, data_dir=tmp_path)
     assert bundle.name == name and bundle.task == "multi-label" and bundle.n_classes == 14
@@ -524,14 +549,14 @@ def test_subset_moments_and_pair_marginals_of_all_2_14_configurations_match_a_br
     energy = fields @ configs.T + np.einsum("ci,ij,cj->c", configs, upper, configs)[None, :]
     joint = np.exp(energy - energy.max(axis=1, keepdims=True))
     joint /= joint.sum(axis=1, keepdims=True)
-    masks = np.r_[0, rng.integers(1, 2 ** 14, size=40), 2 ** 14 - 1, 1 << 13]
+    masks = np.r_[0, rng.integers(1, 2**14, size=40), 2**14 - 1, 1 << 13]
     present = (configs[None, :, :] == 1) | ~((masks[:, None] >> np.arange(14)) & 1).astype(bool)[:, None, :]
     expected = joint @ np.all(present, axis=2).T.astype(float)
     np.testing.assert_allclose(synthetic.multilabel_subset_moments(fields, couplings, masks), expected, atol=1e-13)
     pairs = np.einsum("nc,ci,cj->nij", joint, configs, configs)
     np.testing.assert_allclose(synthetic.multilabel_pair_marginals(fields, couplings), pairs, atol=1e-13)
     with pytest.raises(ValueError, match="bitmasks"):
-        synthetic.multilabel_subset_moments(fields, couplings, [2 ** 14])
+        synthetic.multilabel_subset_moments(fields, couplings, [2**14])
 
 
 @pytest.mark.parametrize("variant", synthetic.CHEST_VARIANTS)
@@ -539,8 +564,9 @@ def test_chest_fields_from_the_ground_truth_reproduce_the_stored_posteriors(vari
     dataset = chest if variant == "coupled" else chest_independent
     truth = dataset.ground_truth
     fields = synthetic.chest_fields(torch.from_numpy(dataset.test.images[:, None]), truth["offsets"], truth["mixing"])
-    np.testing.assert_allclose(synthetic.multilabel_marginals(fields, truth["couplings"]), dataset.test.posteriors,
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        synthetic.multilabel_marginals(fields, truth["couplings"]), dataset.test.posteriors, rtol=0, atol=1e-12
+    )
     with pytest.raises(ValueError, match="offsets must be"):
         synthetic.chest_fields(dataset.test.images, truth["offsets"][:13], truth["mixing"])
 
@@ -551,8 +577,11 @@ def test_a_damaged_synthetic_file_says_to_delete_its_folder_not_to_download_it(t
     zenodo…"; it is regenerated when its folder is deleted."""
     from helpers import data
 
-    monkeypatch.setitem(synthetic.GENERATORS, "synthetic_dermamnist",
-                        functools.partial(synthetic.make_synthetic_dermamnist, n_train=70, n_val=20, n_test=20))
+    monkeypatch.setitem(
+        synthetic.GENERATORS,
+        "synthetic_dermamnist",
+        functools.partial(synthetic.make_synthetic_dermamnist, n_train=70, n_val=20, n_test=20),
+    )
     load_dataset("synthetic_dermamnist", data_dir=tmp_path)
     folder = data.synthetic_dir("synthetic_dermamnist", tmp_path)
     path = folder / "dermamnist.npz"

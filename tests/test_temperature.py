@@ -10,7 +10,6 @@ import torch.nn.functional as F
 from helpers.temperature import TemperatureScaling
 
 
-
 def _multiclass_problem(t_true: float, n: int = 20000, k: int = 5, seed: int = 0):
     """Logits z and labels drawn from softmax(z / t_true): the maximum-likelihood temperature is ~t_true."""
     generator = torch.Generator().manual_seed(seed)

@@ -15,13 +15,13 @@ from helpers.models import SmallCNN
 from helpers.train import (
     Augmentation,
     TrainConfig,
+    affine_sampling_grid,
     augment_batch,
     features_of,
     fit,
     predict,
     predict_logits,
     resolve_device,
-    affine_sampling_grid,
     to_float,
 )
 
@@ -35,8 +35,18 @@ def _images(level: torch.Tensor, generator: torch.Generator, channels: int = 1) 
 
 
 def _bundle(split: Split, val: Split, task: str, class_names: list[str]) -> DatasetBundle:
-    return DatasetBundle(name="tiny", task=task, class_names=class_names, train=split, val=val, test=val,
-                         source="generated in the test", licence="none", image_size=SIZE, true_posteriors=None)
+    return DatasetBundle(
+        name="tiny",
+        task=task,
+        class_names=class_names,
+        train=split,
+        val=val,
+        test=val,
+        source="generated in the test",
+        licence="none",
+        image_size=SIZE,
+        true_posteriors=None,
+    )
 
 
 def multiclass_data(n_train: int = 256, n_val: int = 96, seed: int = 0) -> DatasetBundle:
@@ -140,11 +150,19 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path, schedul
 
     path = tmp_path / "run.pt"
     with pytest.raises(Interrupted):
-        fit(tiny_model(), InterruptingCE(at=3), data, quick(epochs=4, schedule=schedule, monitor="val_loss",
-                                                            checkpoint_path=path))
+        fit(
+            tiny_model(),
+            InterruptingCE(at=3),
+            data,
+            quick(epochs=4, schedule=schedule, monitor="val_loss", checkpoint_path=path),
+        )
     assert path.exists()
-    resumed = fit(tiny_model(seed=99), InterruptingCE(at=99), data,  # the same loss, never interrupting
-                  quick(epochs=4, schedule=schedule, monitor="val_loss", checkpoint_path=path, resume=True))
+    resumed = fit(
+        tiny_model(seed=99),
+        InterruptingCE(at=99),
+        data,  # the same loss, never interrupting
+        quick(epochs=4, schedule=schedule, monitor="val_loss", checkpoint_path=path, resume=True),
+    )
     assert without_seconds(resumed.history) == without_seconds(uninterrupted.history)
     assert resumed.best_epoch == uninterrupted.best_epoch
     assert states_equal(resumed.model.state_dict(), uninterrupted.model.state_dict())
@@ -203,8 +221,9 @@ def test_best_epoch_weights_are_restored():
 def test_monitor_mode_max():
     model = tiny_model()
     loss = ScriptedMetric([0.1, 0.2, 0.9, 0.4], model)
-    result = fit(model, loss, multiclass_data(n_train=64, n_val=32),
-                 quick(epochs=4, monitor="score", monitor_mode="max"))
+    result = fit(
+        model, loss, multiclass_data(n_train=64, n_val=32), quick(epochs=4, monitor="score", monitor_mode="max")
+    )
     assert result.best_epoch == 3
     assert states_equal(result.model.state_dict(), loss.snapshots[3])
 
@@ -212,12 +231,17 @@ def test_monitor_mode_max():
 def test_early_stopping_stops_after_patience_epochs_without_improvement():
     model = tiny_model()
     loss = ScriptedMetric([1.0, 0.5, 0.6, 0.7, 0.1, 0.1], model)
-    result = fit(model, loss, multiclass_data(n_train=64, n_val=32),
-                 quick(epochs=6, monitor="score", early_stopping_patience=2))
+    result = fit(
+        model, loss, multiclass_data(n_train=64, n_val=32), quick(epochs=6, monitor="score", early_stopping_patience=2)
+    )
     assert len(result.history) == 4 and result.stopped_early
     assert result.best_epoch == 2
-    no_stopping = fit(tiny_model(), ScriptedMetric([1.0, 0.5, 0.6, 0.7, 0.1, 0.1], model),
-                      multiclass_data(n_train=64, n_val=32), quick(epochs=6, monitor="score"))
+    no_stopping = fit(
+        tiny_model(),
+        ScriptedMetric([1.0, 0.5, 0.6, 0.7, 0.1, 0.1], model),
+        multiclass_data(n_train=64, n_val=32),
+        quick(epochs=6, monitor="score"),
+    )
     assert len(no_stopping.history) == 6 and not no_stopping.stopped_early and no_stopping.best_epoch == 5
 
 
@@ -329,8 +353,12 @@ def test_weight_decay_skips_batchnorm_and_biases():
     model = tiny_model()
     model.body[1].bias.data.fill_(0.5)  # a BatchNorm shift; decaying it would move it towards 0
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    fit(model, ZeroGradient(), multiclass_data(n_train=64, n_val=32),
-        quick(epochs=1, schedule="constant", lr=0.1, weight_decay=0.1, monitor="val_loss"))
+    fit(
+        model,
+        ZeroGradient(),
+        multiclass_data(n_train=64, n_val=32),
+        quick(epochs=1, schedule="constant", lr=0.1, weight_decay=0.1, monitor="val_loss"),
+    )
     after = model.state_dict()
     assert torch.equal(after["body.1.bias"], before["body.1.bias"])
     assert torch.equal(after["classifier.bias"], before["classifier.bias"])
@@ -450,8 +478,13 @@ def test_sampling_grid_equals_affine_grid():
     shift = 0.4 * torch.rand(16, 2, generator=generator) - 0.2
     sign = torch.where(torch.rand(16, 2, generator=generator) < 0.5, -1.0, 1.0)
     cos, sin = torch.cos(angle), torch.sin(angle)
-    theta = torch.stack([torch.stack([cos * sign[:, 0], -sin * sign[:, 1], shift[:, 0]], 1),
-                         torch.stack([sin * sign[:, 0], cos * sign[:, 1], shift[:, 1]], 1)], 1)
+    theta = torch.stack(
+        [
+            torch.stack([cos * sign[:, 0], -sin * sign[:, 1], shift[:, 0]], 1),
+            torch.stack([sin * sign[:, 0], cos * sign[:, 1], shift[:, 1]], 1),
+        ],
+        1,
+    )
     expected = F.affine_grid(theta, [16, 3, 10, 14], align_corners=False)
     assert torch.allclose(affine_sampling_grid(angle, shift, sign, 10, 14), expected, atol=1e-6)
 
@@ -496,17 +529,20 @@ def test_config_augment_false_trains_without_augmentation(monkeypatch):
 # ---------------------------------------------------------------------------------------------------------------
 # configuration and input checks
 # ---------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("overrides, message", [
-    (dict(optimizer="adam"), "sgd, adamw"),
-    (dict(schedule="step"), "onecycle, constant, cosine"),
-    (dict(monitor_mode="lowest"), "min"),
-    (dict(epochs=0), "epochs"),
-    (dict(lr=-1.0), "lr"),
-    (dict(grad_clip=0.0), "grad_clip"),
-    (dict(resume=True), "checkpoint_path"),
-    (dict(early_stopping_patience=0), "early_stopping_patience"),
-    (dict(nesterov=True, optimizer="adamw"), "nesterov"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(optimizer="adam"), "sgd, adamw"),
+        (dict(schedule="step"), "onecycle, constant, cosine"),
+        (dict(monitor_mode="lowest"), "min"),
+        (dict(epochs=0), "epochs"),
+        (dict(lr=-1.0), "lr"),
+        (dict(grad_clip=0.0), "grad_clip"),
+        (dict(resume=True), "checkpoint_path"),
+        (dict(early_stopping_patience=0), "early_stopping_patience"),
+        (dict(nesterov=True, optimizer="adamw"), "nesterov"),
+    ],
+)
 def test_config_rejects_bad_values(overrides, message):
     with pytest.raises(ValueError, match=message):
         TrainConfig(**overrides)
@@ -525,8 +561,9 @@ def test_fit_rejects_mismatched_inputs():
         fit(tiny_model(), BCE(), data, quick(epochs=1))
     with pytest.raises(ValueError, match="outputs"):
         fit(tiny_model(num_classes=2), CE(), data, quick(epochs=1))
-    float_images = _bundle(Split(data.train.images.float(), data.train.labels), data.val, "multi-class",
-                           ["a", "b", "c"])
+    float_images = _bundle(
+        Split(data.train.images.float(), data.train.labels), data.val, "multi-class", ["a", "b", "c"]
+    )
     with pytest.raises(ValueError, match="uint8"):
         fit(tiny_model(), CE(), float_images, quick(epochs=1))
     with pytest.raises(TypeError, match="TrainConfig"):
@@ -556,15 +593,18 @@ def test_mixed_precision_only_on_cuda():
 # ---------------------------------------------------------------------------------------------------------------
 # issue 10: silent acceptance and unclear errors
 # ---------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("overrides, message", [
-    (dict(lr=True), "lr"),
-    (dict(weight_decay=math.inf), "weight_decay"),
-    (dict(weight_decay=math.nan), "weight_decay"),
-    (dict(weight_decay=True), "weight_decay"),
-    (dict(momentum=False), "momentum"),
-    (dict(grad_clip=True), "grad_clip"),
-    (dict(grad_clip=math.inf), "grad_clip"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(lr=True), "lr"),
+        (dict(weight_decay=math.inf), "weight_decay"),
+        (dict(weight_decay=math.nan), "weight_decay"),
+        (dict(weight_decay=True), "weight_decay"),
+        (dict(momentum=False), "momentum"),
+        (dict(grad_clip=True), "grad_clip"),
+        (dict(grad_clip=math.inf), "grad_clip"),
+    ],
+)
 def test_config_rejects_booleans_and_non_finite_numbers(overrides, message):
     """Issue 10 #12: TrainConfig(lr=True) trained with lr 1; weight_decay=inf was accepted and failed later."""
     with pytest.raises(ValueError, match=message):

@@ -57,10 +57,21 @@ def test_rounding_hides_last_bits_only_also_near_zero():
 def test_the_version_is_the_same_with_plain_and_vectorised_cpu_kernels():
     """Another CPU runs other kernels: PyTorch's plain ones (ATEN_CPU_CAPABILITY=default) must give today's version."""
     environment = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
-    done = subprocess.run([sys.executable, "-c", VERSION_SCRIPT.replace("ex.training_version()",
-                                                                        "ex.training_version(), 'cpu': __import__("
-                                                                        "'torch').backends.cpu.get_cpu_capability()")],
-                          cwd=HELPERS.parent, env=environment, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            VERSION_SCRIPT.replace(
+                "ex.training_version()",
+                "ex.training_version(), 'cpu': __import__('torch').backends.cpu.get_cpu_capability()",
+            ),
+        ],
+        cwd=HELPERS.parent,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
     assert outcome == {"version": training_version.training_version(), "cpu": "DEFAULT"}
@@ -110,8 +121,9 @@ print(json.dumps({"version": ex.training_version(), "stored": meta["training_ver
 
 def _run(root: Path, script: str, *args: str) -> dict:
     environment = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", script, *args], cwd=root, env=environment, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], cwd=root, env=environment, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -123,11 +135,17 @@ def test_versions_of_edited_copies_and_a_process_that_imported_older_code(tmp_pa
     today = training_version.training_version()
 
     cosmetic = _copy_of_helpers(tmp_path / "cosmetic")
-    _edit(cosmetic, "losses/multiclass.py", "Focal loss ``-(1 - p_t)^γ log p_t`` (Lin et al. 2017)",
-          "Focal loss (Lin et al. 2017): the docstring was edited")
+    _edit(
+        cosmetic,
+        "losses/multiclass.py",
+        "Focal loss ``-(1 - p_t)^γ log p_t`` (Lin et al. 2017)",
+        "Focal loss (Lin et al. 2017): the docstring was edited",
+    )
     _edit(cosmetic, "losses/multiclass.py", FOCAL_LINE, FOCAL_LINE.rstrip("\n") + "  # a comment\n")
     (cosmetic / "helpers" / "metrics.py").write_text(
-        (cosmetic / "helpers" / "metrics.py").read_text() + "\n\ndef true_rms(probs, true_posteriors):\n    return -1.0\n")
+        (cosmetic / "helpers" / "metrics.py").read_text()
+        + "\n\ndef true_rms(probs, true_posteriors):\n    return -1.0\n"
+    )
     assert _run(cosmetic, VERSION_SCRIPT)["version"] == today
 
     old_process = _copy_of_helpers(tmp_path / "old")

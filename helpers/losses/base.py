@@ -11,7 +11,7 @@ see :func:`as_tensor`). Non-finite logits raise :class:`NonFiniteError` in the l
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -21,8 +21,16 @@ MULTI_CLASS = "multi-class"
 MULTI_LABEL = "multi-label"
 
 
-def check_number(name: str, value, low: float = -math.inf, high: float = math.inf, *,
-                 low_open: bool = False, high_open: bool = False, why: str = "") -> float:
+def check_number(
+    name: str,
+    value,
+    low: float = -math.inf,
+    high: float = math.inf,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    why: str = "",
+) -> float:
     """``value`` as a float, or a ValueError naming ``name`` when it is not a finite real number in the interval
     [low, high] (ends open on request; ``why`` explains the bound in the message)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -71,9 +79,11 @@ def check_finite(values: torch.Tensor, name: str = "logits") -> None:
     """Raise :class:`NonFiniteError` counting the NaN and infinite entries of ``values`` if there are any."""
     if not bool(torch.isfinite(values).all()):
         n_nan, n_inf = int(torch.isnan(values).sum()), int(torch.isinf(values).sum())
-        raise NonFiniteError(f"{name} are not finite ({n_nan} NaN, {n_inf} infinite of {values.numel()}): in "
-                             "training this means the run diverged (lower lr, set grad_clip); otherwise check the "
-                             "inputs")
+        raise NonFiniteError(
+            f"{name} are not finite ({n_nan} NaN, {n_inf} infinite of {values.numel()}): in "
+            "training this means the run diverged (lower lr, set grad_clip); otherwise check the "
+            "inputs"
+        )
 
 
 def prediction_logits(logits, name: str = "logits") -> torch.Tensor:
@@ -96,12 +106,16 @@ def check_class_columns(values: torch.Tensor, name: str = "logits") -> None:
     if name == "probs":
         how = "pass (N, 2) probabilities torch.cat([1 - p, p], dim=1) for a single probability column p"
     else:
-        how = ("pass (N, 2) logits torch.cat([torch.zeros_like(z), z], dim=1) for a single logit column z (its "
-               "softmax is (1 − sigmoid(z), sigmoid(z)))")
-    raise ValueError(f"a multi-class loss needs K >= 2 {name} columns, one per class, got {n_columns} (shape "
-                     f"{tuple(values.shape)}): with one column the softmax is 1 and the loss is exactly 0. For a "
-                     f"binary task pass two columns: {how}; or use a multi-label loss (helpers.losses.BCE) with "
-                     "(N, 1) 0/1 targets")
+        how = (
+            "pass (N, 2) logits torch.cat([torch.zeros_like(z), z], dim=1) for a single logit column z (its "
+            "softmax is (1 − sigmoid(z), sigmoid(z)))"
+        )
+    raise ValueError(
+        f"a multi-class loss needs K >= 2 {name} columns, one per class, got {n_columns} (shape "
+        f"{tuple(values.shape)}): with one column the softmax is 1 and the loss is exactly 0. For a "
+        f"binary task pass two columns: {how}; or use a multi-label loss (helpers.losses.BCE) with "
+        "(N, 1) 0/1 targets"
+    )
 
 
 class MultiClassLoss(nn.Module):
@@ -198,8 +212,10 @@ def _check_batch(logits, name: str, columns: str) -> torch.Tensor:
     if logits.ndim != 2:
         raise ValueError(f"{name} must have shape (N, {columns}), got {tuple(logits.shape)}")
     if logits.shape[0] == 0:
-        raise ValueError(f"empty batch: {name} has shape {tuple(logits.shape)}; a loss needs at least one sample "
-                         "(its mean over none is NaN)")
+        raise ValueError(
+            f"empty batch: {name} has shape {tuple(logits.shape)}; a loss needs at least one sample "
+            "(its mean over none is NaN)"
+        )
     check_finite(logits, name)
     return logits
 
@@ -226,6 +242,7 @@ def check_multilabel_inputs(logits, targets, name: str = "logits") -> tuple[torc
         # y − y² is 0 exactly for y ∈ {0, 1}, > 0 inside (0, 1), < 0 outside [0, 1] and NaN for NaN: one pass.
         low, high = torch.aminmax(torch.addcmul(targets, targets, targets, value=-1))
         if not (low.item() == 0 and high.item() == 0):
-            raise ValueError("multi-label targets must be 0 or 1; got other values (soft labels are not supported "
-                             "here)")
+            raise ValueError(
+                "multi-label targets must be 0 or 1; got other values (soft labels are not supported here)"
+            )
     return logits, targets

@@ -11,14 +11,23 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import (Composite, MultiClassLoss, as_tensor, check_class_columns, check_class_targets,
-                   check_multiclass_inputs, check_number, prediction_logits, promote_float)
+from .base import (
+    Composite,
+    MultiClassLoss,
+    as_tensor,
+    check_class_columns,
+    check_class_targets,
+    check_multiclass_inputs,
+    check_number,
+    prediction_logits,
+    promote_float,
+)
 
 __all__ = [
     "CrossEntropy",
@@ -36,8 +45,6 @@ __all__ = [
     "DCA",
     "MDCA",
 ]
-
-
 
 
 def _target_log_probs(log_probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -87,13 +94,16 @@ class LabelSmoothing(_SoftmaxLoss):
         else:
             prior_t = torch.as_tensor(prior, dtype=torch.float64).detach().clone()
             if prior_t.ndim != 1 or prior_t.numel() < 2:
-                raise ValueError(f"prior must be a 1-D probability vector of length K >= 2, got shape "
-                                 f"{tuple(prior_t.shape)}")
+                raise ValueError(
+                    f"prior must be a 1-D probability vector of length K >= 2, got shape {tuple(prior_t.shape)}"
+                )
             if not bool(torch.isfinite(prior_t).all()) or bool((prior_t < 0).any()):
                 raise ValueError(f"prior must hold finite non-negative probabilities, got {prior_t.tolist()}")
             if abs(float(prior_t.sum()) - 1.0) > 1e-5:
-                raise ValueError(f"prior must sum to 1 (got {float(prior_t.sum()):.6g}); "
-                                 "normalise it first, e.g. prior / prior.sum()")
+                raise ValueError(
+                    f"prior must sum to 1 (got {float(prior_t.sum()):.6g}); "
+                    "normalise it first, e.g. prior / prior.sum()"
+                )
             self.register_buffer("prior", prior_t.float())
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -210,8 +220,9 @@ class MbLS(_SoftmaxLoss):
 # ----------------------------------------------------------------------------------------------------------
 
 
-def lsplus_soft_targets(class_accuracy: Sequence[float] | torch.Tensor,
-                        min_accuracy: float | None = None) -> torch.Tensor:
+def lsplus_soft_targets(
+    class_accuracy: Sequence[float] | torch.Tensor, min_accuracy: float | None = None
+) -> torch.Tensor:
     """Informed priors of LS+ eq. (3): row k is v^k with v^k_k = c_k and v^k_j = (1 − c_k)/(K − 1) otherwise.
 
     ``min_accuracy`` (default ``1/K``, chance level) floors c_k before eq. (3) is applied. Below 1/K eq. (3)
@@ -227,11 +238,14 @@ def lsplus_soft_targets(class_accuracy: Sequence[float] | torch.Tensor,
     """
     acc = torch.as_tensor(class_accuracy, dtype=torch.float64).detach().clone().cpu()
     if acc.ndim != 1 or acc.numel() < 2:
-        raise ValueError(f"class_accuracy must be a 1-D vector with one accuracy per class (K >= 2), "
-                         f"got shape {tuple(acc.shape)}")
+        raise ValueError(
+            f"class_accuracy must be a 1-D vector with one accuracy per class (K >= 2), got shape {tuple(acc.shape)}"
+        )
     if not bool(torch.isfinite(acc).all()):
-        raise ValueError("class_accuracy contains NaN/inf — a class may be absent from the validation set; "
-                         "see class_accuracy_from_predictions(..., fill_missing=...)")
+        raise ValueError(
+            "class_accuracy contains NaN/inf — a class may be absent from the validation set; "
+            "see class_accuracy_from_predictions(..., fill_missing=...)"
+        )
     if bool((acc < 0).any()) or bool((acc > 1).any()):
         raise ValueError(f"class accuracies must lie in [0, 1], got {acc.tolist()}")
     num_classes = acc.numel()
@@ -239,7 +253,8 @@ def lsplus_soft_targets(class_accuracy: Sequence[float] | torch.Tensor,
     below = acc < floor
     if bool(below.any()):
         warnings.warn(
-            f"LS+: class accuracies {[round(a, 3) for a in acc[below].tolist()]} of classes {below.nonzero().flatten().tolist()} are "
+            f"LS+: class accuracies {[round(a, 3) for a in acc[below].tolist()]} of classes "
+            f"{below.nonzero().flatten().tolist()} are "
             f"below min_accuracy={floor:.4g}; they are raised to it (uniform-or-better target). "
             "Pass min_accuracy=0.0 to use eq. (3) literally.",
             UserWarning,
@@ -263,8 +278,9 @@ class LSPlus(_SoftmaxLoss):
     The paper uses α = 0.5. Mean over the batch.
     """
 
-    def __init__(self, class_accuracy: Sequence[float] | torch.Tensor, alpha: float = 0.5,
-                 min_accuracy: float | None = None):
+    def __init__(
+        self, class_accuracy: Sequence[float] | torch.Tensor, alpha: float = 0.5, min_accuracy: float | None = None
+    ):
         super().__init__()
         self.alpha = check_number("alpha", alpha, 0.0, 1.0)
         self.register_buffer("soft_targets", lsplus_soft_targets(class_accuracy, min_accuracy))
@@ -288,8 +304,9 @@ class LSPlus(_SoftmaxLoss):
         return f"alpha={self.alpha}, class_accuracy={self.soft_targets.diagonal().tolist()}"
 
 
-def class_accuracy_from_predictions(probs_or_preds: torch.Tensor, labels: torch.Tensor, num_classes: int,
-                                    fill_missing: float | None = None) -> torch.Tensor:
+def class_accuracy_from_predictions(
+    probs_or_preds: torch.Tensor, labels: torch.Tensor, num_classes: int, fill_missing: float | None = None
+) -> torch.Tensor:
     """Per-class accuracy (recall) c_k = #{i: y_i = k, ŷ_i = k} / #{i: y_i = k} — LS+ Algorithm 1 line 2.
 
     ``probs_or_preds``: (N, K) probabilities/logits (arg-max taken) or (N,) integer predictions. A class with no
@@ -306,8 +323,10 @@ def class_accuracy_from_predictions(probs_or_preds: torch.Tensor, labels: torch.
     elif probs_or_preds.ndim == 1 and not probs_or_preds.dtype.is_floating_point:
         preds = probs_or_preds.long()
     else:
-        raise ValueError("probs_or_preds must be (N, K) probabilities or (N,) integer predictions, got "
-                         f"shape {tuple(probs_or_preds.shape)} dtype {probs_or_preds.dtype}")
+        raise ValueError(
+            "probs_or_preds must be (N, K) probabilities or (N,) integer predictions, got "
+            f"shape {tuple(probs_or_preds.shape)} dtype {probs_or_preds.dtype}"
+        )
     labels = torch.as_tensor(labels, device=preds.device)
     labels = check_class_targets(labels, num_classes, preds.shape[0])
     if preds.numel() and (int(preds.min()) < 0 or int(preds.max()) >= num_classes):
@@ -317,17 +336,25 @@ def class_accuracy_from_predictions(probs_or_preds: torch.Tensor, labels: torch.
     missing = counts == 0
     if bool(missing.any()):
         if fill_missing is None:
-            raise ValueError(f"classes {missing.nonzero().flatten().tolist()} have no validation sample, so their "
-                             "accuracy is undefined; use a larger validation split or pass fill_missing "
-                             "(e.g. 1/num_classes) to set it explicitly")
+            raise ValueError(
+                f"classes {missing.nonzero().flatten().tolist()} have no validation sample, so their "
+                "accuracy is undefined; use a larger validation split or pass fill_missing "
+                "(e.g. 1/num_classes) to set it explicitly"
+            )
         fill = check_number("fill_missing", fill_missing, 0.0, 1.0)
         return torch.where(missing, torch.full_like(counts, fill), hits / counts.clamp_min(1.0))
     return hits / counts
 
 
-def class_accuracy_from_model(model: nn.Module, images_uint8: torch.Tensor, labels: torch.Tensor,
-                              num_classes: int | None = None, device=None, batch_size: int = 1024,
-                              fill_missing: float | None = None) -> torch.Tensor:
+def class_accuracy_from_model(
+    model: nn.Module,
+    images_uint8: torch.Tensor,
+    labels: torch.Tensor,
+    num_classes: int | None = None,
+    device=None,
+    batch_size: int = 1024,
+    fill_missing: float | None = None,
+) -> torch.Tensor:
     """Per-class validation accuracy of a trained (plain cross-entropy) model — the LS+ priors' input.
 
     Thin wrapper: ``helpers.train.predict_logits`` then :func:`class_accuracy_from_predictions`.

@@ -31,8 +31,16 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from .base import (MULTI_LABEL, Composite, MultiLabelLoss, as_tensor, check_multilabel_inputs, check_number,
-                   prediction_logits, promote_float)
+from .base import (
+    MULTI_LABEL,
+    Composite,
+    MultiLabelLoss,
+    as_tensor,
+    check_multilabel_inputs,
+    check_number,
+    prediction_logits,
+    promote_float,
+)
 
 __all__ = [
     "BCE",
@@ -66,8 +74,10 @@ def _check_probability_inputs(probs: torch.Tensor, targets: torch.Tensor) -> tup
     if probs.numel():
         low, high = torch.aminmax(probs.detach())
         if not (low.item() >= 0.0 and high.item() <= 1.0):  # also catches NaN
-            raise ValueError("probs must lie in [0, 1]: a regulariser takes the base loss's predict_proba(logits), "
-                             "not logits (compose it with helpers.losses.base.Composite)")
+            raise ValueError(
+                "probs must lie in [0, 1]: a regulariser takes the base loss's predict_proba(logits), "
+                "not logits (compose it with helpers.losses.base.Composite)"
+            )
     return probs, targets
 
 
@@ -135,8 +145,14 @@ class ASL(_ElementwiseLoss):
         super().__init__()
         self.gamma_pos = check_number("gamma_pos", gamma_pos, 0.0)
         self.gamma_neg = check_number("gamma_neg", gamma_neg, 0.0)
-        self.margin = check_number("margin", margin, 0.0, 1.0, high_open=True,
-                                    why="m is a shift of the probability; m >= 1 discards every negative")
+        self.margin = check_number(
+            "margin",
+            margin,
+            0.0,
+            1.0,
+            high_open=True,
+            why="m is a shift of the probability; m >= 1 discards every negative",
+        )
         self.eps = check_number("eps", eps, 0.0, 1.0, high_open=True)
 
     def _clamped_log(self, log_x: torch.Tensor) -> torch.Tensor:
@@ -149,7 +165,7 @@ class ASL(_ElementwiseLoss):
         if self.margin == 0.0:
             loss_neg = -_focusing_weight(log_p, self.gamma_neg) * self._clamped_log(log_1mp)
         else:
-            shifted = torch.relu(torch.sigmoid(logits) - self.margin)          # p_m ∈ [0, 1 − m]
+            shifted = torch.relu(torch.sigmoid(logits) - self.margin)  # p_m ∈ [0, 1 − m]
             positive = shifted > 0
             log_shifted = torch.log(torch.where(positive, shifted, torch.ones_like(shifted)))
             log_shifted = torch.where(positive, log_shifted, torch.full_like(shifted, -math.inf))
@@ -158,8 +174,9 @@ class ASL(_ElementwiseLoss):
 
     def recovered_proba(self, logits: torch.Tensor) -> torch.Tensor:
         """φ(σ(v); γ⁻, γ⁺, m) of eq. (13): the posterior implied by the risk minimiser (\"ASY+φ\" in Table 3)."""
-        return phi_recovery(self.predict_proba(logits), gamma_pos=self.gamma_pos, gamma_neg=self.gamma_neg,
-                            margin=self.margin)
+        return phi_recovery(
+            self.predict_proba(logits), gamma_pos=self.gamma_pos, gamma_neg=self.gamma_neg, margin=self.margin
+        )
 
     def extra_repr(self) -> str:
         return f"gamma_pos={self.gamma_pos}, gamma_neg={self.gamma_neg}, margin={self.margin}, eps={self.eps}"
@@ -253,8 +270,15 @@ class SPA(_ElementwiseLoss):
     (1, 1, 0, 5, 3, 1). ``predict_proba`` is computed in log space (no 0/0 at logits ±1e4).
     """
 
-    def __init__(self, zeta_pos: float = 1.0, k_pos: float = 1.0, b_pos: float = 0.0,
-                 zeta_neg: float = 5.0, k_neg: float = 3.0, b_neg: float = 1.0):
+    def __init__(
+        self,
+        zeta_pos: float = 1.0,
+        k_pos: float = 1.0,
+        b_pos: float = 0.0,
+        zeta_neg: float = 5.0,
+        k_neg: float = 3.0,
+        b_neg: float = 1.0,
+    ):
         super().__init__()
         why_zeta = "ζ scales a partial loss; ζ <= 0 flips or removes it and the loss is no longer proper"
         why_k = "k is the slope of a partial loss in the logit; k <= 0 makes it constant or point the wrong way"
@@ -291,12 +315,21 @@ class SPA(_ElementwiseLoss):
             return torch.sigmoid(log_neg - log_pos)
 
     def extra_repr(self) -> str:
-        return (f"zeta_pos={self.zeta_pos}, k_pos={self.k_pos}, b_pos={self.b_pos}, "
-                f"zeta_neg={self.zeta_neg}, k_neg={self.k_neg}, b_neg={self.b_neg}")
+        return (
+            f"zeta_pos={self.zeta_pos}, k_pos={self.k_pos}, b_pos={self.b_pos}, "
+            f"zeta_neg={self.zeta_neg}, k_neg={self.k_neg}, b_neg={self.b_neg}"
+        )
 
 
-def spa_link_as_printed(logits: torch.Tensor, zeta_pos: float = 1.0, k_pos: float = 1.0, b_pos: float = 0.0,
-                        zeta_neg: float = 5.0, k_neg: float = 3.0, b_neg: float = 1.0) -> torch.Tensor:
+def spa_link_as_printed(
+    logits: torch.Tensor,
+    zeta_pos: float = 1.0,
+    k_pos: float = 1.0,
+    b_pos: float = 0.0,
+    zeta_neg: float = 5.0,
+    k_neg: float = 3.0,
+    b_neg: float = 1.0,
+) -> torch.Tensor:
     """Eq. (17) exactly as it reads in the text copy — NOT a valid link; for the notebook's comparison only.
 
         (k⁻/ζ⁻) σ(−k⁻(v − b⁻)) / [(k⁻/ζ⁻) σ(−k⁻(v − b⁻)) + (k⁺/ζ⁺) σ(k⁺(v − b⁺))]
@@ -416,8 +449,10 @@ class LDACE(MultiLabelLoss):
     def __init__(self, diagonal: str = "p_squared"):
         super().__init__()
         if diagonal not in _DIAGONAL_READINGS:
-            raise ValueError(f"diagonal must be one of {_DIAGONAL_READINGS}, got {diagonal!r}: 'p_squared' is the "
-                             "reference code (BCE(p², y) on the diagonal, probability p²), 'p' uses BCE(p, y)")
+            raise ValueError(
+                f"diagonal must be one of {_DIAGONAL_READINGS}, got {diagonal!r}: 'p_squared' is the "
+                "reference code (BCE(p², y) on the diagonal, probability p²), 'p' uses BCE(p, y)"
+            )
         self.diagonal = diagonal
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
