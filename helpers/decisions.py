@@ -1,0 +1,250 @@
+"""Decisions at a probability threshold: what a calibrated probability is for in the clinic (compute only).
+
+Notebook 00 motivates the course with "P(melanoma) ≥ 0.1 triggers a biopsy". A threshold rule treats a patient
+when the one-vs-rest probability p_k(x) of class k reaches t; the functions here measure that rule:
+
+* :func:`one_vs_rest` -- the forecast p_k and the outcome 1[y = k] of one class, chosen by name or index
+  (:func:`class_index`; :func:`has_class` lets a notebook skip the section on a data set without that class);
+* :func:`threshold_outcome` -- sensitivity, specificity, the number treated per 1,000 patients and the net benefit
+  of the rule "treat when p_k ≥ t";
+* :func:`net_benefit` -- Vickers & Elkin (2006, Med Decis Making 26:565, the net-benefit formula of their
+  "Methods"): NB(t) = TP/N − FP/N · t/(1 − t). The threshold t encodes how the clinician weighs harms: treating
+  at t says a missed case is (1 − t)/t times as bad as an unnecessary treatment (t = 0.1: one missed melanoma
+  weighs as much as nine needless biopsies), so a false positive costs t/(1 − t) true positives;
+* :func:`decision_curve` -- NB over a range of thresholds beside the references "treat all",
+  NB = π − (1 − π) · t/(1 − t) with π the prevalence, and "treat none", NB = 0;
+* :func:`paired_net_benefit` -- paired bootstrap intervals of NB differences between models on the same test
+  images, through :func:`helpers.stats.paired_differences` (the course's one paired bootstrap);
+* :func:`one_vs_rest_bins` -- the equal-width reliability bins of p_k against 1[y = k], in the
+  :class:`helpers.metrics.ReliabilityBins` that :mod:`helpers.plots` / :mod:`helpers.decision_plots` draw.
+
+Why calibration is what this rule needs: with exact posteriors, treating when P(y = k | x) ≥ t maximises NB(t)
+at every t (the Bayes decision; the expected gain of treating one patient is p − (1 − p) t/(1 − t), positive
+exactly when p > t). A model whose p_k is too high treats too many, one whose p_k is too low misses cases, even
+when its ranking (AUROC) is perfect. Arg-max recall measures ranking-plus-competition, not this decision.
+
+The rule is "treat when p ≥ t" (ties at t are treated), matching "P(melanoma) ≥ 0.1 triggers a biopsy".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from helpers import metrics, stats
+from helpers.metrics import PairedBootstrapResult, ReliabilityBins
+
+__all__ = ["BIOPSY_THRESHOLD", "has_class", "class_index", "one_vs_rest", "ThresholdOutcome", "threshold_outcome",
+           "net_benefit", "sensitivity", "specificity", "treated_per_1000", "treat_all_net_benefit", "DecisionCurve",
+           "decision_curve", "threshold_metric", "paired_net_benefit", "one_vs_rest_bins",
+           "THRESHOLD_METRICS"]
+
+#: the biopsy threshold notebook 00 names: P(melanoma) ≥ 0.1
+BIOPSY_THRESHOLD = 0.1
+
+
+def has_class(class_names: Sequence[str], name: str) -> bool:
+    """Whether the data set has a class called ``name`` (case-insensitive), e.g. "melanoma" in DermaMNIST."""
+    return name.lower() in (c.lower() for c in class_names)
+
+
+def class_index(class_names: Sequence[str], name_or_index: str | int) -> int:
+    """The column of a class given by name (case-insensitive) or by index, with a clear error when absent."""
+    if isinstance(name_or_index, (int, np.integer)) and not isinstance(name_or_index, bool):
+        if not 0 <= name_or_index < len(class_names):
+            raise ValueError(f"class index {name_or_index} is outside [0, {len(class_names) - 1}] for the "
+                             f"{len(class_names)} classes {list(class_names)}")
+        return int(name_or_index)
+    if not isinstance(name_or_index, str):
+        raise TypeError(f"pass a class name (str) or index (int), got {type(name_or_index).__name__}")
+    lowered = [c.lower() for c in class_names]
+    if name_or_index.lower() not in lowered:
+        raise ValueError(f"no class named {name_or_index!r} among {list(class_names)}; check has_class(...) first "
+                         "and skip the decision analysis on a data set without it")
+    return lowered.index(name_or_index.lower())
+
+
+def _check_threshold(threshold: float) -> float:
+    value = float(threshold)
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"threshold must lie strictly between 0 and 1 (a probability at which to treat), got "
+                         f"{threshold!r}; net benefit weighs a false positive by t/(1 − t), undefined at 0 and 1")
+    return value
+
+
+def _check_class(k: int, n_classes: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < n_classes:
+        raise ValueError(f"class_index must be an integer in [0, {n_classes - 1}], got {k!r}; "
+                         "use decisions.class_index(class_names, 'melanoma')")
+    return int(k)
+
+
+def one_vs_rest(probs: Any, labels: Any, class_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(p_k (N,) float64, 1[y = k] (N,) bool) of one class from (N, K) probabilities and (N,) labels."""
+    p, y = metrics._multiclass_inputs(probs, labels)
+    if p.shape[0] == 0:
+        raise ValueError("probs and labels are empty (0 rows); a decision needs at least one patient")
+    k = _check_class(class_index, p.shape[1])
+    return p[:, k].to(torch.float64), y == k
+
+
+@dataclass(frozen=True)
+class ThresholdOutcome:
+    """The rule "treat when p_k ≥ threshold" on N patients: counts and the rates a clinician reads.
+
+    ``sensitivity`` is NaN when no patient has the class, ``specificity`` when every patient has it."""
+
+    threshold: float
+    true_positives: int
+    false_positives: int
+    true_negatives: int
+    false_negatives: int
+
+    @property
+    def n(self) -> int:
+        return self.true_positives + self.false_positives + self.true_negatives + self.false_negatives
+
+    @property
+    def sensitivity(self) -> float:
+        positives = self.true_positives + self.false_negatives
+        return self.true_positives / positives if positives else math.nan
+
+    @property
+    def specificity(self) -> float:
+        negatives = self.true_negatives + self.false_positives
+        return self.true_negatives / negatives if negatives else math.nan
+
+    @property
+    def treated_per_1000(self) -> float:
+        """Patients treated (biopsies) per 1,000 patients of this case mix."""
+        return 1000.0 * (self.true_positives + self.false_positives) / self.n
+
+    @property
+    def net_benefit(self) -> float:
+        """Vickers & Elkin (2006): TP/N − FP/N · t/(1 − t), in true positives per patient."""
+        t = self.threshold
+        return (self.true_positives - self.false_positives * t / (1.0 - t)) / self.n
+
+
+def threshold_outcome(probs: Any, labels: Any, class_index: int, threshold: float = BIOPSY_THRESHOLD
+                      ) -> ThresholdOutcome:
+    """Confusion counts of "treat when p_k ≥ threshold" (see :class:`ThresholdOutcome` for the rates)."""
+    t = _check_threshold(threshold)
+    p, positive = one_vs_rest(probs, labels, class_index)
+    treated = p >= t
+    tp = int((treated & positive).sum())
+    fp = int((treated & ~positive).sum())
+    fn = int((~treated & positive).sum())
+    return ThresholdOutcome(t, tp, fp, int(positive.numel()) - tp - fp - fn, fn)
+
+
+def net_benefit(probs: Any, labels: Any, class_index: int, threshold: float = BIOPSY_THRESHOLD) -> float:
+    """NB(t) = TP/N − FP/N · t/(1 − t) (Vickers & Elkin 2006) of "treat when p_k ≥ t"; a metric(probs, labels)
+    for :mod:`helpers.stats` through ``functools.partial(net_benefit, class_index=k, threshold=t)``."""
+    return threshold_outcome(probs, labels, class_index, threshold).net_benefit
+
+
+def sensitivity(probs: Any, labels: Any, class_index: int, threshold: float = BIOPSY_THRESHOLD) -> float:
+    """P(p_k ≥ t | y = k); NaN if no patient has class k."""
+    return threshold_outcome(probs, labels, class_index, threshold).sensitivity
+
+
+def specificity(probs: Any, labels: Any, class_index: int, threshold: float = BIOPSY_THRESHOLD) -> float:
+    """P(p_k < t | y ≠ k); NaN if every patient has class k."""
+    return threshold_outcome(probs, labels, class_index, threshold).specificity
+
+
+def treated_per_1000(probs: Any, labels: Any, class_index: int, threshold: float = BIOPSY_THRESHOLD) -> float:
+    """Patients with p_k ≥ t (biopsies) per 1,000 patients."""
+    return threshold_outcome(probs, labels, class_index, threshold).treated_per_1000
+
+
+#: the per-threshold quantities a decision table shows, as metric(probs, labels, class_index, threshold)
+THRESHOLD_METRICS: dict[str, Callable[..., float]] = {
+    "sensitivity": sensitivity, "specificity": specificity, "biopsies_per_1000": treated_per_1000,
+    "net_benefit": net_benefit,
+}
+
+
+def treat_all_net_benefit(prevalence: float, thresholds: Any) -> np.ndarray:
+    """NB of treating everyone: π − (1 − π) · t/(1 − t) (TP/N = π, FP/N = 1 − π)."""
+    if not 0.0 <= prevalence <= 1.0:
+        raise ValueError(f"prevalence must lie in [0, 1], got {prevalence}")
+    t = np.asarray([_check_threshold(v) for v in np.atleast_1d(thresholds)], dtype=np.float64)
+    return prevalence - (1.0 - prevalence) * t / (1.0 - t)
+
+
+@dataclass(frozen=True)
+class DecisionCurve:
+    """Net benefit of a model over thresholds, with the "treat all" and "treat none" (0) references."""
+
+    thresholds: np.ndarray
+    model: np.ndarray
+    treat_all: np.ndarray
+    prevalence: float
+
+    @property
+    def treat_none(self) -> np.ndarray:
+        return np.zeros_like(self.thresholds)
+
+
+def decision_curve(probs: Any, labels: Any, class_index: int,
+                   thresholds: Any = np.linspace(0.01, 0.5, 50)) -> DecisionCurve:
+    """NB(t) of "treat when p_k ≥ t" at every threshold (Vickers & Elkin 2006, their Fig. 1 form)."""
+    t = np.asarray([_check_threshold(v) for v in np.atleast_1d(thresholds)], dtype=np.float64)
+    if t.size == 0:
+        raise ValueError("thresholds is empty; pass e.g. numpy.linspace(0.01, 0.5, 50)")
+    p, positive = one_vs_rest(probs, labels, class_index)
+    treated = p[None, :] >= torch.as_tensor(t, dtype=torch.float64, device=p.device)[:, None]
+    tp = (treated & positive).sum(1).double().cpu().numpy()
+    fp = (treated & ~positive).sum(1).double().cpu().numpy()
+    n = positive.numel()
+    prevalence = float(positive.double().mean())
+    return DecisionCurve(t, tp / n - fp / n * t / (1.0 - t), treat_all_net_benefit(prevalence, t), prevalence)
+
+
+class _bound:
+    """metric(probs, labels) of one threshold quantity; a named class (not a partial) so that the weighted-form
+    lookup of :mod:`helpers.weighted_metrics` does not mistake it for the underlying function."""
+
+    def __init__(self, function: Callable[..., float], class_index: int, threshold: float) -> None:
+        self.function, self.class_index, self.threshold = function, class_index, threshold
+        self.__name__ = f"{function.__name__}@{threshold:g}"
+
+    def __call__(self, probs: Any, labels: Any) -> float:
+        return self.function(probs, labels, self.class_index, self.threshold)
+
+
+def threshold_metric(name: str, class_index: int, threshold: float = BIOPSY_THRESHOLD) -> Callable[..., float]:
+    """One of :data:`THRESHOLD_METRICS` as a metric(probs, labels) for :func:`helpers.stats.seed_summaries`."""
+    if name not in THRESHOLD_METRICS:
+        raise ValueError(f"unknown threshold metric {name!r}; choose one of {list(THRESHOLD_METRICS)}")
+    return _bound(THRESHOLD_METRICS[name], class_index, _check_threshold(threshold))
+
+
+def paired_net_benefit(probs_by_model: Mapping[str, Sequence[Any]], labels: Any, class_index: int,
+                       reference: str, threshold: float = BIOPSY_THRESHOLD, n: int = 1000,
+                       seed: int = 0) -> dict[str, PairedBootstrapResult]:
+    """{model: paired bootstrap of NB(model) − NB(reference)} at one threshold, every model's seeds against the
+    reference's on the same resamples (:func:`helpers.stats.paired_differences`)."""
+    _check_threshold(threshold)
+    metric = {"net_benefit": _bound(net_benefit, class_index, threshold)}
+    differences = stats.paired_differences(probs_by_model, labels, metric, reference=reference, n=n, seed=seed)
+    return {model: row["net_benefit"] for model, row in differences.items()}
+
+
+def one_vs_rest_bins(probs: Any, labels: Any, class_index: int, class_name: str | None = None,
+                     n_bins: int = metrics.DEFAULT_N_BINS) -> ReliabilityBins:
+    """Equal-width reliability bins of the forecast p_k against 1[y = k] (the one-vs-rest diagram of one class,
+    the forecasts that :func:`helpers.metrics.classwise_ece` averages over classes); its ``ece`` is that class's
+    one-vs-rest ECE. ``kind`` names the class ("melanoma vs rest")."""
+    metrics._check_n_bins(n_bins)
+    p, positive = one_vs_rest(probs, labels, class_index)
+    sums = metrics._bin_sums(p[:, None], positive[:, None], n_bins)
+    kind = f"{class_name or f'class {class_index}'} vs rest"
+    return ReliabilityBins(metrics.bin_edges(n_bins), sums.counts[0].cpu(), sums.confidence_sum[0].cpu(),
+                           sums.outcome_sum[0].cpu(), kind)
