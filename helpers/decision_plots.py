@@ -5,8 +5,9 @@ curve (matplotlib only, Agg-safe). As in :mod:`helpers.plots`, compute and draw 
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
+import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -15,7 +16,7 @@ from helpers.decisions import DecisionCurve
 from helpers.metrics import ReliabilityBins
 from helpers.plots import _figure_and_axes, _numpy
 
-__all__ = ["one_vs_rest_reliability", "decision_curve_plot", "OVER_MARK", "UNDER_MARK"]
+__all__ = ["one_vs_rest_reliability", "decision_curve_plot", "reliability_and_decision_curve", "OVER_MARK", "UNDER_MARK"]
 
 #: marks of a bin whose mean forecast lies above (over-confident) or below (under-confident) its frequency
 OVER_MARK, UNDER_MARK = "v", "^"
@@ -84,3 +85,16 @@ def decision_curve_plot(curves: Mapping[str, DecisionCurve], ax: Axes | None = N
     ax.set_title(title or "decision curve")
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small", borderaxespad=0)
     return figure
+
+
+def reliability_and_decision_curve(bins_by_model: Mapping[str, ReliabilityBins], curves: Mapping[str, DecisionCurve],
+                                   threshold: float | None = None, axes: Sequence[Axes] | None = None,
+                                   titles: tuple[str, str] = ("one-vs-rest reliability", "decision curve")
+                                   ) -> Figure:
+    """The two panels of a decision analysis side by side: :func:`one_vs_rest_reliability` (is P(class) right
+    near the threshold?) and :func:`decision_curve_plot` (what it is worth there)."""
+    if axes is None:
+        figure, axes = plt.subplots(1, 2, figsize=(14, 4.8), layout="constrained")
+    one_vs_rest_reliability(bins_by_model, ax=axes[0], threshold=threshold, title=titles[0])
+    decision_curve_plot(curves, ax=axes[1], threshold=threshold, title=titles[1])
+    return axes[0].figure

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 import torch
 
 from helpers import metrics, stats
@@ -45,6 +46,8 @@ __all__ = ["BIOPSY_THRESHOLD", "has_class", "class_index", "one_vs_rest", "Thres
 
 #: the biopsy threshold notebook 00 names: P(melanoma) ≥ 0.1
 BIOPSY_THRESHOLD = 0.1
+#: thresholds of a decision curve: up to 0.5, beyond which no one would biopsy for melanoma
+DEFAULT_THRESHOLDS = np.round(np.linspace(0.01, 0.5, 50), 4)
 
 
 def has_class(class_names: Sequence[str], name: str) -> bool:
@@ -193,11 +196,18 @@ class DecisionCurve:
 
 
 def decision_curve(probs: Any, labels: Any, class_index: int,
-                   thresholds: Any = np.linspace(0.01, 0.5, 50)) -> DecisionCurve:
-    """NB(t) of "treat when p_k ≥ t" at every threshold (Vickers & Elkin 2006, their Fig. 1 form)."""
+                   thresholds: Any = DEFAULT_THRESHOLDS) -> DecisionCurve:
+    """NB(t) of "treat when p_k ≥ t" at every threshold (Vickers & Elkin 2006, their Fig. 1 form). ``probs`` is an
+    (N, K) tensor, or a list with one per training seed: the curve is then the mean NB over seeds."""
     t = np.asarray([_check_threshold(v) for v in np.atleast_1d(thresholds)], dtype=np.float64)
     if t.size == 0:
         raise ValueError("thresholds is empty; pass e.g. numpy.linspace(0.01, 0.5, 50)")
+    if isinstance(probs, (list, tuple)):
+        if not probs:
+            raise ValueError("probs is an empty list; pass one (N, K) tensor per training seed")
+        per_seed = [decision_curve(p, labels, class_index, t) for p in probs]
+        return DecisionCurve(t, np.mean([c.model for c in per_seed], axis=0), per_seed[0].treat_all,
+                             per_seed[0].prevalence)
     p, positive = one_vs_rest(probs, labels, class_index)
     treated = p[None, :] >= torch.as_tensor(t, dtype=torch.float64, device=p.device)[:, None]
     tp = (treated & positive).sum(1).double().cpu().numpy()
@@ -248,3 +258,83 @@ def one_vs_rest_bins(probs: Any, labels: Any, class_index: int, class_name: str 
     kind = f"{class_name or f'class {class_index}'} vs rest"
     return ReliabilityBins(metrics.bin_edges(n_bins), sums.counts[0].cpu(), sums.confidence_sum[0].cpu(),
                            sums.outcome_sum[0].cpu(), kind)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the notebooks' decision tables and results record
+# ----------------------------------------------------------------------------------------------------------------
+#: (multiplier, decimals, column header) of each threshold quantity in a decision table
+_COLUMNS = {"sensitivity": (100.0, 1, "sensitivity (%)"), "specificity": (100.0, 1, "specificity (%)"),
+            "biopsies_per_1000": (1.0, 0, "biopsies per 1,000"),
+            "net_benefit": (1000.0, 1, "net benefit per 1,000")}
+
+
+#: the row of the reference rule "treat everyone" in a decision table
+TREAT_ALL = "biopsy everyone (treat all)"
+
+
+def decision_summaries(probs_by_model: Mapping[str, Sequence[Any]], labels: Any, class_index: int,
+                       threshold: float = BIOPSY_THRESHOLD,
+                       treat_all: bool = True) -> dict[str, dict[str, dict[str, Any]]]:
+    """{model: {quantity: seed_summary}} of every :data:`THRESHOLD_METRICS` quantity at one threshold, over the
+    training seeds (:func:`helpers.stats.seed_summaries`); with ``treat_all`` a last row :data:`TREAT_ALL`, the
+    reference a model must beat (sensitivity 100 %, specificity 0, NB = π − (1 − π) t/(1 − t)). "Treat none" has
+    every value 0 but specificity 100 % and is not listed."""
+    fns = {name: threshold_metric(name, class_index, threshold) for name in THRESHOLD_METRICS}
+    summaries = stats.seed_summaries(probs_by_model, labels, fns)
+    if treat_all:
+        p, _ = metrics._multiclass_inputs(next(iter(_seed_list(probs_by_model))), labels)
+        everyone = torch.zeros_like(p)
+        everyone[:, _check_class(class_index, p.shape[1])] = 1.0  # P(class) = 1: every patient is treated
+        summaries.update(stats.seed_summaries({TREAT_ALL: [everyone]}, labels, fns))
+    return summaries
+
+
+def _seed_list(probs_by_model: Mapping[str, Sequence[Any]]) -> list[Any]:
+    if not probs_by_model:
+        raise ValueError("probs_by_model is empty; pass {model name: [one (N, K) tensor per training seed]}")
+    first = next(iter(probs_by_model.values()))
+    return list(first) if isinstance(first, (list, tuple)) else [first]
+
+
+def decision_table(summaries: Mapping[str, Mapping[str, Any]],
+                   differences: Mapping[str, PairedBootstrapResult] | None = None,
+                   reference: str | None = None) -> pd.DataFrame:
+    """Rows = models, cells "mean ± sd" over seeds (sensitivity and specificity in %, biopsies and net benefit per
+    1,000 patients); with ``differences`` (from :func:`paired_net_benefit`) a last column "Δ NB vs <reference>"
+    with its paired interval, flagged "beats" / "worse" where it excludes 0."""
+    scale = {name: factor for name, (factor, _, _) in _COLUMNS.items()}
+    digits = {name: decimals for name, (_, decimals, _) in _COLUMNS.items()}
+    table = stats.summary_table(summaries, list(_COLUMNS), scale=scale, digits=digits)
+    table.columns = [header for _, _, header in _COLUMNS.values()]
+    if differences is not None:
+        if reference is None:
+            raise ValueError("pass reference= (the model the differences were taken against) with differences")
+        delta = stats.difference_table({m: {"net_benefit": r} for m, r in differences.items()}, reference,
+                                       higher_is_better={"net_benefit": True}, scale={"net_benefit": 1000.0},
+                                       digits={"net_benefit": 1}).table.iloc[:, 0]
+        table[f"Δ net benefit per 1,000 vs {reference} [95 %]"] = [delta.get(m, "—") for m in table.index]
+    return table
+
+
+def decision_record(summaries: Mapping[str, Mapping[str, Any]], curves: Mapping[str, DecisionCurve],
+                    class_name: str, threshold: float = BIOPSY_THRESHOLD,
+                    differences: Mapping[str, PairedBootstrapResult] | None = None,
+                    reference: str | None = None) -> dict[str, Any]:
+    """A JSON-ready record of the decision analysis: the class, the threshold, the test prevalence, "treat all"
+    at the threshold, per-model seed summaries, the mean decision curves and the paired NB differences."""
+    first = next(iter(curves.values()))
+    record = {"class": class_name, "threshold": threshold, "rule": "biopsy when P(class) >= threshold",
+              "prevalence": first.prevalence,
+              "treat_all_net_benefit": float(treat_all_net_benefit(first.prevalence, [threshold])[0]),
+              "models": {m: dict(row) for m, row in summaries.items()},
+              "decision_curves": {"thresholds": first.thresholds.tolist(),
+                                  "treat_all": first.treat_all.tolist(),
+                                  "net_benefit_mean_over_seeds": {m: c.model.tolist() for m, c in curves.items()}}}
+    if differences is not None:
+        record["net_benefit_differences"] = {"reference": reference, **{
+            m: stats.difference_record(r) for m, r in differences.items()}}
+    return record
+
+
+__all__ += ["DEFAULT_THRESHOLDS", "TREAT_ALL", "decision_summaries", "decision_table", "decision_record"]

@@ -189,3 +189,42 @@ def test_decision_plots_draw_models_references_and_marks():
     with pytest.raises(ValueError, match="other thresholds"):
         decision_plots.decision_curve_plot({"a": curves["calibrated"],
                                             "b": decisions.decision_curve(probs, labels, 1, [0.1, 0.2])})
+
+
+def test_decision_curve_of_several_seeds_is_the_mean_net_benefit():
+    probs, labels, forecast = _exactly_calibrated_population()
+    inflated = _probs_with_column(forecast.sqrt(), k=1, n_classes=2)
+    thresholds = [0.1, 0.3]
+    both = decisions.decision_curve([probs, inflated], labels, 1, thresholds)
+    expected = [(decisions.net_benefit(probs, labels, 1, t) + decisions.net_benefit(inflated, labels, 1, t)) / 2
+                for t in thresholds]
+    np.testing.assert_allclose(both.model, expected)
+    with pytest.raises(ValueError, match="empty list"):
+        decisions.decision_curve([], labels, 1, thresholds)
+
+
+def test_decision_table_and_record_with_the_treat_all_row_and_paired_differences():
+    import json
+
+    probs, labels, forecast = _exactly_calibrated_population()
+    inflated = _probs_with_column(forecast.sqrt(), k=1, n_classes=2)
+    models = {"calibrated": [probs], "inflated": [inflated]}
+    summaries = decisions.decision_summaries(models, labels, 1, 0.2)
+    assert list(summaries) == ["calibrated", "inflated", decisions.TREAT_ALL]
+    prevalence = float((labels == 1).double().mean())
+    everyone = summaries[decisions.TREAT_ALL]
+    assert everyone["sensitivity"]["mean"] == 1.0 and everyone["specificity"]["mean"] == 0.0
+    assert everyone["net_benefit"]["mean"] == pytest.approx(prevalence - (1 - prevalence) * 0.25)
+    differences = decisions.paired_net_benefit(models, labels, 1, "calibrated", 0.2, n=50)
+    table = decisions.decision_table(summaries, differences, "calibrated")
+    assert list(table.columns) == ["sensitivity (%)", "specificity (%)", "biopsies per 1,000",
+                                   "net benefit per 1,000", "Δ net benefit per 1,000 vs calibrated [95 %]"]
+    nb = 1000 * decisions.net_benefit(probs, labels, 1, 0.2)
+    assert table.loc["calibrated", "net benefit per 1,000"] == f"{nb:.1f}"
+    assert table.loc["calibrated", "Δ net benefit per 1,000 vs calibrated [95 %]"] == "—"
+    assert table.loc["inflated", "Δ net benefit per 1,000 vs calibrated [95 %]"].endswith("worse")
+    curves = {m: decisions.decision_curve(p, labels, 1) for m, p in models.items()}
+    record = decisions.decision_record(summaries, curves, "melanoma", 0.2, differences, "calibrated")
+    assert record["treat_all_net_benefit"] == pytest.approx(everyone["net_benefit"]["mean"])
+    assert record["net_benefit_differences"]["inflated"]["estimate"] == pytest.approx(differences["inflated"].estimate)
+    json.dumps(record, allow_nan=False)  # a results JSON refuses NaN
