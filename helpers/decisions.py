@@ -302,7 +302,8 @@ def decision_table(summaries: Mapping[str, Mapping[str, Any]],
                    reference: str | None = None) -> pd.DataFrame:
     """Rows = models, cells "mean ± sd" over seeds (sensitivity and specificity in %, biopsies and net benefit per
     1,000 patients); with ``differences`` (from :func:`paired_net_benefit`) a last column "Δ NB vs <reference>"
-    with its paired interval, flagged "beats" / "worse" where it excludes 0."""
+    with its paired interval, flagged "beats" / "worse" where it excludes 0, and ``table.attrs["note"]`` the note
+    of :func:`helpers.stats.difference_table` (resamples, number of comparisons) to print under it."""
     scale = {name: factor for name, (factor, _, _) in _COLUMNS.items()}
     digits = {name: decimals for name, (_, decimals, _) in _COLUMNS.items()}
     table = stats.summary_table(summaries, list(_COLUMNS), scale=scale, digits=digits)
@@ -312,8 +313,9 @@ def decision_table(summaries: Mapping[str, Mapping[str, Any]],
             raise ValueError("pass reference= (the model the differences were taken against) with differences")
         delta = stats.difference_table({m: {"net_benefit": r} for m, r in differences.items()}, reference,
                                        higher_is_better={"net_benefit": True}, scale={"net_benefit": 1000.0},
-                                       digits={"net_benefit": 1}).table.iloc[:, 0]
-        table[f"Δ net benefit per 1,000 vs {reference} [95 %]"] = [delta.get(m, "—") for m in table.index]
+                                       digits={"net_benefit": 1})
+        table[f"Δ NB per 1,000 vs {reference} [95 %]"] = [delta.table.iloc[:, 0].get(m, "—") for m in table.index]
+        table.attrs["note"] = delta.note
     return table
 
 

@@ -218,11 +218,12 @@ def test_decision_table_and_record_with_the_treat_all_row_and_paired_differences
     differences = decisions.paired_net_benefit(models, labels, 1, "calibrated", 0.2, n=50)
     table = decisions.decision_table(summaries, differences, "calibrated")
     assert list(table.columns) == ["sensitivity (%)", "specificity (%)", "biopsies per 1,000",
-                                   "net benefit per 1,000", "Δ net benefit per 1,000 vs calibrated [95 %]"]
+                                   "net benefit per 1,000", "Δ NB per 1,000 vs calibrated [95 %]"]
     nb = 1000 * decisions.net_benefit(probs, labels, 1, 0.2)
     assert table.loc["calibrated", "net benefit per 1,000"] == f"{nb:.1f}"
-    assert table.loc["calibrated", "Δ net benefit per 1,000 vs calibrated [95 %]"] == "—"
-    assert table.loc["inflated", "Δ net benefit per 1,000 vs calibrated [95 %]"].endswith("worse")
+    assert table.loc["calibrated", "Δ NB per 1,000 vs calibrated [95 %]"] == "—"
+    assert table.loc["inflated", "Δ NB per 1,000 vs calibrated [95 %]"].endswith("worse")
+    assert "1 of 1 comparisons" in table.attrs["note"]
     curves = {m: decisions.decision_curve(p, labels, 1) for m, p in models.items()}
     record = decisions.decision_record(summaries, curves, "melanoma", 0.2, differences, "calibrated")
     assert record["treat_all_net_benefit"] == pytest.approx(everyone["net_benefit"]["mean"])
