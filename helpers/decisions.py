@@ -218,8 +218,10 @@ def decision_curve(probs: Any, labels: Any, class_index: int,
 
 
 class _bound:
-    """metric(probs, labels) of one threshold quantity; a named class (not a partial) so that the weighted-form
-    lookup of :mod:`helpers.weighted_metrics` does not mistake it for the underlying function."""
+    """metric(probs, labels) of one threshold quantity at a fixed class and threshold, with a ``__name__`` such as
+    "net_benefit@0.1" that the bootstrap's messages can name (a ``functools.partial`` has none). It has no weighted
+    form, so :func:`helpers.metrics.paired_bootstrap` calls it once per resample and seed (4.1 s for one
+    comparison of 3 + 3 seeds, N = 2,005, n = 1000, measured on the shared 2-core CPU while a notebook ran)."""
 
     def __init__(self, function: Callable[..., float], class_index: int, threshold: float) -> None:
         self.function, self.class_index, self.threshold = function, class_index, threshold
