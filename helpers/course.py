@@ -735,7 +735,7 @@ def _outputs_command(args: argparse.Namespace) -> None:
         print(notebook_outputs.report_table(paths))
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, ray_engine: Any = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m helpers.course", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -808,7 +808,7 @@ def main(argv: list[str] | None = None) -> None:
     extra = {name: _parse_value(value) for name, value in args.parameter}
     print(f"python {sys.version.split()[0]}, data dir: {os.environ.get('CALIBMED_DATA_DIR', '(default data/)')}")
     if args.command == "run" and (args.engine == "ray" or args.grid):
-        _run_grid_command(parser, args, out, extra)
+        _run_grid_command(parser, args, out, extra, ray_engine)
         return
     try:
         run_course(
@@ -840,15 +840,17 @@ def _add_grid_arguments(run_parser: argparse.ArgumentParser) -> None:
 
 
 def _run_grid_command(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, out: Path, extra: Mapping[str, Any]
+    parser: argparse.ArgumentParser, args: argparse.Namespace, out: Path, extra: Mapping[str, Any], ray_engine: Any
 ) -> None:
+    """``ray_engine``: the module :mod:`helpers.scale`, which ``python -m helpers.course`` passes to :func:`main`
+    (the engine sits above this module and imports it; this module never imports the engine)."""
     if args.engine != "ray":
         parser.error("--grid runs through Ray: add --engine ray")
-    from helpers import scale  # the Ray engine imports this module, never the other way round at import time
-
+    if ray_engine is None:
+        raise SystemExit("--engine ray is a command-line option: run python -m helpers.course run --engine ray")
     try:
-        grid = scale.parse_grid(args.grid)
-        scale.run_grid(
+        grid = ray_engine.parse_grid(args.grid)
+        ray_engine.run_grid(
             out,
             grid,
             profile=args.profile,
@@ -862,4 +864,7 @@ def _run_grid_command(
 
 
 if __name__ == "__main__":
-    main()
+    # only the program's entry imports the Ray engine (which imports this module as helpers.course): no cycle
+    from helpers import scale
+
+    main(ray_engine=scale)

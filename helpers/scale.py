@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import atomic
+
 ENGINES = ("local", "ray")
 INSTALL_HINT = "pip install -e '.[scale]' (make venv installs it)"
 
@@ -70,20 +72,10 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> Any:
 
 
 def write_bytes_atomically(path: Path, payload: bytes) -> None:
-    """Write to a unique temporary file in the same folder, then rename it over ``path``: a reader sees no file
-    or the whole file. The file gets the permissions the umask gives a new file (``mkstemp`` alone gives 0600)."""
+    """The course's atomic write (:mod:`helpers.atomic`: a unique temporary name, the umask's permissions), with the
+    folder created first."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(handle, 0o666 & ~umask)
-        with os.fdopen(handle, "wb") as file:
-            file.write(payload)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    atomic.write_bytes_atomically(path, payload)
 
 
 def keep_file(root: Path, relative: str, payload: bytes) -> str:

@@ -512,7 +512,9 @@ def check_engine_arguments(parser: argparse.ArgumentParser, args: argparse.Names
         parser.error(f"{', '.join(given)} only apply with --engine ray")
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, ray_engine: Any = None) -> None:
+    """The command line. ``ray_engine``: the module :mod:`helpers.scale`, which ``python -m helpers.suites`` passes
+    (the engine sits above this module and imports it; this module never imports the engine)."""
     parser = argparse.ArgumentParser(
         prog="python -m helpers.suites", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -538,9 +540,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"training every run declared by {notebooks} (profile {args.profile!r})", flush=True)
     started = time.perf_counter()
     if args.engine == "ray":
-        from . import scale
-
-        outcomes = scale.train_declared(
+        if ray_engine is None:
+            raise SystemExit("--engine ray is a command-line option: run python -m helpers.suites train --engine ray")
+        outcomes = ray_engine.train_declared(
             notebooks,
             args.profile,
             knobs,
@@ -557,4 +559,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # only the program's entry imports the Ray engine (which imports this module as helpers.suites): no cycle
+    from helpers import scale
+
+    main(ray_engine=scale)

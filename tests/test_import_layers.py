@@ -15,12 +15,30 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _without_main_block(tree: ast.Module) -> ast.Module:
+    """The module without its ``if __name__ == "__main__":`` block: that code runs only when the file is the program
+    (module ``__main__``, e.g. ``python -m helpers.course``), never when another module imports it, so an import
+    there is the program's entry importing the library, not an edge between library modules."""
+    tree.body = [node for node in tree.body if not _is_main_block(node)]
+    return tree
+
+
+def _is_main_block(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.If)
+        and isinstance(node.test, ast.Compare)
+        and isinstance(node.test.left, ast.Name)
+        and node.test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in node.test.comparators)
+    )
+
+
 def imported_modules(path: Path, modules: set[str]) -> set[str]:
     """Every module of helpers/ that ``path`` imports anywhere in its body (functions and classes included)."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    for node in ast.walk(_without_main_block(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -73,6 +91,18 @@ def test_the_graph_sees_every_kind_of_import():
     assert "helpers.losses" in graph["helpers.suites"]  # from .losses import (...)
     assert "helpers.cclnet" in graph["helpers.suites"]  # from .cclnet import CCLNetLoss, inside a function
     assert "helpers.losses.base" in graph["helpers.losses.multiclass"]  # from .base import (...)
+
+
+def test_an_import_in_the_main_block_is_the_programs_entry_not_an_edge():
+    """``python -m helpers.course run --engine ray`` passes helpers.scale (which imports helpers.course) to main from
+    the ``__main__`` block; the same import anywhere else in course.py would be a cycle."""
+    graph = import_graph()
+    assert "helpers.course" in graph["helpers.scale"]
+    assert "helpers.scale" not in graph["helpers.course"] and "helpers.scale" not in graph["helpers.suites"]
+    source = 'import os\ndef f():\n    from helpers import scale\nif __name__ == "__main__":\n    import json\n'
+    tree = _without_main_block(ast.parse(source))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert imported == {"os"}
 
 
 def test_find_cycle_reports_a_function_level_cycle():
