@@ -113,7 +113,9 @@ def reliability_and_decision_curve(
     """The two panels of a decision analysis side by side: :func:`one_vs_rest_reliability` (is P(class) right
     near the threshold?) and :func:`decision_curve_plot` (what it is worth there)."""
     if axes is None:
-        figure, axes = plt.subplots(1, 2, figsize=(14, 4.8), layout="constrained")
+        figure, axes = plt.subplots(1, 2, figsize=(11, 5.2), layout="constrained")
     one_vs_rest_reliability(bins_by_model, ax=axes[0], threshold=threshold, title=titles[0])
     decision_curve_plot(curves, ax=axes[1], threshold=threshold, title=titles[1])
+    for ax in axes:  # side by side, each legend goes under its panel (off the data, no room lost to the right)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize="small", borderaxespad=0)
     return axes[0].figure
