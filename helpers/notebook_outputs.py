@@ -25,6 +25,8 @@ Rules (``check_notebook`` returns the problems per rule; ``tests/test_notebook_o
                               absolute or home path (``course publish`` names the committed results JSON instead)
 ``parameters_hidden``         the ``parameters`` and ``injected-parameters`` cells are tagged ``remove-cell``: the
                               website does not show them (``clean_notebook`` adds the tag)
+``solutions_collapsed``       every cell tagged ``solution`` is also tagged ``hide-input``: the website shows its code
+                              folded under a "Show code cell source" toggle (``clean_notebook`` adds the tag)
 ============================  ==========================================================================================
 
 ``clean_notebook`` (command line: ``python -m helpers.course clean-outputs``) only removes or rewrites what carries
@@ -32,9 +34,10 @@ no result: tqdm redraws (the last one is kept as the one-line summary a headless
 stderr outputs, saved widget state, the executing checkout's absolute path prefix in text outputs, and what
 an execution writes into the metadata: papermill's ``input_path``, ``output_path``, start and end times and
 duration (notebook and cells) and Jupyter's per-cell ``execution`` timestamps. It also tags the parameter
-cells ``remove-cell`` (MyST-NB leaves them off the website). ``course publish`` cleans every notebook this way and
-points the injected ``results_path`` at the committed results JSON (``settle_injected_results_path``), so the
-committed notebooks stay free of machine paths, run folders and timestamps after each re-execution.
+cells ``remove-cell`` (MyST-NB leaves them off the website) and the solution cells ``hide-input`` (folded there).
+``course publish`` cleans every notebook this way and points the injected ``results_path`` at the committed results
+JSON (``settle_injected_results_path``), so the committed notebooks stay free of machine paths, run folders and
+timestamps after each re-execution.
 """
 
 from __future__ import annotations
@@ -106,10 +109,13 @@ RULES = (
     "quiet_run_logs",
     "no_run_folder_injected",
     "parameters_hidden",
+    "solutions_collapsed",
 )
 
 PARAMETER_TAGS = ("parameters", "injected-parameters")
 HIDDEN_TAG = "remove-cell"  # MyST-NB: the website shows neither the cell nor its outputs
+SOLUTION_TAG = "solution"
+COLLAPSED_TAG = "hide-input"  # MyST-NB: the code folded under a toggle, the outputs shown
 INJECTED_TAG = "injected-parameters"
 #: where a published notebook's results JSON lives, relative to notebooks/ (the folder a notebook executes in)
 PUBLISHED_RESULTS_PATH = "../results/reference/{stem}.json"
@@ -390,6 +396,23 @@ def parameters_hidden(nb: dict) -> list[str]:
     return [f"parameter cells {shown} are not tagged {HIDDEN_TAG!r} (clean-outputs adds it)"] if shown else []
 
 
+def solutions_collapsed(nb: dict) -> list[str]:
+    shown = [
+        i for i, cell in enumerate(nb["cells"]) if SOLUTION_TAG in _tags(cell) and COLLAPSED_TAG not in _tags(cell)
+    ]
+    return [f"solution cells {shown} are not tagged {COLLAPSED_TAG!r} (clean-outputs adds it)"] if shown else []
+
+
+def _tag_for_the_site(cell: dict) -> int:
+    """Add the tags that hide a parameter cell and fold a solution on the website; how many were added."""
+    wanted = [HIDDEN_TAG] if set(PARAMETER_TAGS) & set(_tags(cell)) else []
+    wanted += [COLLAPSED_TAG] if SOLUTION_TAG in _tags(cell) else []
+    missing = [tag for tag in wanted if tag not in _tags(cell)]
+    if missing:
+        cell.setdefault("metadata", {})["tags"] = [*_tags(cell), *missing]
+    return len(missing)
+
+
 def check_notebook(nb: dict) -> dict[str, list[str]]:
     """Every rule's problems for one notebook (as loaded by ``json.load`` or ``nbformat.read``)."""
     return {rule: globals()[rule](nb) for rule in RULES}
@@ -498,12 +521,10 @@ def clean_notebook(nb: dict, repo_roots: list[str] | None = None) -> tuple[dict,
         "widget_state_removed": bool(metadata.pop("widgets", None)),
         "run_metadata_removed": _remove_run_metadata(metadata, RUN_METADATA),
     }
-    report["parameters_hidden"] = 0
+    report["site_tags_added"] = 0
     for cell in nb["cells"]:
         report["run_metadata_removed"] += _remove_run_metadata(cell.get("metadata", {}), CELL_RUN_METADATA)
-        if set(PARAMETER_TAGS) & set(_tags(cell)) and HIDDEN_TAG not in _tags(cell):
-            cell["metadata"]["tags"] = [*_tags(cell), HIDDEN_TAG]
-            report["parameters_hidden"] += 1
+        report["site_tags_added"] += _tag_for_the_site(cell)
         if cell.get("cell_type") == "code":
             cell["outputs"], removed = _clean_outputs(cell.get("outputs", []), prefixes)
             report["outputs_removed"] += removed

@@ -107,6 +107,7 @@ BROKEN = {
     "no_run_folder_injected": lambda nb: nb["cells"][7].update(
         source='# Parameters\nresults_path = "../runs/s5-ref/results/99_x.json"\nprofile = "quick"\n'
     ),
+    "solutions_collapsed": lambda nb: nb["cells"].append(code("answer = 42", tags=["solution"])),
     "parameters_hidden": lambda nb: nb["cells"][2]["metadata"].update(tags=["parameters"]),
 }
 
@@ -224,6 +225,16 @@ def test_publishing_names_the_results_json_in_the_repository_and_hides_the_param
     assert rules.check_notebook(published)["no_run_folder_injected"] == []
     assert nb["cells"][7]["source"].count("runs/") == 1  # the input is left as it was
     assert rules.settle_injected_results_path(published, "99_x") == published
+
+
+def test_clean_folds_the_solutions_on_the_site_and_keeps_their_code():
+    nb = good_notebook()
+    nb["cells"].append(code("answer = 42", tags=["solution"]))
+    cleaned, report = rules.clean_notebook(nb)
+    assert rules.solutions_collapsed(nb) and rules.solutions_collapsed(cleaned) == []
+    assert cleaned["cells"][-1]["metadata"]["tags"] == ["solution", "hide-input"]
+    assert cleaned["cells"][-1]["source"] == "answer = 42" and report["site_tags_added"] == 1
+    assert rules.clean_notebook(cleaned)[1]["site_tags_added"] == 0
 
 
 def test_clean_removes_the_execution_paths_and_times_and_keeps_the_rest():
