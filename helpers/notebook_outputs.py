@@ -535,16 +535,31 @@ def clean_notebook(nb: dict, repo_roots: list[str] | None = None) -> tuple[dict,
 def settle_injected_results_path(nb: dict, stem: str) -> dict:
     """A copy of ``nb`` whose injected ``results_path`` names the committed results JSON of notebook ``stem``
     (:data:`PUBLISHED_RESULTS_PATH`) instead of the folder of the run that executed it: the same value for every
-    run, and where ``course publish`` puts the JSON."""
+    run, and where ``course publish`` puts the JSON. The printed outputs that name the run's copy
+    (``runs/<run>/results/<stem>.json``: the resolved configuration, "results written to …") name the committed one
+    too (``results/reference/<stem>.json``, relative to the repository root as they were printed)."""
     nb = copy.deepcopy(nb)
     published = json.dumps(PUBLISHED_RESULTS_PATH.format(stem=stem))
-    for cell in _injected_cells(nb):
-        source = re.sub(
-            r"^results_path = .*$", lambda _: f"results_path = {published}", _text(cell.get("source", "")), flags=re.M
-        )
-        # keep the stored form (papermill and nbformat write a list of lines)
-        cell["source"] = source.splitlines(keepends=True) if isinstance(cell.get("source"), list) else source
+    run_copy = re.compile(r"\bruns/[\w.+-]+/results/" + re.escape(stem) + r"\.json")
+    committed = PUBLISHED_RESULTS_PATH.format(stem=stem).removeprefix("../")
+    for cell in nb["cells"]:
+        if INJECTED_TAG in _tags(cell):
+            source = re.sub(
+                r"^results_path = .*$",
+                lambda _: f"results_path = {published}",
+                _text(cell.get("source", "")),
+                flags=re.M,
+            )
+            cell["source"] = _stored_like(source, cell.get("source"))
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                output["text"] = _stored_like(run_copy.sub(committed, _text(output.get("text", ""))), output["text"])
     return nb
+
+
+def _stored_like(text: str, stored: Any) -> Any:
+    """``text`` in the form ``stored`` had: papermill and nbformat write a list of lines, a hand-made cell a string."""
+    return text.splitlines(keepends=True) if isinstance(stored, list) else text
 
 
 def write_notebook_atomically(nb: dict, path: Path, trailing_newline: bool = True) -> None:

@@ -55,7 +55,7 @@ def good_notebook():
                 ],
             ),
             markdown("## Takeaway\n\n* it works"),
-            code("course.save_results(cfg, results)", [stream("results written to runs/results/99_x.json\n")]),
+            code("course.save_results(cfg, results)", [stream("results written to runs/s5-ref/results/99_x.json\n")]),
             code(
                 '# Parameters\nresults_path = "../results/reference/99_x.json"\nprofile = "quick"\n',
                 tags=["injected-parameters", "remove-cell"],
@@ -224,6 +224,7 @@ def test_publishing_names_the_results_json_in_the_repository_and_hides_the_param
     )
     assert rules.check_notebook(published)["no_run_folder_injected"] == []
     assert nb["cells"][7]["source"].count("runs/") == 1  # the input is left as it was
+    assert published["cells"][6]["outputs"][0]["text"] == "results written to results/reference/99_x.json\n"
     assert rules.settle_injected_results_path(published, "99_x") == published
 
 
