@@ -616,8 +616,9 @@ def publish(out: Path) -> list[Path]:
     """Make a checked reference run the committed course: each executed notebook replaces ``notebooks/<name>``
     and its results JSON goes to ``results/reference/<name>.json`` (with a repository-relative results path).
 
-    Each notebook is first cleaned as ``clean-outputs`` does (the executing kernel saves widget state, for one) and
-    must then keep every output rule of :mod:`helpers.notebook_outputs`; otherwise nothing is published."""
+    Each notebook is first cleaned as ``clean-outputs`` does (the executing kernel saves widget state, for one), its
+    injected ``results_path`` names the committed JSON instead of the run's folder, and it must then keep every
+    output rule of :mod:`helpers.notebook_outputs`; otherwise nothing is published."""
     from helpers import notebook_outputs
 
     out = Path(out)
@@ -628,9 +629,10 @@ def publish(out: Path) -> list[Path]:
     cleaned, problems = {}, []
     for row in summary["notebooks"]:
         stem = row["notebook"]
-        cleaned[stem], _ = notebook_outputs.clean_notebook(
+        executed, _ = notebook_outputs.clean_notebook(
             json.loads((out / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
         )
+        cleaned[stem] = notebook_outputs.settle_injected_results_path(executed, stem)
         problems += [
             f"{stem}: {rule}: {found[0]}"
             for rule, found in notebook_outputs.check_notebook(cleaned[stem]).items()

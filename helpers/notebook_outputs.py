@@ -21,18 +21,28 @@ Rules (``check_notebook`` returns the problems per rule; ``tests/test_notebook_o
 ``results_json_written``      a cell calls ``course.save_results`` and printed "results written to"
 ``quiet_run_logs``            runs load quietly (``helpers.run_log``): no per-run listing, no "(*)" mark, at most
                               ``MAX_RUN_SUMMARIES`` summary lines and one warning about older training code
+``no_run_folder_injected``    papermill's injected cell names no folder of one run (``runs/…``), no
+                              absolute or home path (``course publish`` names the committed results JSON instead)
+``parameters_hidden``         the ``parameters`` and ``injected-parameters`` cells are tagged ``remove-cell``: the
+                              website does not show them (``clean_notebook`` adds the tag)
+``solutions_collapsed``       every cell tagged ``solution`` is also tagged ``hide-input``: the website shows its code
+                              folded under a "Show code cell source" toggle (``clean_notebook`` adds the tag)
 ============================  ==========================================================================================
 
 ``clean_notebook`` (command line: ``python -m helpers.course clean-outputs``) only removes or rewrites what carries
 no result: tqdm redraws (the last one is kept as the one-line summary a headless run now prints), whitespace-only
 stderr outputs, saved widget state, the executing checkout's absolute path prefix in text outputs, and what
 an execution writes into the metadata: papermill's ``input_path``, ``output_path``, start and end times and
-duration (notebook and cells) and Jupyter's per-cell ``execution`` timestamps. ``course publish`` cleans every
-notebook this way, so the committed notebooks stay free of machine paths and timestamps after each re-execution.
+duration (notebook and cells) and Jupyter's per-cell ``execution`` timestamps. It also tags the parameter
+cells ``remove-cell`` (MyST-NB leaves them off the website) and the solution cells ``hide-input`` (folded there).
+``course publish`` cleans every notebook this way and points the injected ``results_path`` at the committed results
+JSON (``settle_injected_results_path``), so the committed notebooks stay free of machine paths, run folders and
+timestamps after each re-execution.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import os
@@ -99,7 +109,20 @@ RULES = (
     "takeaway_cell",
     "results_json_written",
     "quiet_run_logs",
+    "no_run_folder_injected",
+    "parameters_hidden",
+    "solutions_collapsed",
 )
+
+PARAMETER_TAGS = ("parameters", "injected-parameters")
+HIDDEN_TAG = "remove-cell"  # MyST-NB: the website shows neither the cell nor its outputs
+SOLUTION_TAG = "solution"
+COLLAPSED_TAG = "hide-input"  # MyST-NB: the code folded under a toggle, the outputs shown
+INJECTED_TAG = "injected-parameters"
+#: where a published notebook's results JSON lives, relative to notebooks/ (the folder a notebook executes in)
+PUBLISHED_RESULTS_PATH = "../results/reference/{stem}.json"
+# a value naming one run's folder, an absolute path or a home folder
+LOCAL_FOLDER = re.compile(r"(?:^|/)runs/|^/|^~")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -345,6 +368,53 @@ def quiet_run_logs(nb: dict) -> list[str]:
     return [f"{counts[key]} {what[key]}, at most {limit}" for key, limit in limits.items() if counts[key] > limit]
 
 
+def _tags(cell: dict) -> list[str]:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def _injected_cells(nb: dict) -> list[dict]:
+    return [cell for cell in nb["cells"] if INJECTED_TAG in _tags(cell)]
+
+
+def no_run_folder_injected(nb: dict) -> list[str]:
+    problems = []
+    for cell in _injected_cells(nb):
+        try:
+            tree = ast.parse(_text(cell.get("source", "")))
+        except SyntaxError as error:
+            problems.append(f"the injected cell cannot be parsed ({error.msg}): re-execute the notebook")
+            continue
+        problems += [
+            f"the injected cell names a local folder: {node.value!r} (course publish names the committed results)"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and LOCAL_FOLDER.search(node.value)
+        ]
+    return problems
+
+
+def parameters_hidden(nb: dict) -> list[str]:
+    shown = [i for i, cell in enumerate(nb["cells"]) if set(PARAMETER_TAGS) & set(_tags(cell))]
+    shown = [i for i in shown if HIDDEN_TAG not in _tags(nb["cells"][i])]
+    return [f"parameter cells {shown} are not tagged {HIDDEN_TAG!r} (clean-outputs adds it)"] if shown else []
+
+
+def solutions_collapsed(nb: dict) -> list[str]:
+    shown = [
+        i for i, cell in enumerate(nb["cells"]) if SOLUTION_TAG in _tags(cell) and COLLAPSED_TAG not in _tags(cell)
+    ]
+    return [f"solution cells {shown} are not tagged {COLLAPSED_TAG!r} (clean-outputs adds it)"] if shown else []
+
+
+def _tag_for_the_site(cell: dict) -> int:
+    """Add the tags that hide a parameter cell and fold a solution on the website; how many were added."""
+    wanted = [HIDDEN_TAG] if set(PARAMETER_TAGS) & set(_tags(cell)) else []
+    wanted += [COLLAPSED_TAG] if SOLUTION_TAG in _tags(cell) else []
+    missing = [tag for tag in wanted if tag not in _tags(cell)]
+    if missing:
+        cell.setdefault("metadata", {})["tags"] = [*_tags(cell), *missing]
+    return len(missing)
+
+
 def check_notebook(nb: dict) -> dict[str, list[str]]:
     """Every rule's problems for one notebook (as loaded by ``json.load`` or ``nbformat.read``)."""
     return {rule: globals()[rule](nb) for rule in RULES}
@@ -453,13 +523,45 @@ def clean_notebook(nb: dict, repo_roots: list[str] | None = None) -> tuple[dict,
         "widget_state_removed": bool(metadata.pop("widgets", None)),
         "run_metadata_removed": _remove_run_metadata(metadata, RUN_METADATA),
     }
+    report["site_tags_added"] = 0
     for cell in nb["cells"]:
         report["run_metadata_removed"] += _remove_run_metadata(cell.get("metadata", {}), CELL_RUN_METADATA)
+        report["site_tags_added"] += _tag_for_the_site(cell)
         if cell.get("cell_type") == "code":
             cell["outputs"], removed = _clean_outputs(cell.get("outputs", []), prefixes)
             report["outputs_removed"] += removed
     report["bytes_after"] = output_bytes(nb)
     return nb, report
+
+
+def settle_injected_results_path(nb: dict, stem: str) -> dict:
+    """A copy of ``nb`` whose injected ``results_path`` names the committed results JSON of notebook ``stem``
+    (:data:`PUBLISHED_RESULTS_PATH`) instead of the folder of the run that executed it: the same value for every
+    run, and where ``course publish`` puts the JSON. The printed outputs that name the run's copy
+    (``runs/<run>/results/<stem>.json``: the resolved configuration, "results written to …") name the committed one
+    too (``results/reference/<stem>.json``, relative to the repository root as they were printed)."""
+    nb = copy.deepcopy(nb)
+    published = json.dumps(PUBLISHED_RESULTS_PATH.format(stem=stem))
+    run_copy = re.compile(r"\bruns/[\w.+-]+/results/" + re.escape(stem) + r"\.json")
+    committed = PUBLISHED_RESULTS_PATH.format(stem=stem).removeprefix("../")
+    for cell in nb["cells"]:
+        if INJECTED_TAG in _tags(cell):
+            source = re.sub(
+                r"^results_path = .*$",
+                lambda _: f"results_path = {published}",
+                _text(cell.get("source", "")),
+                flags=re.M,
+            )
+            cell["source"] = _stored_like(source, cell.get("source"))
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                output["text"] = _stored_like(run_copy.sub(committed, _text(output.get("text", ""))), output["text"])
+    return nb
+
+
+def _stored_like(text: str, stored: Any) -> Any:
+    """``text`` in the form ``stored`` had: papermill and nbformat write a list of lines, a hand-made cell a string."""
+    return text.splitlines(keepends=True) if isinstance(stored, list) else text
 
 
 def write_notebook_atomically(nb: dict, path: Path, trailing_newline: bool = True) -> None:

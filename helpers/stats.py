@@ -41,6 +41,7 @@ __all__ = [
     "difference_record",
     "HIGHER_IS_BETTER",
     "PERCENT_METRICS",
+    "METRIC_LABELS",
 ]
 
 #: direction of every metric name the course's tables use (True: higher is better)
@@ -91,6 +92,33 @@ PERCENT_METRICS = frozenset(
     for name in HIGHER_IS_BETTER
     if name not in {"nll", "multilabel_nll", "brier", "multilabel_brier", "cohen_kappa"}
 )
+
+
+#: column headers in words for the metric keys of the tables (pass ``labels=METRIC_LABELS`` to the table builders)
+METRIC_LABELS: dict[str, str] = {
+    "accuracy": "accuracy",
+    "auroc_ovr": "AUROC (one-vs-rest)",
+    "macro_f1": "macro F1",
+    "cohen_kappa": "Cohen's κ",
+    "melanoma_recall": "melanoma recall",
+    "macro_auroc": "macro AUROC",
+    "map_per_class": "mAP@y",
+    "map_per_example": "mAP@x",
+    "hamming_loss": "Hamming loss",
+    "ece": "ECE",
+    "smooth_ece": "smooth ECE",
+    "adaptive_ece": "adaptive ECE",
+    "classwise_ece": "class-wise ECE",
+    "debiased_ece": "debiased ECE",
+    "mce": "MCE",
+    "nll": "NLL",
+    "brier": "Brier",
+    "multilabel_ece": "ECE (pooled)",
+    "multilabel_smooth_ece": "smooth ECE (pooled)",
+    "multilabel_brier": "Brier",
+    "multilabel_nll": "NLL",
+    "true_rms": "RMS error vs exact posteriors",
+}
 
 
 def seed_summary(values: Sequence[float]) -> dict[str, Any]:
@@ -186,13 +214,22 @@ def difference_record(result: PairedBootstrapResult) -> dict[str, Any]:
 
 
 def _scale_and_digits(
-    metric_name: str, scale: Mapping[str, float] | None, digits: Mapping[str, int] | None
+    metric_name: str,
+    scale: Mapping[str, float] | None,
+    digits: Mapping[str, int] | None,
+    labels: Mapping[str, str] | None = None,
 ) -> tuple[float, int, str]:
-    """(multiplier, decimals, column header) of one metric."""
+    """(multiplier, decimals, column header) of one metric; the header is the metric's key, or its label in
+    ``labels`` when given (then every metric needs one)."""
     percent = metric_name in PERCENT_METRICS
     factor = (scale or {}).get(metric_name, 100.0 if percent else 1.0)
     decimals = (digits or {}).get(metric_name, 1 if factor == 100.0 else 3)
-    return factor, decimals, f"{metric_name} (%)" if factor == 100.0 else metric_name
+    if labels is not None and metric_name not in labels:
+        raise ValueError(
+            f"no label for metric {metric_name!r} in labels; add one (stats.METRIC_LABELS has the course's metrics)"
+        )
+    name = labels[metric_name] if labels is not None else metric_name
+    return factor, decimals, f"{name} (%)" if factor == 100.0 else name
 
 
 def _metric_names(rows: Mapping[str, Mapping[str, Any]], columns: Sequence[str] | None) -> list[str]:
@@ -208,17 +245,19 @@ def summary_table(
     columns: Sequence[str] | None = None,
     scale: Mapping[str, float] | None = None,
     digits: Mapping[str, int] | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Rows = models, columns = metrics, cells "mean ± sd" over training seeds ("mean" alone for one seed).
 
     ``summaries`` is {model: {metric: seed_summary dict, or the list of per-seed values}} (:func:`seed_summaries`).
     Metrics in :data:`PERCENT_METRICS` are shown × 100 with 1 decimal and "(%)" in the header, the others as they
-    are with 3 decimals; ``scale`` / ``digits`` override per metric name.
+    are with 3 decimals; ``scale`` / ``digits`` override per metric name; ``labels`` (e.g. :data:`METRIC_LABELS`)
+    names the columns in words instead of by metric key.
     """
     names = _metric_names(summaries, columns)
     table = {}
     for name in names:
-        factor, decimals, header = _scale_and_digits(name, scale, digits)
+        factor, decimals, header = _scale_and_digits(name, scale, digits, labels)
         cells = []
         for model, row in summaries.items():
             if name not in row:
@@ -253,10 +292,11 @@ def difference_table(
     higher_is_better: Mapping[str, bool] | None = None,
     scale: Mapping[str, float] | None = None,
     digits: Mapping[str, int] | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> DifferenceTable:
     """Rows = models, columns = metrics, cells "Δ [low, high]" of (model − reference), suffixed "beats" or "worse"
     where the interval excludes 0 (better or worse in the metric's direction, :data:`HIGHER_IS_BETTER`, overridden
-    by ``higher_is_better``). ``differences`` comes from :func:`paired_differences`; scaling as in
+    by ``higher_is_better``). ``differences`` comes from :func:`paired_differences`; scaling and ``labels`` as in
     :func:`summary_table`. Returns the table, a note (reference, level, resamples, number of comparisons,
     degenerate resamples) and the number of comparisons."""
     names = _metric_names(differences, columns)
@@ -266,7 +306,7 @@ def difference_table(
         raise ValueError(f"no direction known for metric(s) {unknown}; pass higher_is_better={{name: True/False}}")
     table, n_resamples, degenerate, levels, n_flagged = {}, {}, {}, set(), 0
     for name in names:
-        factor, decimals, header = _scale_and_digits(name, scale, digits)
+        factor, decimals, header = _scale_and_digits(name, scale, digits, labels)
         cells = []
         for model, row in differences.items():
             result = row[name]

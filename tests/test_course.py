@@ -312,6 +312,39 @@ def test_publish_removes_the_machine_paths_and_times_of_the_execution(tmp_path, 
     assert [c.get("outputs") for c in nb["cells"]] == [c.get("outputs") for c in executed["cells"]]
 
 
+def test_publish_names_the_committed_results_json_in_the_injected_cell_and_hides_the_parameters(tmp_path, monkeypatch):
+    """Issue 16 item 5: papermill injects the executing run's folder ("../runs/s5-ref/…"); the published notebook
+    names the committed results JSON instead, the same for every run, and the website hides both parameter cells."""
+    from helpers import notebook_outputs
+
+    def executed_in_a_run_folder(nb):
+        for cell in nb["cells"]:
+            tags = cell["metadata"].get("tags", [])
+            cell["metadata"]["tags"] = [tag for tag in tags if tag != "remove-cell"]
+            if "injected-parameters" in tags:
+                cell["source"] = ["# Parameters\n", 'results_path = "../runs/s5-ref/results/03.json"\n']
+            for output in cell.get("outputs", []):  # runs load quietly (the committed 03 predates that)
+                if output.get("name") == "stdout":
+                    text = "".join(output["text"]).splitlines(keepends=True)
+                    output["text"] = [
+                        t
+                        for t in text
+                        if not notebook_outputs.RUN_LISTING_LINE.search(t) and notebook_outputs.STALE_MARK not in t
+                    ]
+
+    run, published = _reference_run(tmp_path, monkeypatch, executed_in_a_run_folder)
+    course.publish(run)
+    cells = json.loads(published.read_text(encoding="utf-8"))["cells"]
+    injected = [c for c in cells if "injected-parameters" in c["metadata"]["tags"]]
+    assert [c["source"] for c in injected] == [
+        ["# Parameters\n", 'results_path = "../results/reference/03_margin_based_label_smoothing.json"\n']
+    ]
+    hidden = [c for c in cells if "remove-cell" in c["metadata"].get("tags", [])]
+    assert len(hidden) == 2 and {"parameters", "injected-parameters"} <= {
+        t for c in hidden for t in c["metadata"]["tags"]
+    }
+
+
 def test_publish_refuses_a_notebook_that_breaks_an_output_rule(tmp_path, monkeypatch):
     def add_long_line(nb):
         code = next(c for c in nb["cells"] if c["cell_type"] == "code" and c.get("outputs"))

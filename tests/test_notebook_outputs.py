@@ -40,7 +40,7 @@ def good_notebook():
         "cells": [
             markdown(f"# 99 · A title\n\n{summary}\n\n**Licences.** DermaMNIST: CC BY-NC 4.0."),
             markdown("Outputs below: profile `quick`, data `dermamnist` (real DermaMNIST)."),
-            code('profile = "quick"', tags=["parameters"]),
+            code('profile = "quick"', tags=["parameters", "remove-cell"]),
             code(
                 "cfg = course.configure(...)", [stream("[99_x] profile 'quick', dataset 'dermamnist'; knobs: seed=0\n")]
             ),
@@ -55,7 +55,11 @@ def good_notebook():
                 ],
             ),
             markdown("## Takeaway\n\n* it works"),
-            code("course.save_results(cfg, results)", [stream("results written to runs/results/99_x.json\n")]),
+            code("course.save_results(cfg, results)", [stream("results written to runs/s5-ref/results/99_x.json\n")]),
+            code(
+                '# Parameters\nresults_path = "../results/reference/99_x.json"\nprofile = "quick"\n',
+                tags=["injected-parameters", "remove-cell"],
+            ),
         ],
     }
 
@@ -94,12 +98,17 @@ BROKEN = {
     ),
     "profile_and_data_named": lambda nb: nb["cells"].pop(1),
     "title_summary_licence": lambda nb: nb["cells"][0].update(source="# 99 · A title\n\nShort."),
-    "one_parameters_cell": lambda nb: nb["cells"][3]["metadata"].update(tags=["parameters"]),
+    "one_parameters_cell": lambda nb: nb["cells"][3]["metadata"].update(tags=["parameters", "remove-cell"]),
     "takeaway_cell": lambda nb: nb["cells"][5].update(source="## Summary\n\n* it works"),
     "results_json_written": lambda nb: nb["cells"][6].update(outputs=[]),
     "quiet_run_logs": lambda nb: nb["cells"][4]["outputs"].append(
         stream("CE, seed 0: stored run dermamnist/0123456789abcdef0123 (trained on cuda:0 in 45 s) (*)\n")
     ),
+    "no_run_folder_injected": lambda nb: nb["cells"][7].update(
+        source='# Parameters\nresults_path = "../runs/s5-ref/results/99_x.json"\nprofile = "quick"\n'
+    ),
+    "solutions_collapsed": lambda nb: nb["cells"].append(code("answer = 42", tags=["solution"])),
+    "parameters_hidden": lambda nb: nb["cells"][2]["metadata"].update(tags=["parameters"]),
 }
 
 
@@ -188,6 +197,45 @@ def test_image_data_is_not_read_for_paths_or_timestamps():
         }
     )
     assert rules.no_absolute_paths(nb) == [] and rules.no_timestamps(nb) == []
+
+
+def test_injected_values_naming_a_local_folder_are_flagged():
+    """Issue 16 item 5: the injected cell of a committed notebook names no folder of one run (runs/…), no absolute
+    path and no home folder; a repository-relative published path passes."""
+    for value in ("../runs/s5-ref/results/x.json", "runs/x.json", "/home/someone/x.json", "~/x.json"):
+        nb = good_notebook()
+        nb["cells"][7]["source"] = f'# Parameters\nresults_path = "{value}"\n'
+        assert rules.no_run_folder_injected(nb), value
+    nb = good_notebook()
+    nb["cells"][7]["source"] = "# Parameters\nresults_path = (\n"
+    assert "cannot be parsed" in rules.no_run_folder_injected(nb)[0]
+
+
+def test_publishing_names_the_results_json_in_the_repository_and_hides_the_parameter_cells():
+    nb = good_notebook()
+    for cell in nb["cells"]:
+        cell["metadata"]["tags"] = [t for t in cell["metadata"].get("tags", []) if t != "remove-cell"]
+    nb["cells"][7]["source"] = '# Parameters\nresults_path = "../runs/s5-ref/results/99_x.json"\nprofile = "quick"\n'
+    cleaned, _ = rules.clean_notebook(nb)
+    assert rules.parameters_hidden(cleaned) == [] and rules.parameters_hidden(nb) != []
+    published = rules.settle_injected_results_path(cleaned, "99_x")
+    assert published["cells"][7]["source"] == (
+        '# Parameters\nresults_path = "../results/reference/99_x.json"\nprofile = "quick"\n'
+    )
+    assert rules.check_notebook(published)["no_run_folder_injected"] == []
+    assert nb["cells"][7]["source"].count("runs/") == 1  # the input is left as it was
+    assert published["cells"][6]["outputs"][0]["text"] == "results written to results/reference/99_x.json\n"
+    assert rules.settle_injected_results_path(published, "99_x") == published
+
+
+def test_clean_folds_the_solutions_on_the_site_and_keeps_their_code():
+    nb = good_notebook()
+    nb["cells"].append(code("answer = 42", tags=["solution"]))
+    cleaned, report = rules.clean_notebook(nb)
+    assert rules.solutions_collapsed(nb) and rules.solutions_collapsed(cleaned) == []
+    assert cleaned["cells"][-1]["metadata"]["tags"] == ["solution", "hide-input"]
+    assert cleaned["cells"][-1]["source"] == "answer = 42" and report["site_tags_added"] == 1
+    assert rules.clean_notebook(cleaned)[1]["site_tags_added"] == 0
 
 
 def test_clean_removes_the_execution_paths_and_times_and_keeps_the_rest():

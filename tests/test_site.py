@@ -177,6 +177,84 @@ def test_page_loads_with_figures_and_typeset_math(browser, site_url, path):
     assert math["typeset"] == math["math"], f"{path}: {math['math'] - math['typeset']} formulas not typeset"
 
 
+NOTEBOOK_PAGES = [f"notebooks/{p.stem}.html" for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+
+# every DataFrame of a page: its cells whose text runs over more than one line (a cell spanning several rows aside),
+# whether it is a paired comparison (an index headed "vs <reference>", helpers.stats.difference_table), its width and
+# the width of the main column
+DATAFRAMES_JS = """() => {
+    const column = document.querySelector("article.bd-article").clientWidth;
+    return Array.from(document.querySelectorAll("article table.dataframe")).map(table => {
+        const wrapped = Array.from(table.querySelectorAll("th, td")).filter(cell => {
+            if (cell.rowSpan > 1) return false;
+            const style = getComputedStyle(cell);
+            const text = cell.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+            return text > 1.5 * parseFloat(style.lineHeight);
+        }).map(cell => cell.textContent.trim().slice(0, 40));
+        const comparison = Array.from(table.querySelectorAll("thead th")).some(th => /^vs /.test(th.textContent));
+        return {wrapped: wrapped, comparison: comparison, width: table.scrollWidth, column: column};
+    });
+}"""
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_PAGES)
+def test_tables_keep_each_cell_on_one_line_and_comparisons_fit_at_1440_px(browser, site_url, path):
+    """Issue 16 item 8: at a 1,440 px window the main column is wide (about 1,150 px, not 880 beside the page's
+    table of contents), no DataFrame cell wraps onto a second line, and every paired-comparison table fits the
+    column without scrolling sideways."""
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(f"{site_url}/{path}", wait_until="load")
+    tables = page.evaluate(DATAFRAMES_JS)
+    contents = page.locator(".bd-sidebar-secondary")
+    toc_hidden_until_asked = not contents.is_visible()
+    page.click("button.secondary-toggle")  # the "Contents" button opens the page's table of contents
+    toc_opens = contents.is_visible()
+    page.close()
+    assert tables and tables[0]["column"] >= 1100, f"{path}: main column {tables[0]['column'] if tables else '?'} px"
+    assert toc_hidden_until_asked and toc_opens
+    wrapped = [t["wrapped"] for t in tables if t["wrapped"]]
+    assert not wrapped, f"{path}: {len(wrapped)} tables wrap cells, e.g. {wrapped[0][:3]}"
+    too_wide = [t["width"] for t in tables if t["comparison"] and t["width"] > t["column"]]
+    assert not too_wide, f"{path}: comparison tables wider than the {tables[0]['column']} px column: {too_wide}"
+
+
+SOLUTIONS_JS = """() => Array.from(document.querySelectorAll("div.cell.tag_solution")).map(cell => {
+    const code = cell.querySelector(".cell_input pre");
+    const toggle = cell.querySelector("details.above-input");
+    return {folded: toggle !== null && !toggle.open, code_visible: code !== null && code.checkVisibility()};
+})"""
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_PAGES)
+def test_solutions_are_folded_until_the_reader_opens_them(browser, site_url, path):
+    """Issue 16 item 8: an exercise's solution cell (tagged ``solution``) shows its code only after a click."""
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(f"{site_url}/{path}", wait_until="load")
+    solutions = page.evaluate(SOLUTIONS_JS)
+    if solutions:
+        page.locator("div.cell.tag_solution details.above-input summary").first.click()
+        opened = page.evaluate(SOLUTIONS_JS)[0]
+    page.close()
+    if not solutions:
+        pytest.skip(f"{path} has no solution cell")
+    assert all(s["folded"] and not s["code_visible"] for s in solutions), f"{path}: {solutions}"
+    assert opened["code_visible"], f"{path}: the first solution did not open on a click"
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_PAGES)
+def test_the_parameter_cells_are_not_shown(site_url, path):
+    """Issue 16 item 5: neither the ``parameters`` cell nor papermill's injected cell reaches the website (a plain
+    check of the built HTML, no browser needed)."""
+    html = (SITE / path).read_text(encoding="utf-8")
+    assert "tag_parameters" not in html and "tag_injected-parameters" not in html
+    # the injected cell starts with "# Parameters"; the parameters cell assigns `profile = "…"` (the configure call
+    # passes `profile=profile`, no spaces)
+    assert "# Parameters" not in html
+    assert not re.search(r'<span class="n">profile</span>\s+<span class="o">=</span>\s+<span class="s2">', html)
+
+
 def test_next_and_previous_links_walk_the_course_in_order(browser, site_url):
     pages = site_pages()
     page = browser.new_page()

@@ -62,6 +62,20 @@ def test_paired_differences_are_paired_bootstraps_against_the_reference():
         stats.paired_differences(probs, labels, {"nll": M.nll}, "BCE")
 
 
+def test_tables_name_their_columns_in_words_when_given_labels():
+    """Issue 16 item 6: a notebook table shows "mAP@y (%)", not the metric key "map_per_class (%)"."""
+    summaries = {"BCE": {"map_per_class": [0.31, 0.33], "multilabel_brier": [0.0343, 0.0345]}}
+    table = stats.summary_table(summaries, labels=stats.METRIC_LABELS)
+    assert list(table.columns) == ["mAP@y (%)", "Brier"]
+    assert table.loc["BCE", "mAP@y (%)"] == "32.0 ± 1.4"
+    assert not [label for label in stats.METRIC_LABELS.values() if "_" in label]  # words, not keys
+    result = M.PairedBootstrapResult(0.01, -0.02, 0.03, 0.95, torch.zeros(4), 2, 2)
+    deltas = stats.difference_table({"SPA": {"map_per_class": result}}, "BCE", labels=stats.METRIC_LABELS).table
+    assert list(deltas.columns) == ["mAP@y (%)"]
+    with pytest.raises(ValueError, match="no label for metric"):
+        stats.summary_table(summaries, labels={"map_per_class": "mAP@y"})
+
+
 def test_summary_table_cells_and_headers():
     summaries = {
         "CE": {"ece": stats.seed_summary([0.05, 0.07]), "nll": [0.61, 0.65, 0.60]},
