@@ -91,7 +91,7 @@ BROKEN = {
         widgets={"application/vnd.jupyter.widget-state+json": {"state": {"a": {}}}}
     ),
     "outputs_size": lambda nb: nb["cells"][4]["outputs"].append(
-        {"output_type": "display_data", "metadata": {}, "data": {"image/png": "A" * 1_000_001}}
+        {"output_type": "display_data", "metadata": {}, "data": {"image/png": "A" * (rules.MAX_OUTPUT_BYTES + 1)}}
     ),
     "no_errors": lambda nb: nb["cells"][4]["outputs"].append(
         {"output_type": "error", "ename": "ValueError", "evalue": "bad", "traceback": ["ValueError: bad"]}
