@@ -6,8 +6,9 @@ Database and Benchmarks on Weakly-Supervised Classification and Localization of 
 This module checks that its folder is there (the section is skipped, and says so, where it is not: never a silent
 fall-back to synthetic data) and builds the section's one table: per loss read-out, macro AUROC, the pooled ECE
 (every (image, label) forecast in one reliability diagram), the per-label ECE and ACE (each label's own
-diagram, averaged over the 14 labels; ACE as in Neumann et al. 2018), mean ± sd over training seeds, and paired
-bootstrap intervals of the difference to BCE (:func:`helpers.stats.paired_differences`).
+diagram, averaged over the 14 labels; ACE as in Neumann et al. 2018), mean ± sd over training seeds, beside the
+constant-prevalence predictor, and paired bootstrap intervals of the difference to BCE
+(:func:`helpers.stats.paired_differences`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,13 @@ HEADERS = {
     "multilabel_average_calibration_error_per_label": "ACE/label (%)",
 }
 #: the differences to BCE the table prints (the results JSON keeps every metric's)
-SHOWN_DIFFERENCES = {"multilabel_ece": "Δ ECE pooled", "multilabel_ece_per_label": "Δ ECE/label"}
+SHOWN_DIFFERENCES = {
+    "macro_auroc": "Δ AUROC",
+    "multilabel_ece": "Δ ECE pooled",
+    "multilabel_ece_per_label": "Δ ECE/label",
+}
+#: the reference row: every image gets each label's training prevalence (calibrated on average, ranks nothing)
+CONSTANT = "constant prevalence"
 
 
 class XrayDataMissing(FileNotFoundError):
@@ -89,6 +96,18 @@ def test_probabilities(
             for readout, p in mla.probability_readouts(name, run.loss, run.test_logits).items():
                 probs.setdefault(readout, []).append(p)
     return probs
+
+
+def probabilities(
+    runs: Mapping[tuple[str, int], Any], bundle: Any, losses: Sequence[str], seeds: Sequence[int]
+) -> dict[str, list[torch.Tensor]]:
+    """:func:`test_probabilities` and the :data:`CONSTANT` row (one "seed"): a model that learnt only each label's
+    prevalence would sit there, so a trained model's ECE is read against it."""
+    prevalence = bundle.train.labels.float().mean(0)
+    return {
+        **test_probabilities(runs, losses, seeds),
+        CONSTANT: [prevalence.expand_as(bundle.test.labels).clone()],
+    }
 
 
 def xray_table(probs: Mapping[str, Sequence[torch.Tensor]], labels: torch.Tensor, n: int, seed: int) -> XrayTable:

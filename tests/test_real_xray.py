@@ -138,3 +138,15 @@ def test_run_facts_count_the_test_positives_of_each_label_and_the_line_names_the
     assert facts["split_sizes"] == {"train": 2, "val": 3, "test": 3}
     line = real_xray.facts_line(facts)
     assert "train / val / test 2 / 3 / 3" in line and line.endswith("a 2, b 1, hernia 0")
+
+
+def test_probabilities_add_the_constant_prevalence_row_from_the_training_labels():
+    from helpers import multilabel_analysis as mla
+
+    train_labels = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 0.0], [1.0, 1.0]])
+    test_labels = torch.zeros(3, 2)
+    bundle = SimpleNamespace(train=SimpleNamespace(labels=train_labels), test=SimpleNamespace(labels=test_labels))
+    runs = {("BCE", 0): SimpleNamespace(loss=mla.course_losses(["BCE"])["BCE"], test_logits=torch.zeros(3, 2))}
+    probs = real_xray.probabilities(runs, bundle, ["BCE"], [0])
+    assert list(probs) == ["BCE", real_xray.CONSTANT]
+    assert torch.equal(probs[real_xray.CONSTANT][0], torch.tensor([[0.75, 0.25]] * 3))
