@@ -14,6 +14,7 @@ constant-prevalence predictor, and paired bootstrap intervals of the difference 
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -29,6 +30,8 @@ XRAY_LOSSES = ("BCE", "focal", "ASL", "SPA", "SPA+LPR")
 #: data set name → its folder in the data directory
 FOLDERS = {"chestxray14": "ChestXray14"}
 REFERENCE = "BCE"
+#: metrics.macro_auroc's warning for a label with one class (directly, or summarised by a bootstrap)
+AUROC_SKIP_WARNING = r"(.*e\.g\.: )?macro_auroc: skipped \d+ label\(s\) with a single class present"
 
 #: the table's metrics, by the names :data:`helpers.stats.HIGHER_IS_BETTER` knows
 METRICS = {
@@ -110,21 +113,42 @@ def probabilities(
     }
 
 
-def xray_table(probs: Mapping[str, Sequence[torch.Tensor]], labels: torch.Tensor, n: int, seed: int) -> XrayTable:
-    """Mean ± sd over seeds of :data:`METRICS` per read-out, and paired intervals of each read-out − BCE."""
+def _single_class_labels(labels: torch.Tensor, class_names: Sequence[str]) -> list[str]:
+    counts = labels.sum(0)
+    return [name for name, count in zip(class_names, counts.tolist()) if count in (0, len(labels))]
+
+
+def xray_table(probs: Mapping[str, Sequence[torch.Tensor]], bundle: Any, n: int, seed: int) -> XrayTable:
+    """Mean ± sd over seeds of :data:`METRICS` per read-out on ``bundle``'s test split, and paired intervals of each
+    read-out − BCE.
+
+    Macro AUROC averages the labels whose test images hold both classes (``metrics.macro_auroc``). Its warning
+    about the others, repeated for every seed and resample, is replaced by one sentence of the printed note that
+    names the labels; every other warning passes."""
     if REFERENCE not in probs:
         raise ValueError(f"the table compares every read-out with {REFERENCE!r}, which is not among {list(probs)}")
-    summaries = stats.seed_summaries(probs, labels, METRICS)
-    differences = stats.paired_differences(probs, labels, METRICS, REFERENCE, n=n, seed=seed)
+    labels = bundle.test.labels
+    single_class = _single_class_labels(labels, bundle.class_names)
+    with warnings.catch_warnings():
+        if single_class:
+            warnings.filterwarnings("ignore", message=AUROC_SKIP_WARNING, category=RuntimeWarning)
+        summaries = stats.seed_summaries(probs, labels, METRICS)
+        differences = stats.paired_differences(probs, labels, METRICS, REFERENCE, n=n, seed=seed)
     table = stats.summary_table(summaries, list(METRICS)).set_axis(list(HEADERS.values()), axis=1)
     deltas = stats.difference_table(differences, REFERENCE, list(SHOWN_DIFFERENCES))
     for name, header in SHOWN_DIFFERENCES.items():
         column = deltas.table[f"{name} (%)"]
         table[f"{header} vs BCE (pp)"] = [column.get(model, "") for model in probs]
     seeds = len(next(iter(probs.values())))
+    auroc = (
+        f" Macro AUROC leaves out labels with one class in the test images ({', '.join(single_class)}; in a "
+        "resample also any other label that lost its positives)."
+        if single_class
+        else ""
+    )
     note = (
         f"{len(labels)} test images × {labels.shape[1]} labels; mean ± sd over {seeds} training seeds; 15 "
-        f"equal-width bins. {deltas.note}"
+        f"equal-width bins.{auroc} {deltas.note}"
     )
     record = {
         "n_test": len(labels),

@@ -81,10 +81,14 @@ def forecasts(seed, n=400, labels_count=4):
     return p, labels
 
 
+def labelled_split(labels):
+    return SimpleNamespace(test=SimpleNamespace(labels=labels), class_names=[f"l{t}" for t in range(labels.shape[1])])
+
+
 def test_the_table_measures_every_read_out_and_flags_a_miscalibrated_one_worse_than_bce():
     p, labels = forecasts(0)
     probs = {"BCE": [p, p.clone()], "focal": [p**0.4, p**0.4]}
-    result = real_xray.xray_table(probs, labels, n=200, seed=0)
+    result = real_xray.xray_table(probs, labelled_split(labels), n=200, seed=0)
     assert list(result.table.index) == ["BCE", "focal"]
     assert list(result.table.columns)[:4] == list(real_xray.HEADERS.values())
     pooled = result.record["models"]["focal"]["multilabel_ece"]
@@ -101,7 +105,7 @@ def test_the_table_measures_every_read_out_and_flags_a_miscalibrated_one_worse_t
 def test_the_table_needs_bce_as_its_reference():
     p, labels = forecasts(0)
     with pytest.raises(ValueError, match="'BCE'"):
-        real_xray.xray_table({"SPA": [p]}, labels, n=20, seed=0)
+        real_xray.xray_table({"SPA": [p]}, labelled_split(labels), n=20, seed=0)
 
 
 def test_test_probabilities_add_the_phi_read_outs_of_focal_and_asl():
@@ -150,3 +154,35 @@ def test_probabilities_add_the_constant_prevalence_row_from_the_training_labels(
     probs = real_xray.probabilities(runs, bundle, ["BCE"], [0])
     assert list(probs) == ["BCE", real_xray.CONSTANT]
     assert torch.equal(probs[real_xray.CONSTANT][0], torch.tensor([[0.75, 0.25]] * 3))
+
+
+def test_a_label_without_test_positives_is_named_once_in_the_note_instead_of_a_warning_per_resample():
+    p, labels = forecasts(0)
+    labels[:, 3] = 0  # like hernia in the shared sample's test split
+    probs = {"BCE": [p], "focal": [p**0.4]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = real_xray.xray_table(probs, labelled_split(labels), n=50, seed=0)
+    assert not [w for w in caught if "macro_auroc" in str(w.message)]
+    assert "one class in the test images (l3;" in result.note
+    expected = metrics.macro_auroc(p[:, :3], labels[:, :3])
+    assert result.record["models"]["BCE"]["macro_auroc"]["mean"] == pytest.approx(expected)
+
+
+def test_other_warnings_still_pass_while_the_table_is_computed(monkeypatch):
+    p, labels = forecasts(0)
+    labels[:, 3] = 0
+
+    def warning_metric(probs, labels):
+        warnings.warn("something else went wrong", RuntimeWarning, stacklevel=2)
+        return 0.0
+
+    monkeypatch.setitem(real_xray.METRICS, "multilabel_ece", warning_metric)
+    with pytest.warns(RuntimeWarning, match="something else went wrong"):
+        real_xray.xray_table({"BCE": [p], "SPA": [p]}, labelled_split(labels), n=20, seed=0)
+
+
+def test_with_both_classes_in_every_label_the_note_says_nothing_about_left_out_labels():
+    p, labels = forecasts(0)
+    result = real_xray.xray_table({"BCE": [p], "SPA": [p]}, labelled_split(labels), n=20, seed=0)
+    assert "leaves out" not in result.note
