@@ -24,6 +24,7 @@ import torch
 
 from helpers import data, metrics, stats
 from helpers import multilabel_analysis as mla
+from helpers.paths import display_path
 
 #: the losses the section trains (focal and ASL add their φ read-outs, notebook 07)
 XRAY_LOSSES = ("BCE", "focal", "ASL", "SPA", "SPA+LPR")
@@ -73,9 +74,11 @@ def require_folder(dataset: str, data_dir: str | None = None) -> Path:
     """The folder of :func:`folder`, or :class:`XrayDataMissing` saying where to put (or link) it."""
     path = folder(dataset, data_dir)
     if not path.is_dir():
+        shown = display_path(path)  # no folder of this machine in notebook outputs and results
         raise XrayDataMissing(
-            f"no {FOLDERS[dataset]} folder in the data directory ({path} is absent): link the shared sample there "
-            f"(ln -s <shared data>/{FOLDERS[dataset]} {path}) or pass data_dir; the real-X-ray section is skipped"
+            f"no {FOLDERS[dataset]} folder in the data directory ({shown} is absent): link the shared sample "
+            f"there (ln -s <shared data>/{FOLDERS[dataset]} {shown}) or pass data_dir; the real-X-ray section is "
+            "skipped"
         )
     return path
 

@@ -17,9 +17,14 @@ def test_require_folder_names_the_missing_folder_and_how_to_fix_it(tmp_path):
     assert real_xray.require_folder("chestxray14", str(tmp_path)) == tmp_path / "ChestXray14"
 
 
-def test_the_folder_follows_the_data_directory_environment(tmp_path, monkeypatch):
+def test_the_folder_follows_the_data_directory_environment_and_the_message_names_no_machine_folder(
+    tmp_path, monkeypatch
+):
     monkeypatch.setenv("CALIBMED_DATA_DIR", str(tmp_path))
     assert real_xray.folder("chestxray14") == tmp_path / "ChestXray14"
+    with pytest.raises(real_xray.XrayDataMissing) as missing:
+        real_xray.require_folder("chestxray14")
+    assert "$CALIBMED_DATA_DIR/ChestXray14 is absent" in str(missing.value) and str(tmp_path) not in str(missing.value)
 
 
 def test_an_unknown_dataset_is_refused():
