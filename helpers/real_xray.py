@@ -150,7 +150,8 @@ def xray_table(probs: Mapping[str, Sequence[torch.Tensor]], bundle: Any, n: int,
         else ""
     )
     note = (
-        f"{len(labels)} test images × {labels.shape[1]} labels; mean ± sd over {seeds} training seeds; 15 "
+        f"{len(labels)} test images × {labels.shape[1]} labels; mean ± sd over {seeds} training "
+        f"seed{'s' if seeds > 1 else ''}; 15 "
         f"equal-width bins.{auroc} {deltas.note}"
     )
     record = {
