@@ -649,7 +649,10 @@ def load_chestxray14(
     labels, disagreement_note = _chest_labels(lists, kept, entries, layout.label_file, label_disagreement)
     if disagreement_note:
         notes.append(disagreement_note)
-        print(f"ChestX-ray14: {disagreement_note.split(' (')[0]}; {label_disagreement!r} labels used (see describe()).")
+        summary = (
+            f"ChestX-ray14: {disagreement_note.split(' (')[0]}; {label_disagreement!r} labels used (see describe())."
+        )
+        print(textwrap.fill(summary, DESCRIBE_WIDTH))
     paths = {split: [present[lists[split][0][k]] for k in kept[split]] for split in SPLITS}
     images, cache_path = _decode_cached("chestxray14", root, paths, image_size, "L", cache, cache_dir)
     splits = {

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -348,10 +350,41 @@ def _declare_10(cfg: Any) -> None:
     multilabel_runs(cfg, load_bundle(cfg), selected_losses(cfg, RETRIEVAL_LOSSES))
 
 
+def xray_config(cfg: Any) -> Any:
+    """Notebook 11's configuration for its real-X-ray section: the ``xray_dataset`` at ``xray_image_size``, trained
+    ``xray_epochs`` epochs with the ``xray_seeds``; model, rate and batch size as the rest of the notebook."""
+    return dataclasses.replace(
+        cfg,
+        dataset=cfg.xray_dataset,
+        image_size=cfg.xray_image_size,
+        epochs=cfg.xray_epochs,
+        max_train=None,
+        extra={**cfg.extra, "seeds": list(cfg.xray_seeds)},
+    )
+
+
+def xray_runs(cfg: Any) -> tuple[Any, dict[tuple[str, int], experiments.TrainedRun]]:
+    """Notebook 11, last section: (bundle, runs) of ``cfg.xray_losses`` on the real X-rays (:func:`xray_config`).
+    Raises :class:`helpers.real_xray.XrayDataMissing` when the data folder is absent."""
+    from . import real_xray
+
+    real_xray.require_folder(cfg.xray_dataset, cfg.data_dir)
+    xray_cfg = xray_config(cfg)
+    bundle = load_bundle(xray_cfg)
+    return bundle, multilabel_runs(xray_cfg, bundle, cfg.xray_losses)
+
+
 def _declare_multilabel(cfg: Any) -> None:
+    from . import real_xray
+
     multilabel_runs(cfg, load_bundle(cfg), cfg.losses)
     if cfg.extra.get("independent_dataset"):
         multilabel_runs(cfg, load_bundle(cfg, cfg.independent_dataset), cfg.independent_losses)
+    if cfg.extra.get("xray_dataset"):
+        try:
+            xray_runs(cfg)
+        except real_xray.XrayDataMissing as missing:  # the section is skipped; say so where the runs are trained
+            warnings.warn(f"{cfg.notebook}: the real-X-ray runs are not declared: {missing}", stacklevel=2)
 
 
 #: notebook → the function that trains (or loads) every run it reads

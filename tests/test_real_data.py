@@ -336,6 +336,17 @@ def test_chestxray14_absent_images_are_skipped_and_counted_and_unlisted_ones_nam
     np.testing.assert_array_equal(bundle.train.labels.numpy(), np.stack(kept))
 
 
+def test_chestxray14_printed_lines_fit_a_notebook_output_line(tmp_path, capsys):
+    from helpers.notebook_outputs import MAX_LINE
+
+    root = tmp_path / "ChestXray14"
+    _chest_layout(root, absent=("00000002_000.png",), csv_overrides={"00000003_000.png": "Hernia|Mass"})
+    load_chestxray14(root, cache=False)
+    lines = capsys.readouterr().out.splitlines()
+    assert any("labels that differ" in line for line in lines)
+    assert max(len(line) for line in lines) <= MAX_LINE, lines
+
+
 def test_chestxray14_labels_are_checked_against_data_entry(tmp_path):
     root = tmp_path / "ChestXray14"
     written = _chest_layout(root, csv_overrides={"00000003_000.png": "Hernia|Mass"})
