@@ -389,6 +389,13 @@ def no_run_folder_injected(nb: dict) -> list[str]:
             for node in ast.walk(tree)
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and LOCAL_FOLDER.search(node.value)
         ]
+    recorded = nb.get("metadata", {}).get("papermill", {}).get("parameters", {})
+    problems += [
+        f"metadata.papermill.parameters.{name} names a local folder: {value!r} (course publish names the committed "
+        "results)"
+        for name, value in recorded.items()
+        if isinstance(value, str) and LOCAL_FOLDER.search(value)
+    ]
     return problems
 
 
@@ -539,7 +546,8 @@ def settle_injected_results_path(nb: dict, stem: str) -> dict:
     (:data:`PUBLISHED_RESULTS_PATH`) instead of the folder of the run that executed it: the same value for every
     run, and where ``course publish`` puts the JSON. The printed outputs that name the run's copy
     (``runs/<run>/results/<stem>.json``: the resolved configuration, "results written to …") name the committed one
-    too (``results/reference/<stem>.json``, relative to the repository root as they were printed)."""
+    too (``results/reference/<stem>.json``, relative to the repository root as they were printed), and so does
+    papermill's record of the injected values (``metadata.papermill.parameters``)."""
     nb = copy.deepcopy(nb)
     published = json.dumps(PUBLISHED_RESULTS_PATH.format(stem=stem))
     run_copy = re.compile(r"\bruns/[\w.+-]+/results/" + re.escape(stem) + r"\.json")
@@ -556,6 +564,9 @@ def settle_injected_results_path(nb: dict, stem: str) -> dict:
         for output in cell.get("outputs", []):
             if output.get("output_type") == "stream":
                 output["text"] = _stored_like(run_copy.sub(committed, _text(output.get("text", ""))), output["text"])
+    recorded = nb.get("metadata", {}).get("papermill", {}).get("parameters", {})
+    if "results_path" in recorded:  # papermill's record of the injected values
+        recorded["results_path"] = PUBLISHED_RESULTS_PATH.format(stem=stem)
     return nb
 
 

@@ -228,6 +228,23 @@ def test_publishing_names_the_results_json_in_the_repository_and_hides_the_param
     assert rules.settle_injected_results_path(published, "99_x") == published
 
 
+def test_papermills_record_of_the_injected_parameters_names_no_run_folder_either():
+    """papermill also records the injected values in metadata.papermill.parameters: publishing left the run's
+    folder there (results_path "../runs/ref-s6c/results/...") in every committed notebook."""
+    nb = good_notebook()
+    nb["cells"][7]["source"] = '# Parameters\nresults_path = "../runs/s5-ref/results/99_x.json"\n'
+    nb["metadata"]["papermill"] = {
+        "parameters": {"profile": "quick", "results_path": "../runs/s5-ref/results/99_x.json"}
+    }
+    assert any("metadata" in problem for problem in rules.no_run_folder_injected(nb))
+    published = rules.settle_injected_results_path(nb, "99_x")
+    assert published["metadata"]["papermill"]["parameters"] == {
+        "profile": "quick",
+        "results_path": "../results/reference/99_x.json",
+    }
+    assert rules.no_run_folder_injected(published) == []
+
+
 def test_clean_folds_the_solutions_on_the_site_and_keeps_their_code():
     nb = good_notebook()
     nb["cells"].append(code("answer = 42", tags=["solution"]))
