@@ -32,7 +32,7 @@ XRAY_LOSSES = ("BCE", "focal", "ASL", "SPA", "SPA+LPR")
 FOLDERS = {"chestxray14": "ChestXray14"}
 REFERENCE = "BCE"
 #: metrics.macro_auroc's warning for a label with one class (directly, or summarised by a bootstrap)
-AUROC_SKIP_WARNING = r"(.*e\.g\.: )?macro_auroc: skipped \d+ label\(s\) with a single class present"
+AUROC_SKIP_WARNING = r"(.*e\.g\.: )?macro_auroc: skipped \d+ label[(]s[)] with a single class present"
 
 #: the table's metrics, by the names :data:`helpers.stats.HIGHER_IS_BETTER` knows
 METRICS = {
