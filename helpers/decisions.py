@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from helpers import metrics, stats
+from helpers import class_focus, metrics, stats
 from helpers.metrics import PairedBootstrapResult, ReliabilityBins
 
 __all__ = [
@@ -68,7 +68,7 @@ DEFAULT_THRESHOLDS = np.round(np.linspace(0.01, 0.5, 50), 4)
 
 def has_class(class_names: Sequence[str], name: str) -> bool:
     """Whether the data set has a class called ``name`` (case-insensitive), e.g. "melanoma" in DermaMNIST."""
-    return name.lower() in (c.lower() for c in class_names)
+    return class_focus.class_index(class_names, name) is not None
 
 
 def class_index(class_names: Sequence[str], name_or_index: str | int) -> int:
@@ -82,13 +82,13 @@ def class_index(class_names: Sequence[str], name_or_index: str | int) -> int:
         return int(name_or_index)
     if not isinstance(name_or_index, str):
         raise TypeError(f"pass a class name (str) or index (int), got {type(name_or_index).__name__}")
-    lowered = [c.lower() for c in class_names]
-    if name_or_index.lower() not in lowered:
+    found = class_focus.class_index(class_names, name_or_index)
+    if found is None:
         raise ValueError(
             f"no class named {name_or_index!r} among {list(class_names)}; check has_class(...) first "
             "and skip the decision analysis on a data set without it"
         )
-    return lowered.index(name_or_index.lower())
+    return found
 
 
 def _check_threshold(threshold: float) -> float:
