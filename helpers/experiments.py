@@ -228,11 +228,6 @@ def stored_run_path(bundle: Any, key: str, root: str | os.PathLike | None = None
 # files
 
 
-def _atomic_write(path: Path, write) -> None:
-    """Write through ``write(file_object)`` atomically (:func:`helpers.atomic.write_atomically_with`)."""
-    atomic.write_atomically_with(path, write)
-
-
 def _state_bytes(loss: nn.Module) -> np.ndarray:
     """The loss's state for a stored run: ``loss.stored_state()`` where a loss keeps less than its whole state
     (CCL-Net: the dictionary, not the embedding network), else ``loss.state_dict()``."""
@@ -274,7 +269,7 @@ def save_stored_run(path: Path, run: TrainedRun, definition: dict[str, Any]) -> 
         "loss_state": _state_bytes(run.loss),
         "meta": _json_bytes(meta),
     }
-    _atomic_write(path, lambda file: np.savez_compressed(file, **arrays))
+    atomic.write_atomically_with(path, lambda file: np.savez_compressed(file, **arrays))
 
 
 class DamagedRunError(RuntimeError):
@@ -398,7 +393,7 @@ def _save_cached_run(path: Path, run: TrainedRun) -> None:
         "device": run.device,
         "software": run.software,
     }
-    _atomic_write(path, lambda file: torch.save(payload, file))
+    atomic.write_atomically_with(path, lambda file: torch.save(payload, file))
 
 
 class RunNotSavedWarning(UserWarning):

@@ -71,13 +71,6 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> Any:
 # files written atomically under content keys
 
 
-def write_bytes_atomically(path: Path, payload: bytes) -> None:
-    """The course's atomic write (:mod:`helpers.atomic`: a unique temporary name, the umask's permissions), with the
-    folder created first."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_bytes_atomically(path, payload)
-
-
 def keep_file(root: Path, relative: str, payload: bytes) -> str:
     """Put a file a task returned under ``root``: ``"kept"`` when written, ``"present"`` when the same bytes are
     already there (the node shares this folder, or a retried task sent it twice). A different file under the same
@@ -87,7 +80,7 @@ def keep_file(root: Path, relative: str, payload: bytes) -> str:
         raise ValueError(f"a task returned the file name {relative!r}; it must be relative to the store folder")
     if target.is_file() and target.read_bytes() == payload:
         return "present"
-    write_bytes_atomically(target, payload)
+    atomic.write_bytes_atomically(target, payload)  # a unique temporary name, the umask's permissions
     return "kept"
 
 
@@ -411,7 +404,7 @@ def run_grid(
         index, notebook = pending.pop(done)
         result = ray.get(done)
         for relative, payload in result["files"].items():
-            write_bytes_atomically(folders[index] / relative, payload)
+            atomic.write_bytes_atomically(folders[index] / relative, payload)
         row = dict(
             result["row"], results=str(folders[index] / "results" / f"{notebook.stem}.json"), host=result["host"]
         )
@@ -441,9 +434,7 @@ def run_grid(
 
 
 def _write_sweep_summary(out: Path, summary: list[dict[str, Any]], profile: str | None, started_at: float) -> None:
-    from .course import write_atomically
-
-    write_atomically(
+    atomic.write_text_atomically(
         out / "summary.json",
         json.dumps(
             {"profile": profile or "notebook defaults", "started_at": started_at, "engine": "ray", "points": summary},
@@ -461,5 +452,5 @@ def _write_sweep_summary(out: Path, summary: list[dict[str, Any]], profile: str 
         for entry in summary
         for row in entry["notebooks"]
     ]
-    write_atomically(out / "summary.md", "\n".join(lines) + "\n")
+    atomic.write_text_atomically(out / "summary.md", "\n".join(lines) + "\n")
     print(f"sweep summary: {out / 'summary.md'}")

@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers import course, experiments, suites  # noqa: E402
+from helpers import atomic, course, experiments, suites  # noqa: E402
 
 COMPARED = ("dataset", "image_size", "split_sizes", "data", "model", "config")
 COMPARED_LOSS = ("class", "state_keys", "extra_state")
@@ -62,7 +62,7 @@ def main() -> None:
         )
         arrays["meta"] = np.frombuffer(json.dumps(meta, allow_nan=False).encode(), dtype=np.uint8)
         target = folder / f"{planned.key}.npz"
-        experiments._atomic_write(target, lambda file, arrays=arrays: np.savez_compressed(file, **arrays))
+        atomic.write_atomically_with(target, lambda file, arrays=arrays: np.savez_compressed(file, **arrays))
         path.unlink()
 
 

@@ -48,7 +48,7 @@ def test_a_grid_value_that_is_no_folder_name_is_refused():
 def test_files_are_written_atomically_with_the_permissions_the_umask_gives(tmp_path, umask):
     previous = os.umask(umask)
     try:
-        scale.write_bytes_atomically(tmp_path / "a" / "run.npz", b"logits")
+        assert scale.keep_file(tmp_path, "a/run.npz", b"logits") == "kept"
     finally:
         os.umask(previous)
     assert (tmp_path / "a" / "run.npz").read_bytes() == b"logits"
@@ -57,9 +57,9 @@ def test_files_are_written_atomically_with_the_permissions_the_umask_gives(tmp_p
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary_file(tmp_path):
-    scale.write_bytes_atomically(tmp_path / "run.npz", b"old")
+    scale.keep_file(tmp_path, "run.npz", b"old")
     with pytest.raises(TypeError):
-        scale.write_bytes_atomically(tmp_path / "run.npz", "not bytes")
+        scale.keep_file(tmp_path, "run.npz", "not bytes")
     assert (tmp_path / "run.npz").read_bytes() == b"old" and len(list(tmp_path.iterdir())) == 1
 
 
