@@ -549,6 +549,10 @@ def _split_from_arrays(
     return Split(tensor, _labels_to_tensor(labels, path, f"{split}_labels", task, n_classes, len(tensor)))
 
 
+def _site_group(sites: tuple[str, ...]) -> str:
+    return "vienna" if set(sites) == set(isic2018.VIENNA_SITES) else "+".join(sites)
+
+
 def isic_site_split(
     bundle: DatasetBundle,
     train_sites: tuple[str, ...] = isic2018.VIENNA_SITES,
@@ -585,7 +589,12 @@ def isic_site_split(
     keep, held, stratified = isic2018.carve_validation(
         pool.labels.numpy(), pooled["lesion_id"].iloc[source].to_numpy(str), val_fraction, seed
     )
-    metadata = {"train": pooled.iloc[source[keep]], "val": pooled.iloc[source[held]], "test": pooled.iloc[target]}
+    test_set = f"{_site_group(train_sites)}_to_{_site_group(test_sites)}"
+    metadata = {
+        "train": pooled.iloc[source[keep]],
+        "val": pooled.iloc[source[held]],
+        "test": pooled.iloc[target].assign(test_set=test_set),
+    }
     note = (
         f"Site-shift split: train and validation from {', '.join(train_sites)} ({len(source):,} images, "
         f"validation {val_fraction:.0%} of their lesions, {_stratified(stratified)}, seed {seed}); test from "
@@ -604,6 +613,65 @@ def isic_site_split(
         notes=bundle.notes[:1] + [note],
         metadata=metadata,
     )
+
+
+#: name of the test images of :func:`isic_heldout_split` / :func:`isic_site_split` in ``metadata["test"]["test_set"]``
+IN_DISTRIBUTION = "in_distribution"
+ISIC_TEST = "isic2018_test"
+
+
+def isic_heldout_split(bundle: DatasetBundle, test_fraction: float = 0.15, seed: int = 0) -> DatasetBundle:
+    """An ``isic2018`` bundle whose test split holds two test sets, told apart by ``metadata["test"]["test_set"]``
+    (:func:`test_sets`): ``in_distribution``, ``test_fraction`` of the training lesions held out (by lesion,
+    stratified by class, seeded), and ``isic2018_test``, the official ISIC 2018 test images (other clinics and
+    devices). Training and validation are the bundle's, less the held-out lesions; every image has been through
+    the same decoding and resizing. Needs the lesion metadata (``HAM10000_metadata.csv``)."""
+    train_meta = None if bundle.metadata is None else bundle.metadata.get("train")
+    if train_meta is None or "lesion_id" not in train_meta.columns or (train_meta["lesion_id"] == "").any():
+        raise ValueError(
+            f"{bundle.name} has no lesion of every training image: load isic2018 with {isic2018.METADATA_FILE} "
+            "in its folder, so that held-out test lesions never share a lesion with training"
+        )
+    keep, held, stratified = isic2018.carve_validation(
+        bundle.train.labels.numpy(), train_meta["lesion_id"].to_numpy(str), test_fraction, seed
+    )
+    held_meta = train_meta.iloc[held].assign(test_set=IN_DISTRIBUTION)
+    shifted_meta = bundle.metadata["test"].assign(test_set=ISIC_TEST)
+    test = Split(
+        torch.cat([bundle.train.images[held], bundle.test.images]),
+        torch.cat([bundle.train.labels[held], bundle.test.labels]),
+    )
+    note = (
+        f"Two test sets: {len(held):,} held-out training images ({test_fraction:.0%} of the training lesions, "
+        f"{_stratified(stratified)}, seed {seed}) and the {len(bundle.test):,} ISIC 2018 test images."
+    )
+    return DatasetBundle(
+        name=f"{bundle.name}_heldout",
+        task=bundle.task,
+        class_names=list(bundle.class_names),
+        train=_take(bundle.train, keep),
+        val=bundle.val,
+        test=test,
+        source=bundle.source,
+        licence=bundle.licence,
+        image_size=bundle.image_size,
+        notes=bundle.notes + [note],
+        metadata={
+            "train": train_meta.iloc[keep],
+            "val": bundle.metadata["val"],
+            "test": pd.concat([held_meta, shifted_meta]),
+        },
+    )
+
+
+def test_sets(bundle: DatasetBundle, default: str = "test") -> dict[str, np.ndarray]:
+    """Test set name -> positions in ``bundle.test``: the ``test_set`` column of the test metadata when present
+    (:func:`isic_heldout_split`, :func:`isic_site_split`), else the whole split under ``default``."""
+    meta = None if bundle.metadata is None else bundle.metadata.get("test")
+    if meta is None or "test_set" not in meta.columns:
+        return {default: np.arange(len(bundle.test))}
+    names = meta["test_set"].to_numpy(str)
+    return {str(name): np.flatnonzero(names == name) for name in dict.fromkeys(names)}
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -116,6 +116,8 @@ RULES: dict[str, Rule] = {
     "smoothing_epsilons": list_of(PROBABILITY),
     "losses": list_of(text()),
     "independent_losses": list_of(text()),
+    "site_losses": list_of(text()),
+    "heldout_fraction": number(0.0, 1.0, above_minimum=True),
     "ccl_optimizer": text(),
     "sweep_recipe": text(),
     "overfit_model": text(),

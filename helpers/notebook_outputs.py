@@ -27,7 +27,25 @@ Rules (``check_notebook`` returns the problems per rule; ``tests/test_notebook_o
                               website does not show them (``clean_notebook`` adds the tag)
 ``solutions_collapsed``       every cell tagged ``solution`` is also tagged ``hide-input``: the website shows its code
                               folded under a "Show code cell source" toggle (``clean_notebook`` adds the tag)
+``main_flow_words``           at most ``MAX_MAIN_FLOW_WORDS`` words of main-flow markdown (``MAX_MAIN_FLOW_WORDS_00`` in
+                              notebook 00): prose inside an expert block (``<details>`` … ``</details>``) does not count
+``main_flow_cells``           no main-flow markdown cell over ``MAX_CELL_WORDS`` words
+``no_printed_lists``          no Python list or dict of strings printed as a result (``['a', 'b']``, ``{'a': …}``)
+``human_table_headers``       no raw key (``val_ece``, ``map_per_class (%)``) as a column or row header of a table
 ============================  ==========================================================================================
+
+**Two layers** (issue 16): the main flow is what a student reads in one sitting; expert material is folded. In
+markdown, an expert block is HTML that JupyterLab and the website both fold::
+
+    <details class="expert"><summary>For the expert: why the debiased ECE is not bootstrapped</summary>
+
+    Markdown and $math$ as anywhere else (the blank lines around it matter).
+
+    </details>
+
+A code cell whose output is expert material (a per-seed table, a robustness check) is tagged ``expert``:
+``clean_notebook`` adds ``hide-cell`` (the website folds source and outputs under one toggle) and JupyterLab's
+``source_hidden`` / ``outputs_hidden`` flags.
 
 ``clean_notebook`` (command line: ``python -m helpers.course clean-outputs``) only removes or rewrites what carries
 no result: tqdm redraws (the last one is kept as the one-line summary a headless run now prints), whitespace-only
@@ -112,7 +130,24 @@ RULES = (
     "no_run_folder_injected",
     "parameters_hidden",
     "solutions_collapsed",
+    "main_flow_words",
+    "main_flow_cells",
+    "no_printed_lists",
+    "human_table_headers",
 )
+
+MAX_MAIN_FLOW_WORDS = 2_500
+MAX_MAIN_FLOW_WORDS_00 = 1_800
+MAX_CELL_WORDS = 350
+EXPERT_TAG = "expert"
+EXPERT_SITE_TAG = "hide-cell"  # MyST-NB: source and outputs folded under one toggle
+EXPERT_BLOCK = re.compile(r"<details\b.*?</details>", re.DOTALL | re.IGNORECASE)
+WORD = re.compile(r"[^\W_](?:[\w'’-]*\w)?")
+# a Python list or dict of strings as repr() prints it: "['LS α=0.1 +4.4', …]", "{'ece': 0.1}"
+PRINTED_LIST = re.compile(r"[\[{(]\s*'[^'\n]*'\s*[,:]|[\[{]\s*\"[^\"\n]*\"\s*[,:]")
+# a header that is a snake_case key, alone or with a unit: "val_ece", "map_per_class (%)", "multilabel_brier"
+RAW_KEY = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?:\s*\([^)]*\))?$")
+TABLE_HEADER = re.compile(r"<th\b[^>]*>(.*?)</th>", re.DOTALL | re.IGNORECASE)
 
 PARAMETER_TAGS = ("parameters", "injected-parameters")
 HIDDEN_TAG = "remove-cell"  # MyST-NB: the website shows neither the cell nor its outputs
@@ -413,13 +448,88 @@ def solutions_collapsed(nb: dict) -> list[str]:
 
 
 def _tag_for_the_site(cell: dict) -> int:
-    """Add the tags that hide a parameter cell and fold a solution on the website; how many were added."""
+    """Add the tags that hide a parameter cell, fold a solution and fold an expert code cell on the website (and
+    the expert cell in JupyterLab); how many were added."""
     wanted = [HIDDEN_TAG] if set(PARAMETER_TAGS) & set(_tags(cell)) else []
     wanted += [COLLAPSED_TAG] if SOLUTION_TAG in _tags(cell) else []
+    expert = EXPERT_TAG in _tags(cell) and cell.get("cell_type") == "code"
+    wanted += [EXPERT_SITE_TAG] if expert else []
     missing = [tag for tag in wanted if tag not in _tags(cell)]
     if missing:
         cell.setdefault("metadata", {})["tags"] = [*_tags(cell), *missing]
+    if expert:
+        folded = cell.setdefault("metadata", {}).setdefault("jupyter", {})
+        changed = not (folded.get("source_hidden") and folded.get("outputs_hidden"))
+        folded.update(source_hidden=True, outputs_hidden=True)
+        return len(missing) + changed
     return len(missing)
+
+
+def _notebook_number(nb: dict) -> str | None:
+    title = _markdown(nb["cells"][0]) if nb.get("cells") else ""
+    found = re.match(r"#\s*(\d{2})\b", title)
+    return found.group(1) if found else None
+
+
+def main_flow_text(cell: dict) -> str:
+    """The markdown a student reads in the main flow: the cell's prose outside its expert blocks."""
+    if EXPERT_TAG in _tags(cell):
+        return ""
+    return EXPERT_BLOCK.sub(" ", _markdown(cell))
+
+
+def count_words(text: str) -> int:
+    """Words of markdown prose (math symbols and markup are not words; a number is)."""
+    return len(WORD.findall(re.sub(r"<[^>]+>|\]\([^)]*\)", " ", text)))
+
+
+def main_flow_word_counts(nb: dict) -> list[int]:
+    """Main-flow words of each cell (0 for code cells and expert material)."""
+    return [count_words(main_flow_text(cell)) for cell in nb.get("cells", [])]
+
+
+def main_flow_words(nb: dict) -> list[str]:
+    limit = MAX_MAIN_FLOW_WORDS_00 if _notebook_number(nb) == "00" else MAX_MAIN_FLOW_WORDS
+    total = sum(main_flow_word_counts(nb))
+    return (
+        [f"{total:,} words of main-flow markdown > {limit:,}: fold expert material into <details>"]
+        if total > limit
+        else []
+    )
+
+
+def main_flow_cells(nb: dict) -> list[str]:
+    return [
+        f"markdown cell {index} has {words} main-flow words > {MAX_CELL_WORDS}"
+        for index, words in enumerate(main_flow_word_counts(nb))
+        if words > MAX_CELL_WORDS
+    ]
+
+
+def no_printed_lists(nb: dict) -> list[str]:
+    return [
+        f"cell {index} prints a Python list or dict: {found.group()[:40]}…"
+        for index, _, kind, text in text_outputs(nb)
+        if kind in ("stdout", "text/plain")
+        for found in [PRINTED_LIST.search(text)]
+        if found
+    ]
+
+
+def table_headers(nb: dict) -> Iterator[tuple[int, str]]:
+    """(cell index, text) of every header cell of an HTML table in the outputs (pandas' DataFrames)."""
+    for index, _, kind, text in text_outputs(nb):
+        if kind == "text/html":
+            for header in TABLE_HEADER.findall(text):
+                yield index, re.sub(r"<[^>]+>", "", header).strip()
+
+
+def human_table_headers(nb: dict) -> list[str]:
+    return [
+        f"cell {index}: table header {header!r} is a raw key"
+        for index, header in table_headers(nb)
+        if RAW_KEY.match(header)
+    ]
 
 
 def check_notebook(nb: dict) -> dict[str, list[str]]:

@@ -387,6 +387,31 @@ def _declare_multilabel(cfg: Any) -> None:
             warnings.warn(f"{cfg.notebook}: the real-X-ray runs are not declared: {missing}", stacklevel=2)
 
 
+def shift_bundles(cfg: Any) -> dict[str, Any]:
+    """Notebook 12's two training sets, from one ``isic2018`` load (one decoding and resizing pipeline):
+    ``ham10000`` (:func:`helpers.data.isic_heldout_split`: tested on held-out lesions and on the ISIC 2018 test set)
+    and ``sites`` (:func:`helpers.data.isic_site_split`: trained at the Vienna sites, tested at Rosendahl)."""
+    bundle = load_bundle(cfg)
+    return {
+        "ham10000": data.isic_heldout_split(bundle, cfg.heldout_fraction, seed=cfg.seed),
+        "sites": data.isic_site_split(bundle, seed=cfg.seed),
+    }
+
+
+@summarised
+def shift_runs(cfg: Any, bundles: dict[str, Any]) -> dict[str, dict[RunKey, experiments.TrainedRun]]:
+    """Notebook 12: the multi-class runs of ``cfg.losses`` on ``bundles["ham10000"]`` and of ``cfg.site_losses``
+    on ``bundles["sites"]``, both recipes, every seed."""
+    return {
+        "ham10000": multiclass_runs(cfg, bundles["ham10000"], cfg.losses),
+        "sites": multiclass_runs(cfg, bundles["sites"], cfg.site_losses),
+    }
+
+
+def _declare_12(cfg: Any) -> None:
+    shift_runs(cfg, shift_bundles(cfg))
+
+
 #: notebook → the function that trains (or loads) every run it reads
 DECLARED_RUNS: dict[str, Callable[[Any], None]] = {
     "01_measuring_calibration": _declare_multiclass(("cross-entropy",)),
@@ -399,6 +424,7 @@ DECLARED_RUNS: dict[str, Callable[[Any], None]] = {
     "09_ldace_and_label_dependencies": _declare_09,
     "10_multilabel_retrieval": _declare_10,
     "11_multilabel_comparison": _declare_multilabel,
+    "12_dataset_shift": _declare_12,
 }
 
 

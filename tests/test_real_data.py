@@ -257,6 +257,39 @@ def test_isic_site_split_trains_on_some_sites_and_tests_on_another(tmp_path):
         data.isic_site_split(plain)
 
 
+def test_isic_heldout_split_holds_out_whole_lesions_beside_the_isic_test_images(tmp_path):
+    root = tmp_path / "ISIC2018"
+    frame, _ = _ham_layout(root, lesions_per_class=6, sites=("vidir_molemax", "rosendahl"))
+    bundle = load_isic2018(root, image_size=8, cache_dir=tmp_path / "cache")
+    heldout = data.isic_heldout_split(bundle, test_fraction=0.25, seed=3)
+    sets = data.test_sets(heldout)
+    assert list(sets) == [data.IN_DISTRIBUTION, data.ISIC_TEST]
+    assert len(sets[data.ISIC_TEST]) == len(bundle.test)
+    assert len(heldout.train) + len(sets[data.IN_DISTRIBUTION]) == len(bundle.train)
+    held = heldout.metadata["test"].iloc[sets[data.IN_DISTRIBUTION]]
+    assert not set(held["lesion_id"]) & set(heldout.metadata["train"]["lesion_id"])
+    assert heldout.test.labels[sets[data.IN_DISTRIBUTION]].tolist() == [DX.index(dx) for dx in held["dx"]]
+    assert torch.equal(heldout.test.images[sets[data.ISIC_TEST]], bundle.test.images)
+    assert torch.equal(heldout.val.images, bundle.val.images)
+    again = data.isic_heldout_split(bundle, test_fraction=0.25, seed=3)
+    assert list(again.metadata["test"].index) == list(heldout.metadata["test"].index)
+    plain = load_isic2018(root, image_size=8, cache_dir=tmp_path / "cache")
+    plain.metadata = None
+    with pytest.raises(ValueError, match="no lesion of every training image"):
+        data.isic_heldout_split(plain)
+
+
+def test_test_sets_name_the_site_split_and_default_to_the_whole_split(tmp_path):
+    root = tmp_path / "ISIC2018"
+    _ham_layout(root, lesions_per_class=6, sites=("vidir_molemax", "vidir_modern", "rosendahl"))
+    bundle = load_isic2018(root, image_size=8, cache_dir=tmp_path / "cache")
+    shifted = data.isic_site_split(bundle)
+    assert {name: len(index) for name, index in data.test_sets(shifted).items()} == {
+        "vienna_to_rosendahl": len(shifted.test)
+    }
+    assert list(data.test_sets(bundle, default="all")) == ["all"]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # ChestX-ray14: tiny layouts
 # ---------------------------------------------------------------------------------------------------------------
