@@ -93,13 +93,20 @@ class RunConfig:
             for k, v in asdict(self).items()
             if k not in ("notebook", "profile", "dataset", "extra")
         }
-        knobs = [f"{k}={v!r}" for k, v in shown.items()] + [f"{k}={v!r}" for k, v in self.extra.items()]
+        knobs = [f"{k}={_knob_text(v)}" for k, v in {**shown, **self.extra}.items()]
         head = f"[{self.notebook}] profile {self.profile!r}, dataset {self.dataset!r}; knobs: "
         return "\n".join(
             textwrap.wrap(
                 head + ", ".join(knobs), width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
             )
         )
+
+
+def _knob_text(value: Any) -> str:
+    """A knob's value as the configuration line shows it: lists as [a, b] (no Python quotes), the rest as repr."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(item) for item in value) + "]"
+    return repr(value)
 
 
 def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile: str, **knobs: Any) -> RunConfig:

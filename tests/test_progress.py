@@ -208,3 +208,13 @@ def test_the_runner_injects_a_results_path_relative_to_where_the_notebook_runs(t
     relative = injected.split('results_path = \\"', 1)[1].split('\\"', 1)[0]
     assert not relative.startswith("/")
     assert (tmp_path / "notebooks" / relative).resolve() == (tmp_path / "results" / "00_start_here.json").resolve()
+
+
+def test_configure_prints_list_knobs_without_python_quotes(capsys):
+    profiles = {name: dict(PROFILES[name], losses=["cross-entropy", "LS"]) for name in PROFILES}
+    course.configure("01_measuring_calibration", profiles, profile="quick")
+    out = capsys.readouterr().out
+    assert "losses=[cross-entropy, LS]" in out
+    from helpers import notebook_outputs
+
+    assert not notebook_outputs.PRINTED_LIST.search(out)
