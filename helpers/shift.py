@@ -57,6 +57,7 @@ TS = " + TS"
 #: the post-hoc maps notebook 12 applies to cross-entropy, by the suffix of the model's name
 PRIOR_EM = " + TS + prior (EM)"
 PRIOR_TRUE = " + TS + prior (true)"
+PRIOR_EM_VS = " + vector scaling + prior (EM)"
 ORACLE_TS = " + TS fitted on the test set"
 
 
@@ -148,7 +149,8 @@ def model_probabilities(
     ``runs`` maps (recipe, loss, seed) to a trained run (:func:`helpers.suites.shift_runs`). Models, named
     ``"<recipe>/<model>"``: each loss raw and + TS (fitted on the ``calibration`` part of validation); for
     cross-entropy also + vector scaling, + isotonic, + TS + prior (EM) (:func:`em_target_prior` on each test set's
-    images, no labels), + TS + prior (true) (the test set's own class frequencies: an oracle) and + TS fitted on
+    images, no labels), + vector scaling + prior (EM) (per-class biases first, as Alexandari et al. recommend),
+    + TS + prior (true) (the test set's own class frequencies: an oracle) and + TS fitted on
     the test set (:func:`crossfit_temperature`: an oracle). The source prior is the training split's. Returns
     ({test set: {model: one tensor per seed}}, {"temperatures": …, "em_priors": …}) for the results JSON."""
     sets = data.test_sets(bundle)
@@ -180,6 +182,10 @@ def model_probabilities(
             prior, _ = em_target_prior(scaled[index], source)
             em_priors.setdefault(key, {}).setdefault(name, []).append(prior.tolist())
             add.setdefault(key + PRIOR_EM, []).append(adjust_to_prior(scaled[index], source, prior))
+            vector = add[key + " + vector scaling"][-1]
+            vector_prior, _ = em_target_prior(vector, source)
+            em_priors.setdefault(key + " + vector scaling", {}).setdefault(name, []).append(vector_prior.tolist())
+            add.setdefault(key + PRIOR_EM_VS, []).append(adjust_to_prior(vector, source, vector_prior))
             true_prior = class_prior(y_test[index], bundle.n_classes).clamp_min(1e-6)
             add.setdefault(key + PRIOR_TRUE, []).append(adjust_to_prior(scaled[index], source, true_prior))
             oracle, fitted = crossfit_temperature(run.test_logits[index], y_test[index], seed=seed)
@@ -236,20 +242,20 @@ def prior_estimate_table(
     set_labels: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """One class's prior (%) per test set: its share in training, its true share in the test set, and EM's
-    estimate from the unlabelled test images (mean ± sd over seeds), per "<recipe>/<model>"."""
+    estimate from the unlabelled test images (mean ± sd over seeds), per model (for one recipe)."""
     k = list(class_names).index(class_name)
     rows = {}
     for model, by_set in em_priors.items():
         for name, priors in by_set.items():
             summary = stats.seed_summary([100 * p[k] for p in priors])
             true_share = 100 * float(class_prior(labels[name], len(class_names))[k])
-            rows[(model.split("/", 1)[0], (set_labels or {}).get(name, name))] = {
+            rows[(model.split("/", 1)[-1], (set_labels or {}).get(name, name))] = {
                 f"{class_name}, training (%)": round(100 * source_prior[k], 1),
                 f"{class_name}, test set (%)": round(true_share, 1),
                 "EM estimate (%)": f"{summary['mean']:.1f}" + (f" ± {summary['sd']:.1f}" if summary["sd"] else ""),
             }
     frame = pd.DataFrame.from_dict(rows, orient="index")
-    frame.index = pd.MultiIndex.from_tuples(frame.index, names=["recipe", "test set"])
+    frame.index = pd.MultiIndex.from_tuples(frame.index, names=["EM on the outputs of", "test set"])
     return frame
 
 

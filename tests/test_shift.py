@@ -109,6 +109,7 @@ def test_model_probabilities_cover_every_model_and_test_set():
     models = probs["isic2018_test"]
     assert "well-regularised/LS α=0.1 + TS" in models and "well-regularised/cross-entropy + TS + prior (EM)" in models
     assert "well-regularised/LS α=0.1 + TS + prior (EM)" not in models
+    assert "well-regularised/cross-entropy + vector scaling + prior (EM)" in models
     assert all(len(seeds) == 2 and seeds[0].shape == (60, 3) for seeds in models.values())
     assert set(extra["temperatures"]["well-regularised/cross-entropy"]) == {
         "validation",
@@ -179,4 +180,4 @@ def test_temperature_and_prior_tables_summarise_over_seeds():
     priors = shift.prior_estimate_table(
         {"r/CE": {"b": [[0.2, 0.8], [0.3, 0.7]]}}, {"b": torch.tensor([0, 1, 1, 1])}, ["mel", "nv"], "mel", [0.1, 0.9]
     )
-    assert priors.loc[("r", "b")].tolist() == [10.0, 25.0, "25.0 ± 7.1"]
+    assert priors.loc[("CE", "b")].tolist() == [10.0, 25.0, "25.0 ± 7.1"]

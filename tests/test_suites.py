@@ -183,3 +183,13 @@ def test_suites_train_fails_clearly_when_a_trained_run_cannot_be_stored(tmp_path
     monkeypatch.setattr(suites, "_pending", [planned])
     with pytest.warns(experiments.RunNotSavedWarning), pytest.raises(OSError, match=rf"ce: trained.*{key}.npz"):
         suites._train_planned(0)
+
+
+def test_shift_recipes_default_to_both_and_refuse_an_unknown_name():
+    cfg = tiny_config()
+    assert suites.shift_recipes(cfg) == list(suites.RECIPE_NAMES)
+    cfg.extra["recipes"] = ["well-regularised"]
+    assert suites.shift_recipes(cfg) == ["well-regularised"]
+    cfg.extra["recipes"] = ["over-fitted"]
+    with pytest.raises(ValueError, match=r"unknown recipe\(s\) \['over-fitted'\]"):
+        suites.shift_recipes(cfg)
