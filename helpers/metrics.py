@@ -953,6 +953,10 @@ def paired_bootstrap(
     callable), calls the metric on each replicate: n × (seeds of a + seeds of b) calls (relplot's smooth ECE
     takes about 30 ms per call, so about 3 minutes for n = 1000 and 3 + 3 seeds; pass a smaller n for it).
     The resamples are evaluated with one torch CPU thread (faster here, see ``_one_cpu_thread``).
+
+    The course's difference helpers (:func:`helpers.stats.paired_differences`, :func:`helpers.stats.paired_comparisons`)
+    do not call this for the metrics of ``helpers.stats.POINT_ESTIMATE_ONLY`` (the debiased ECE, whose n_b − 1
+    correction assumes distinct samples while a resample repeats images): they report its point estimate only.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise ValueError(f"n (number of bootstrap resamples) must be an integer >= 2, got {n!r}")
