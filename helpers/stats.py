@@ -53,6 +53,8 @@ __all__ = [
     "POINT_ESTIMATE_ONLY",
     "point_estimate_only",
     "has_interval",
+    "per_seed_table",
+    "median_seed",
 ]
 
 #: direction of every metric name the course's tables use (True: higher is better)
@@ -129,6 +131,9 @@ METRIC_LABELS: dict[str, str] = {
     "multilabel_brier": "Brier",
     "multilabel_nll": "NLL",
     "true_rms": "RMS error vs exact posteriors",
+    "confidence_minus_accuracy": "confidence − accuracy",
+    "mean_confidence": "mean confidence",
+    "median_distance": "median logit distance",
 }
 
 
@@ -314,6 +319,45 @@ def summary_table(
             cells.append(cell)
         table[header] = cells
     return pd.DataFrame(table, index=pd.Index(list(summaries), name="model"))
+
+
+def per_seed_table(
+    summaries: Mapping[str, Mapping[str, Any]],
+    columns: Sequence[str],
+    seeds: Sequence[int],
+    scale: Mapping[str, float] | None = None,
+    digits: Mapping[str, int] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
+    """One row per (model, training seed), columns = metrics: the values behind the "mean ± sd" cells of
+    :func:`summary_table` (same scaling, decimals and ``labels``). A model with one value (no seeds, e.g. the
+    constant predictor) is left out. For an expert block: with several models it has more than 12 rows."""
+    rows, index = [], []
+    for model, row in summaries.items():
+        values = {
+            name: row[name]["per_seed"] if isinstance(row[name], Mapping) else list(row[name]) for name in columns
+        }
+        if any(len(v) != len(seeds) for v in values.values()):
+            continue
+        for position, seed in enumerate(seeds):
+            cells = {}
+            for name in columns:
+                factor, decimals, header = _scale_and_digits(name, scale, digits, labels)
+                cells[header] = f"{factor * values[name][position]:.{decimals}f}"
+            rows.append(cells)
+            index.append((model, seed))
+    if not rows:
+        raise ValueError(f"no model has one value per seed for seeds {list(seeds)}")
+    return pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(index, names=["model", "seed"]))
+
+
+def median_seed(per_seed: Sequence[float]) -> int:
+    """The position of the seed whose value is the median (the lower median for an even count): the typical seed
+    to plot, rather than the first one."""
+    if not per_seed:
+        raise ValueError("median_seed needs at least one value")
+    order = sorted(range(len(per_seed)), key=lambda position: (per_seed[position], position))
+    return order[(len(order) - 1) // 2]
 
 
 class DifferenceTable(NamedTuple):

@@ -180,3 +180,23 @@ def test_the_debiased_ece_is_a_point_estimate_only_in_every_difference_helper():
     record = stats.difference_record(differences["worse"]["debiased_ece"])
     assert record["low"] is None and record["high"] is None and record["n_resamples"] == 0
     assert record["estimate"] == estimate
+
+
+def test_per_seed_table_lists_each_seed_with_the_summary_tables_format():
+    summaries = {
+        "CE": {"ece": stats.seed_summary([0.019, 0.016, 0.015]), "nll": [0.623, 0.619, 0.621]},
+        "prior": {"ece": [0.001], "nll": [1.133]},
+    }
+    table = stats.per_seed_table(summaries, ["ece", "nll"], [0, 1, 2], labels=stats.METRIC_LABELS)
+    assert list(table.columns) == ["ECE (%)", "NLL"] and list(table.index) == [("CE", 0), ("CE", 1), ("CE", 2)]
+    assert table.loc[("CE", 1), "ECE (%)"] == "1.6" and table.loc[("CE", 2), "NLL"] == "0.621"
+    with pytest.raises(ValueError, match="no model has one value per seed"):
+        stats.per_seed_table({"prior": summaries["prior"]}, ["ece"], [0, 1, 2])
+
+
+def test_median_seed_is_the_typical_seed():
+    assert stats.median_seed([0.063, 0.141, 0.129]) == 2  # 02's focal loss: seed 0 is the unusual one
+    assert stats.median_seed([0.3, 0.1, 0.2, 0.4]) == 2  # lower median of an even count
+    assert stats.median_seed([0.5]) == 0
+    with pytest.raises(ValueError):
+        stats.median_seed([])
