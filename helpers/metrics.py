@@ -92,6 +92,7 @@ __all__ = [
     "map_per_class",
     "map_per_example",
     "accuracy",
+    "confidence_minus_accuracy",
     "macro_f1",
     "cohen_kappa",
     "jaccard",
@@ -406,6 +407,13 @@ def accuracy(probs: Any, labels: Any) -> float:
     """Top-1 accuracy (sklearn ``accuracy_score`` of argmax predictions)."""
     y, prediction = _decisions(probs, labels)
     return float(sk_metrics.accuracy_score(y, prediction))
+
+
+def confidence_minus_accuracy(probs: Any, labels: Any) -> float:
+    """Mean top-label confidence minus top-1 accuracy: positive for an over-confident model, negative for an
+    under-confident one (the sign that the ECE, an average of absolute gaps, hides)."""
+    p, y = _multiclass_inputs(probs, labels)
+    return float(p.max(dim=1).values.to(torch.float64).mean()) - accuracy(p, y)
 
 
 def macro_f1(probs: Any, labels: Any) -> float:
