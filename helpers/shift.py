@@ -81,7 +81,7 @@ def adjust_to_prior(probs: Any, source_prior: Any, target_prior: Any) -> torch.T
 
 
 def em_target_prior(
-    probs: Any, source_prior: Any, max_iter: int = 1000, tol: float = 1e-10
+    probs: Any, source_prior: Any, max_iter: int = 10_000, tol: float = 1e-6
 ) -> tuple[torch.Tensor, int]:
     """Saerens et al. (2002), eqs. 2.9–2.10: the maximum-likelihood class prior of unlabelled images with source
     probabilities ``probs`` (N, K), by EM from ``source_prior``; returns (prior, iterations). Stops when no class's
@@ -180,7 +180,7 @@ def model_probabilities(
             for suffix, calibrator in extra.items():
                 add.setdefault(key + suffix, []).append(calibrator.transform(run.test_logits[index]).double())
             prior, _ = em_target_prior(scaled[index], source)
-            em_priors.setdefault(key, {}).setdefault(name, []).append(prior.tolist())
+            em_priors.setdefault(key + TS, {}).setdefault(name, []).append(prior.tolist())
             add.setdefault(key + PRIOR_EM, []).append(adjust_to_prior(scaled[index], source, prior))
             vector = add[key + " + vector scaling"][-1]
             vector_prior, _ = em_target_prior(vector, source)
