@@ -208,3 +208,13 @@ def test_the_runner_injects_a_results_path_relative_to_where_the_notebook_runs(t
     relative = injected.split('results_path = \\"', 1)[1].split('\\"', 1)[0]
     assert not relative.startswith("/")
     assert (tmp_path / "notebooks" / relative).resolve() == (tmp_path / "results" / "00_start_here.json").resolve()
+
+
+def test_describe_prints_a_list_of_names_without_python_quotes(capsys):
+    from helpers import notebook_outputs
+
+    profiles = {name: {**values, "losses": ["BCE", "focal"], "grid": [0.1, 0.2]} for name, values in PROFILES.items()}
+    course.configure("01_measuring_calibration", profiles, profile="quick")
+    out = capsys.readouterr().out
+    assert "losses=[BCE, focal]" in out and "grid=[0.1, 0.2]" in out
+    assert not notebook_outputs.PRINTED_LIST.search(out)
