@@ -12,7 +12,9 @@ calibration.
 * :func:`answer_table` -- the primary question's table: paired differences to a reference model on calibration
   and ranking metrics, and an "answer" column (better calibrated without worse ranking?).
 * :func:`per_label_view` -- per label: prevalence, mean forecast, 15-bin ECE, so that a reader sees what the pooled
-  diagram averages away.
+  diagram averages away; :func:`query_level_error` -- calibration of each image's predicted number of findings;
+  :func:`calibration_levels` -- pooled, per-label and query-level errors side by side.
+* :func:`summarise` -- mean ± sd over training seeds of every metric, with the pooled smooth ECE (point estimates).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ __all__ = [
     "answer_table",
     "answer_record",
     "per_label_view",
+    "query_level_error",
+    "calibration_levels",
+    "summarise",
 ]
 
 #: the metrics of the comparison tables, by the names :data:`helpers.stats.HIGHER_IS_BETTER` knows
@@ -210,3 +215,55 @@ def per_label_view(
         index=pd.Index(list(class_names), name="finding"),
     )
     return frame.round(2)
+
+
+def query_level_error(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = 10) -> float:
+    """Calibration at the level of the image (the query): the images sorted by their predicted number of findings
+    Σ_t η̂_t and cut into ``n_bins`` equal-mass bins; the error is Σ_b (n_b / N) |mean predicted count − mean
+    observed count Σ_t y_t| in findings per image. Calibrated marginals give 0 in expectation; a model can be
+    calibrated pooled and per label and still put too many findings on some images and too few on others."""
+    predicted = probs.double().sum(1)
+    observed = labels.double().sum(1)
+    order = torch.argsort(predicted, stable=True)
+    chunks = torch.tensor_split(order, n_bins)
+    n = predicted.numel()
+    return float(sum(len(c) / n * abs(predicted[c].mean() - observed[c].mean()) for c in chunks if len(c)))
+
+
+def calibration_levels(
+    probs: Mapping[str, Sequence[torch.Tensor]], labels: torch.Tensor, models: Sequence[str]
+) -> pd.DataFrame:
+    """Rows = ``models``; the pooled and per-label 15-bin ECE and ACE (percent) and the query-level error
+    (findings per image), each the mean over the model's training seeds."""
+
+    def mean(fn: Callable[..., float], model: str) -> float:
+        return float(sum(fn(p, labels) for p in probs[model]) / len(probs[model]))
+
+    rows = {
+        model: {
+            "ECE pooled (%)": 100 * mean(metrics.multilabel_ece, model),
+            "ECE per label (%)": 100 * mean(functools.partial(metrics.multilabel_ece, per_label=True), model),
+            "ACE pooled (%)": 100 * mean(metrics.multilabel_average_calibration_error, model),
+            "ACE per label (%)": 100
+            * mean(functools.partial(metrics.multilabel_average_calibration_error, per_label=True), model),
+            "query-level error (findings per image)": mean(query_level_error, model),
+        }
+        for model in models
+    }
+    return (
+        pd.DataFrame(rows)
+        .T.rename_axis("model")
+        .round({**dict.fromkeys(list(rows[models[0]])[:4], 1), "query-level error (findings per image)": 3})
+    )
+
+
+def summarise(data: Any, probs: Mapping[str, Sequence[torch.Tensor]], metric_fns: Mapping[str, Callable[..., float]]):
+    """{model: {metric: seed summary}} (:func:`helpers.stats.seed_summaries`; the RMS error against
+    ``data.true_posteriors["test"]`` where known), plus relplot's pooled smooth ECE as point estimates per seed."""
+    targets = {"true_rms": data.true_posteriors["test"]} if data.true_posteriors is not None else None
+    summaries = stats.seed_summaries(probs, data.test.labels, metric_fns, targets=targets)
+    for model, per_seed in probs.items():
+        summaries[model]["multilabel_smooth_ece"] = stats.seed_summary(
+            [metrics.multilabel_smooth_ece(p, data.test.labels) for p in per_seed]
+        )
+    return summaries

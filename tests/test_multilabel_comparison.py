@@ -124,3 +124,25 @@ def test_variant_runs_load_both_data_sets_under_one_summary(monkeypatch):
     )
     assert suites.multilabel_variant_runs(None, "coupled", ["BCE"]) == ({"coupled": 1}, {})
     assert calls == ["coupled", "independent", "coupled"]
+
+
+def test_query_level_error_sees_images_that_pooled_and_per_label_errors_do_not():
+    # two labels, each present on half of the images: forecasting 0.5 everywhere is calibrated pooled and per
+    # label; if the two labels always occur together, an image has 0 or 2 findings, never the predicted 1, yet
+    # the predicted count is right on average
+    labels = torch.tensor([[1.0, 1.0], [0.0, 0.0]] * 50)
+    flat = torch.full((100, 2), 0.5)
+    assert mc.query_level_error(flat, labels) == pytest.approx(0.0, abs=1e-12)  # no image's count is known
+    informed = torch.tensor([[0.9, 0.9], [0.1, 0.1]] * 50)  # right order, too timid: 1.8 and 0.2 against 2 and 0
+    assert mc.query_level_error(informed, labels) == pytest.approx(0.2)
+    levels = mc.calibration_levels({"timid": [informed], "flat": [flat]}, labels, ["timid", "flat"])
+    assert levels.loc["timid", "ECE pooled (%)"] == pytest.approx(10.0)
+    assert levels.loc["flat", "query-level error (findings per image)"] == pytest.approx(0.0)
+
+
+def test_summarise_adds_the_smooth_ece_to_every_model():
+    data = fake_data(n=300)
+    probs = {"a": [data.true_posteriors["test"]] * 2, "b": [torch.full((300, 3), 0.3)]}
+    summaries = mc.summarise(data, probs, mc.comparison_metrics(True))
+    assert set(summaries["a"]) == {*mc.comparison_metrics(True), "multilabel_smooth_ece"}
+    assert summaries["a"]["true_rms"]["mean"] == pytest.approx(0.0, abs=1e-7)
