@@ -103,9 +103,10 @@ class RunConfig:
 
 
 def _knob_text(value: Any) -> str:
-    """A knob's value as the configuration line shows it: lists as [a, b] (no Python quotes), the rest as repr."""
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(str(item) for item in value) + "]"
+    """A knob's value as ``describe`` prints it: ``repr``, except that a list of names reads as ``[BCE, focal]``
+    (a printed Python list of quoted strings is not an output a person reads, helpers.notebook_outputs)."""
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        return "[" + ", ".join(value) + "]"
     return repr(value)
 
 

@@ -23,7 +23,9 @@ Multi-label (logits (N, T), labels (N, T) in {0, 1}; a sigmoid link as in Temper
 
 * :class:`PerLabelTemperatureScaling` -- q_t = σ(z_t / T_t), one temperature per label;
 * :class:`PerLabelPlatt` -- q_t = σ(a_t z_t + b_t) (Platt 1999; plain 0/1 targets, without Platt's smoothed
-  targets); the shared-temperature baseline is ``TemperatureScaling(task="multi-label")``.
+  targets); the shared-temperature baseline is ``TemperatureScaling(task="multi-label")``;
+* :class:`PerLabelIsotonic` -- q_t = g_t(z_t), one isotonic regression of y_t on its own logit per label (Zadrozny
+  & Elkan 2002), clipped away from 0 and 1 so that the NLL of a test set stays finite.
 
 Why not a library: ``dirichletcal`` 0.3.dev4 (the reference Dirichlet calibration) does not build (its sdist's
 install_requires is malformed, and it needs jax); ``netcal`` 1.4.0 pulls in pyro-ppl, gpytorch and tensorboard;
@@ -64,6 +66,7 @@ __all__ = [
     "IsotonicCalibration",
     "PerLabelTemperatureScaling",
     "PerLabelPlatt",
+    "PerLabelIsotonic",
     "split_calibration",
 ]
 
@@ -355,6 +358,63 @@ class PerLabelPlatt(_LogitCalibrator):
 
     def __repr__(self) -> str:
         return f"PerLabelPlatt(fitted={self.fitted})"
+
+
+class PerLabelIsotonic:
+    """q_t = g_t(z_t): per label, scikit-learn's ``IsotonicRegression`` of the 0/1 outcome y_t on the label's own
+    logit z_t (a non-decreasing step function, the non-parametric counterpart of :class:`PerLabelPlatt`; on the
+    logit or on σ(z_t) it is the same fit, since σ is increasing).
+
+    A step at the bottom of a rare label often holds no positive, so g_t = 0 there and one test positive in it
+    would make the NLL infinite: every output is clipped to [ε, 1 − ε] with ε = ``min_probability``, by default
+    1 / (2 (n + 1)) for n fitting samples (half of the add-one estimate of a step that saw no event in n draws).
+    Not strictly increasing: it ties the logits inside a step, so it can change a label's AUROC and AP.
+    ``regressions`` holds the T fitted regressions.
+    """
+
+    task = "multi-label"
+
+    def __init__(self, min_probability: float | None = None) -> None:
+        if min_probability is not None and not 0.0 < min_probability < 0.5:
+            raise ValueError(f"min_probability must lie in (0, 0.5), got {min_probability}")
+        self.min_probability = min_probability
+        self.regressions: list[IsotonicRegression] = []
+        self.epsilon = float("nan")
+
+    @property
+    def fitted(self) -> bool:
+        return bool(self.regressions)
+
+    def fit(self, logits: Any, labels: Any) -> PerLabelIsotonic:
+        z = _check_logits(logits)
+        y = _check_labels(labels, z, self.task)
+        self.epsilon = self.min_probability or 1.0 / (2.0 * (z.shape[0] + 1))
+        zs, ys = z.detach().cpu().double().numpy(), y.detach().cpu().double().numpy()
+        self.regressions = [
+            IsotonicRegression(y_min=self.epsilon, y_max=1.0 - self.epsilon, out_of_bounds="clip").fit(
+                zs[:, t], ys[:, t]
+            )
+            for t in range(z.shape[1])
+        ]
+        return self
+
+    def transform(self, logits: Any) -> torch.Tensor:
+        if not self.regressions:
+            raise RuntimeError("PerLabelIsotonic is not fitted: call fit(val_logits, val_labels) first")
+        z = _check_logits(logits)
+        if z.shape[1] != len(self.regressions):
+            raise ValueError(
+                f"logits have {z.shape[1]} columns but the calibrator was fitted on {len(self.regressions)}"
+            )
+        zs = z.detach().cpu().double().numpy()
+        calibrated = np.stack([r.predict(zs[:, t]) for t, r in enumerate(self.regressions)], 1)
+        return torch.from_numpy(calibrated).to(z.device)
+
+    def fit_transform(self, logits: Any, labels: Any) -> torch.Tensor:
+        return self.fit(logits, labels).transform(logits)
+
+    def __repr__(self) -> str:
+        return f"PerLabelIsotonic(fitted={self.fitted})"
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -127,6 +127,7 @@ METRIC_LABELS: dict[str, str] = {
     "nll": "NLL",
     "brier": "Brier",
     "multilabel_ece": "ECE (pooled)",
+    "multilabel_ece_per_label": "ECE (per label)",
     "multilabel_smooth_ece": "smooth ECE (pooled)",
     "multilabel_brier": "Brier",
     "multilabel_nll": "NLL",

@@ -281,6 +281,16 @@ def multilabel_runs(cfg: Any, bundle: Any, losses: Iterable[str]) -> dict[tuple[
     return runs
 
 
+@summarised
+def multilabel_variant_runs(
+    cfg: Any, bundle: Any, losses: Iterable[str], variant: Any = None, variant_losses: Iterable[str] = ()
+) -> tuple[dict[tuple[str, int], experiments.TrainedRun], dict[tuple[str, int], experiments.TrainedRun]]:
+    """:func:`multilabel_runs` on ``bundle`` and, when ``variant`` is given, on a second data set (notebook 11's
+    independent-label variant), under one summary line for both."""
+    runs = multilabel_runs(cfg, bundle, losses)
+    return runs, (multilabel_runs(cfg, variant, variant_losses) if variant is not None else {})
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # what each notebook declares
 

@@ -210,11 +210,11 @@ def test_the_runner_injects_a_results_path_relative_to_where_the_notebook_runs(t
     assert (tmp_path / "notebooks" / relative).resolve() == (tmp_path / "results" / "00_start_here.json").resolve()
 
 
-def test_configure_prints_list_knobs_without_python_quotes(capsys):
-    profiles = {name: dict(PROFILES[name], losses=["cross-entropy", "LS"]) for name in PROFILES}
-    course.configure("01_measuring_calibration", profiles, profile="quick")
-    out = capsys.readouterr().out
-    assert "losses=[cross-entropy, LS]" in out
+def test_describe_prints_a_list_of_names_without_python_quotes(capsys):
     from helpers import notebook_outputs
 
+    profiles = {name: {**values, "losses": ["BCE", "focal"], "grid": [0.1, 0.2]} for name, values in PROFILES.items()}
+    course.configure("01_measuring_calibration", profiles, profile="quick")
+    out = capsys.readouterr().out
+    assert "losses=[BCE, focal]" in out and "grid=[0.1, 0.2]" in out
     assert not notebook_outputs.PRINTED_LIST.search(out)

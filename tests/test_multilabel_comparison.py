@@ -1,0 +1,148 @@
+"""helpers.multilabel_comparison: notebook 11's read-outs, reference and post-hoc rows, answer table, per-label
+view."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from helpers import multilabel_comparison as mc
+from helpers import posthoc, stats
+from helpers.losses import BCE, AsymmetricFocal
+from helpers.metrics import PairedBootstrapResult
+
+
+def fake_data(n=200, t=3, seed=0, posteriors=True):
+    generator = torch.Generator().manual_seed(seed)
+    eta = torch.rand(n, t, generator=generator) * 0.5
+
+    def split(m):
+        return SimpleNamespace(labels=(torch.rand(m, t, generator=generator) < 0.3).float())
+
+    return SimpleNamespace(
+        train=split(n),
+        val=split(100),
+        test=split(n),
+        true_posteriors={"test": eta} if posteriors else None,
+    )
+
+
+def fake_runs(data, names=("BCE", "focal"), seeds=(0, 1)):
+    generator = torch.Generator().manual_seed(1)
+    losses = {"BCE": BCE(), "focal": AsymmetricFocal(gamma_pos=0.0, gamma_neg=4.0)}
+    return {
+        (name, s): SimpleNamespace(
+            loss=losses[name],
+            test_logits=torch.randn(data.test.labels.shape, generator=generator),
+            val_logits=torch.randn(data.val.labels.shape, generator=generator),
+        )
+        for name in names
+        for s in seeds
+    }
+
+
+def test_trained_probabilities_add_the_phi_readout_of_focal_only():
+    data = fake_data()
+    probs = mc.trained_probabilities(fake_runs(data), ["BCE", "focal"], [0, 1])
+    assert list(probs) == ["BCE", "focal", "focal+φ"]
+    assert all(len(v) == 2 and v[0].shape == data.test.labels.shape for v in probs.values())
+
+
+def test_reference_rows_and_metrics_follow_the_known_posteriors():
+    data = fake_data()
+    rows = mc.reference_probabilities(data)
+    assert set(rows) == {"constant prevalence", "Bayes"}
+    torch.testing.assert_close(rows["constant prevalence"][0][0], data.train.labels.mean(0))
+    assert set(mc.reference_probabilities(fake_data(posteriors=False))) == {"constant prevalence"}
+    assert "true_rms" in mc.comparison_metrics(True) and "true_rms" not in mc.comparison_metrics(False)
+
+
+def test_posthoc_rows_fit_on_the_calibration_half_only():
+    data = fake_data()
+    runs = fake_runs(data)
+    rows, n_calibration = mc.posthoc_probabilities(
+        runs, data, "focal", {"Platt": posthoc.PerLabelPlatt, "isotonic": posthoc.PerLabelIsotonic}, [0, 1]
+    )
+    _, calibration = posthoc.split_calibration(100, seed=0)
+    assert n_calibration == 50 == calibration.numel()
+    expected = posthoc.PerLabelPlatt().fit(runs[("focal", 1)].val_logits[calibration], data.val.labels[calibration])
+    torch.testing.assert_close(rows["Platt"][1], expected.transform(runs[("focal", 1)].test_logits).float())
+    assert len(rows["isotonic"]) == 2
+
+
+def result(estimate, low, high):
+    return PairedBootstrapResult(estimate, low, high, 0.95, torch.zeros(10), 1, 1)
+
+
+def test_answer_table_says_yes_only_for_better_calibration_without_worse_ranking():
+    differences = {
+        "better": {"multilabel_nll": result(-0.01, -0.02, -0.005), "map_per_class": result(0.0, -0.01, 0.01)},
+        "ranks worse": {"multilabel_nll": result(-0.01, -0.02, -0.005), "map_per_class": result(-0.02, -0.03, -0.01)},
+        "worse": {"multilabel_nll": result(0.01, 0.005, 0.02), "map_per_class": result(0.02, 0.01, 0.03)},
+        "null": {"multilabel_nll": result(0.0, -0.01, 0.01), "map_per_class": result(0.0, -0.01, 0.01)},
+    }
+    table = mc.answer_table(differences, "BCE", ["multilabel_nll"], ["map_per_class"], labels=stats.METRIC_LABELS)
+    answers = table.table["better calibrated, ranking kept?"].to_dict()
+    assert answers == {
+        "better": "yes",
+        "ranks worse": "no: ranks worse",
+        "worse": "no: worse calibrated",
+        "null": "no difference detected",
+    }
+    assert list(table.table.columns)[:2] == ["NLL", "mAP@y (%)"] and table.n_comparisons == 8
+    record = mc.answer_record(differences, "BCE", ["multilabel_nll"], ["map_per_class"])
+    assert record["models"]["better"]["answer"] == "yes"
+    assert record["models"]["worse"]["differences"]["map_per_class"]["low"] == pytest.approx(0.01)
+    with pytest.raises(KeyError, match="no paired difference"):
+        mc.answer_table(differences, "BCE", ["multilabel_brier"], ["map_per_class"])
+
+
+def test_per_label_view_shows_what_pooling_cancels():
+    # label 0 over-forecast, label 1 under-forecast by the same amount at the same probability: the pooled ECE
+    # of these forecasts is 0, each label's own ECE is not
+    labels = torch.zeros(200, 2)
+    labels[:10, 0] = 1.0  # label a: forecast 0.3 on the first 100 images, 10 % present (over-forecast by 20 points)
+    labels[:50, 1] = 1.0  # label b: the same forecast, 50 % present (under-forecast by 20 points)
+    labels[100, :] = 1.0  # the other 100 images: forecast 0.01, 1 % present in both labels (calibrated)
+    probs = torch.full((200, 2), 0.3)
+    probs[100:] = 0.01
+    view = mc.per_label_view([probs], labels, ["a", "b"], torch.tensor([0.15, 0.5]))
+    assert list(view.columns)[-1] == "ECE of the label (%)"
+    assert view.loc["a", "ECE of the label (%)"] == pytest.approx(10) == view.loc["b", "ECE of the label (%)"]
+    assert mc.metrics.multilabel_ece(probs, labels) < 1e-6 < view["ECE of the label (%)"].min()
+    assert view.loc["b", "forecast − frequency (points)"] < 0 < view.loc["a", "forecast − frequency (points)"]
+
+
+def test_variant_runs_load_both_data_sets_under_one_summary(monkeypatch):
+    from helpers import suites
+
+    calls = []
+    monkeypatch.setattr(suites, "multilabel_runs", lambda cfg, bundle, losses: calls.append(bundle) or {bundle: 1})
+    assert suites.multilabel_variant_runs(None, "coupled", ["BCE"], "independent", ["BCE"]) == (
+        {"coupled": 1},
+        {"independent": 1},
+    )
+    assert suites.multilabel_variant_runs(None, "coupled", ["BCE"]) == ({"coupled": 1}, {})
+    assert calls == ["coupled", "independent", "coupled"]
+
+
+def test_query_level_error_sees_images_that_pooled_and_per_label_errors_do_not():
+    # two labels, each present on half of the images: forecasting 0.5 everywhere is calibrated pooled and per
+    # label; if the two labels always occur together, an image has 0 or 2 findings, never the predicted 1, yet
+    # the predicted count is right on average
+    labels = torch.tensor([[1.0, 1.0], [0.0, 0.0]] * 50)
+    flat = torch.full((100, 2), 0.5)
+    assert mc.query_level_error(flat, labels) == pytest.approx(0.0, abs=1e-12)  # no image's count is known
+    informed = torch.tensor([[0.9, 0.9], [0.1, 0.1]] * 50)  # right order, too timid: 1.8 and 0.2 against 2 and 0
+    assert mc.query_level_error(informed, labels) == pytest.approx(0.2)
+    levels = mc.calibration_levels({"timid": [informed], "flat": [flat]}, labels, ["timid", "flat"])
+    assert levels.loc["timid", "ECE pooled (%)"] == pytest.approx(10.0)
+    assert levels.loc["flat", "query-level error (findings per image)"] == pytest.approx(0.0)
+
+
+def test_summarise_adds_the_smooth_ece_to_every_model():
+    data = fake_data(n=300)
+    probs = {"a": [data.true_posteriors["test"]] * 2, "b": [torch.full((300, 3), 0.3)]}
+    summaries = mc.summarise(data, probs, mc.comparison_metrics(True))
+    assert set(summaries["a"]) == {*mc.comparison_metrics(True), "multilabel_smooth_ece"}
+    assert summaries["a"]["true_rms"]["mean"] == pytest.approx(0.0, abs=1e-7)
