@@ -60,5 +60,12 @@ def test_binned_and_smooth_reliability_puts_each_models_two_diagrams_in_its_colu
         )
     default = plots.binned_and_smooth_reliability(binned, smooth)
     assert len([ax for ax in default.axes if ax.get_title()]) == 4
+    assert len(default.legends) == 1 and all(ax.get_legend() is None for ax in default.axes)
+    grid = plots.smooth_reliability_grid(smooth)
+    titled = [ax for ax in grid.axes if ax.get_title()]
+    assert [ax.get_title().split("\n")[0] for ax in titled] == list(smooth)
+    assert len(grid.legends) == 1 and all(ax.get_legend() is None for ax in grid.axes)
+    with pytest.raises(ValueError, match="empty"):
+        plots.smooth_reliability_grid({})
     with pytest.raises(ValueError, match="same models"):
         plots.binned_and_smooth_reliability(binned, {"sharp": smooth["sharp"]})
