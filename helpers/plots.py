@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from mpl_toolkits.axes_grid1 import make_axes_locatable
 
 from helpers.metrics import POOLED, ReliabilityBins
@@ -111,19 +112,40 @@ def ece_title(bins: ReliabilityBins, title: str | None = None) -> str:
     return f"{title}\n{text}" if title else text
 
 
-def _legend_beside(ax: Axes, handles: Sequence[Any] | None = None, labels: Sequence[str] | None = None) -> None:
+def _gap_patch(label: str) -> Patch:
+    """A legend handle of one gap mark, drawn as in :func:`reliability_diagram` (also when no bin has that gap)."""
+    if label == OVER_GAP_LABEL:
+        return Patch(facecolor=GAP_COLOR, alpha=0.35, hatch="//", edgecolor=GAP_COLOR, linewidth=0.5, label=label)
+    return Patch(facecolor=UNDER_GAP_COLOR, hatch="\\\\", edgecolor="black", linewidth=0.5, label=label)
+
+
+def _legend_entries(axes: Sequence[Axes]) -> dict[str, Any]:
+    """{label: handle} of the artists on ``axes``, first seen first; the gap marks as drawn patches."""
+    entries: dict[str, Any] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if label in (OVER_GAP_LABEL, UNDER_GAP_LABEL):
+                handle = _gap_patch(label)
+            entries.setdefault(label, handle)
+    return entries
+
+
+def _legend_beside(ax: Axes, entries: Mapping[str, Any] | None = None) -> None:
     """The legend to the right of ``ax``, off the data."""
-    if handles is None:
-        handles, labels = ax.get_legend_handles_labels()
-    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small", borderaxespad=0)
+    entries = _legend_entries([ax]) if entries is None else entries
+    ax.legend(
+        list(entries.values()),
+        list(entries),
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        fontsize="small",
+        borderaxespad=0,
+    )
 
 
 def _figure_legend_below(figure: Figure, axes: Sequence[Axes], ncols: int = 2) -> None:
     """One legend for ``axes`` (entries by label, first seen first) centred below the figure, off every panel."""
-    entries: dict[str, Any] = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            entries.setdefault(label, handle)
+    entries = _legend_entries(axes)
     if entries:
         figure.legend(
             list(entries.values()),
@@ -254,7 +276,7 @@ def reliability_grid(
     for ax, (name, bins) in zip(axes, bins_by_model.items()):
         reliability_diagram(bins, ax=ax, title=name, show_histogram=show_histogram, legend=False)
     if suptitle:
-        figure.suptitle(suptitle)
+        figure.suptitle(suptitle, y=1.0, va="bottom")
     figure.subplots_adjust(wspace=0.35, hspace=0.45)
     _figure_legend_below(figure, axes[:n_models])
     return figure
@@ -993,7 +1015,7 @@ def smooth_reliability_grid(
     n_models = len(smooth)
     if axes is None:
         ncols = min(ncols, n_models)
-        figure, grid = plt.subplots(math.ceil(n_models / ncols), ncols, figsize=(3.6 * ncols, 4.4), squeeze=False)
+        figure, grid = plt.subplots(math.ceil(n_models / ncols), ncols, figsize=(3.0 * ncols, 3.7), squeeze=False)
         axes = list(grid.ravel())
         for unused in axes[n_models:]:
             unused.remove()
@@ -1023,7 +1045,7 @@ def loss_and_ece_curves(
         raise ValueError("histories is empty; pass {recipe: {seed: TrainedRun.history}}")
     n_recipes = len(histories)
     if axes is None:
-        figure, axes = plt.subplots(n_recipes, 2, figsize=(11.0, 3.2 * n_recipes), squeeze=False, layout="constrained")
+        figure, axes = plt.subplots(n_recipes, 2, figsize=(9.0, 2.7 * n_recipes), squeeze=False, layout="constrained")
     else:
         axes = np.asarray(axes, dtype=object).reshape(-1, 2)
         if axes.shape[0] != n_recipes:
@@ -1262,9 +1284,7 @@ def overlaid_reliability(
         f"{title + chr(10) if title else ''}ECE {100 * bins.ece:.2f} %, smooth ECE {100 * diagram.smooth_ece:.2f} %"
     )
     if legend:
-        handles, labels = ax.get_legend_handles_labels()
-        unique = dict(zip(labels, handles))
-        _legend_beside(ax, list(unique.values()), list(unique))
+        _legend_beside(ax)
     elif ax.get_legend() is not None:
         ax.get_legend().remove()
     return figure

@@ -6,6 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import matplotlib.colors  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -104,6 +105,12 @@ def test_reliability_grid_and_overlay():
     (legend,) = figure.legends
     assert {plots.OVER_GAP_LABEL, plots.UNDER_GAP_LABEL} <= {text.get_text() for text in legend.get_texts()}
     assert all(ax.get_legend() is None for ax in figure.axes)
+    # a panel without under-confident bins still shows the under-confidence mark as drawn, not a default patch
+    over_only = metrics.reliability_bins(torch.tensor([[0.9, 0.1], [0.8, 0.2]]), torch.tensor([1, 1]), n_bins=5)
+    single = plots.reliability_grid({"over-confident only": over_only})
+    handles = dict(zip([t.get_text() for t in single.legends[0].get_texts()], single.legends[0].legend_handles))
+    assert handles[plots.UNDER_GAP_LABEL].get_hatch() == "\\\\"
+    assert matplotlib.colors.same_color(handles[plots.UNDER_GAP_LABEL].get_facecolor(), plots.UNDER_GAP_COLOR)
     main_axes = [ax for ax in figure.axes if ax.get_title()]
     assert len(main_axes) == 3
     for ax, (name, bins) in zip(main_axes, bins_by_model.items()):
