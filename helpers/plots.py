@@ -1015,7 +1015,7 @@ def smooth_reliability_grid(
     n_models = len(smooth)
     if axes is None:
         ncols = min(ncols, n_models)
-        figure, grid = plt.subplots(math.ceil(n_models / ncols), ncols, figsize=(3.0 * ncols, 3.7), squeeze=False)
+        figure, grid = plt.subplots(math.ceil(n_models / ncols), ncols, figsize=(2.6 * ncols, 3.3), squeeze=False)
         axes = list(grid.ravel())
         for unused in axes[n_models:]:
             unused.remove()
@@ -1045,7 +1045,7 @@ def loss_and_ece_curves(
         raise ValueError("histories is empty; pass {recipe: {seed: TrainedRun.history}}")
     n_recipes = len(histories)
     if axes is None:
-        figure, axes = plt.subplots(n_recipes, 2, figsize=(9.0, 2.7 * n_recipes), squeeze=False, layout="constrained")
+        figure, axes = plt.subplots(n_recipes, 2, figsize=(9.0, 2.5 * n_recipes), squeeze=False, layout="constrained")
     else:
         axes = np.asarray(axes, dtype=object).reshape(-1, 2)
         if axes.shape[0] != n_recipes:
