@@ -956,7 +956,8 @@ def estimator_curves(
 
     ``curves`` is {estimator name: (means, sds)}, one value per entry of ``sample_sizes``; ``references`` is
     {name: value} of the quantities they estimate (e.g. the exact calibration error of a synthetic model), drawn
-    as dashed horizontal lines, so the bias is the gap between a curve and its line.
+    as dashed horizontal lines, so the bias is the gap between a curve and its line. The legend sits below the
+    axes, off the data.
     """
     sizes = np.asarray(sample_sizes, dtype=float)
     if sizes.ndim != 1 or sizes.size == 0:
@@ -976,6 +977,7 @@ def estimator_curves(
         ax.axhline(float(value), color="black", linestyle=("--", ":", "-.")[index % 3], linewidth=1, label=name)
     ax.set_xscale("log")
     _label_axes(ax, "test-set size n", ylabel, title, grid=True)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2, fontsize="small", frameon=False)
     return figure
 
 

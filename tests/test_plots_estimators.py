@@ -33,6 +33,8 @@ def test_estimator_curves_draw_means_error_bars_and_reference_lines():
     reference = next(line for line in ax.get_lines() if line.get_label() == "true CE")
     np.testing.assert_allclose(reference.get_ydata(), [0.0371, 0.0371])
     assert ax.get_xscale() == "log" and ax.get_title() == "Bayes model"
+    figure.canvas.draw()  # the legend sits below the axes, off the data
+    assert ax.get_legend().get_window_extent().y1 <= ax.get_window_extent().y0
 
 
 def test_estimator_curves_refuse_a_curve_of_the_wrong_length_and_draw_on_a_given_axis():
