@@ -1017,11 +1017,12 @@ def smooth_reliability_grid(
     n_models = len(smooth)
     if axes is None:
         ncols = min(ncols, n_models)
-        figure, grid = plt.subplots(math.ceil(n_models / ncols), ncols, figsize=(2.6 * ncols, 3.3), squeeze=False)
+        nrows = math.ceil(n_models / ncols)
+        figure, grid = plt.subplots(nrows, ncols, figsize=(2.8 * ncols, 3.2 * nrows), squeeze=False)
         axes = list(grid.ravel())
         for unused in axes[n_models:]:
             unused.remove()
-        figure.subplots_adjust(wspace=0.35)
+        figure.subplots_adjust(wspace=0.45, hspace=0.6, top=0.82, bottom=0.2)
     else:
         axes = list(axes)
         if len(axes) < n_models:
@@ -1029,6 +1030,10 @@ def smooth_reliability_grid(
         figure = axes[0].figure
     for ax, (name, diagram) in zip(axes, smooth.items()):
         smooth_reliability_diagram(diagram, ax=ax, title=name, legend=False)
+        ax.title.set_fontsize("small")
+    for ax in figure.axes:  # the density strips' x label, short enough for narrow panels
+        if ax.get_xlabel().startswith("confidence"):
+            ax.set_xlabel("confidence")
     _figure_legend_below(figure, axes[:n_models], ncols=3)
     return figure
 
