@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+from matplotlib.patches import Rectangle
 from mpl_toolkits.axes_grid1 import make_axes_locatable
 
 from helpers.metrics import POOLED, ReliabilityBins
@@ -112,11 +112,14 @@ def ece_title(bins: ReliabilityBins, title: str | None = None) -> str:
     return f"{title}\n{text}" if title else text
 
 
-def _gap_patch(label: str) -> Patch:
-    """A legend handle of one gap mark, drawn as in :func:`reliability_diagram` (also when no bin has that gap)."""
+def _gap_patch(label: str, linewidth: float = 0.5) -> Rectangle:
+    """A patch of one gap mark, drawn as in :func:`reliability_diagram` (also when no bin has that gap): a legend
+    handle, or, with no size and ``linewidth=0``, a placeholder on axes whose bars have none of that gap."""
     if label == OVER_GAP_LABEL:
-        return Patch(facecolor=GAP_COLOR, alpha=0.35, hatch="//", edgecolor=GAP_COLOR, linewidth=0.5, label=label)
-    return Patch(facecolor=UNDER_GAP_COLOR, hatch="\\\\", edgecolor="black", linewidth=0.5, label=label)
+        style = {"facecolor": GAP_COLOR, "alpha": 0.35, "hatch": "//", "edgecolor": GAP_COLOR}
+    else:
+        style = {"facecolor": UNDER_GAP_COLOR, "hatch": "\\\\", "edgecolor": "black"}
+    return Rectangle((0.0, 0.0), 0.0, 0.0, linewidth=linewidth, label=label, **style)
 
 
 def _legend_entries(axes: Sequence[Axes]) -> dict[str, Any]:
@@ -224,6 +227,10 @@ def reliability_diagram(
         linewidth=0.5,
         label=UNDER_GAP_LABEL,
     )
+    for label, present in ((OVER_GAP_LABEL, over.any()), (UNDER_GAP_LABEL, (~over).any())):
+        if not present:  # an empty bar set has no patch to show in a legend: name the mark by a drawn patch
+            ax.containers[-1 if label == UNDER_GAP_LABEL else -2].set_label(f"_{label}")
+            ax.add_patch(_gap_patch(label, linewidth=0.0))
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
