@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.axes import Axes
+from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from mpl_toolkits.axes_grid1 import make_axes_locatable
@@ -130,7 +131,11 @@ def _legend_entries(axes: Sequence[Axes]) -> dict[str, Any]:
             if label in (OVER_GAP_LABEL, UNDER_GAP_LABEL):
                 handle = _gap_patch(label)
             entries.setdefault(label, handle)
-    return entries
+    # the gap marks right after the bars they belong to, wherever their placeholder patch was found
+    gaps = [label for label in (OVER_GAP_LABEL, UNDER_GAP_LABEL) if label in entries]
+    bars = [label for label, handle in entries.items() if label not in gaps and isinstance(handle, BarContainer)]
+    order = bars + gaps + [label for label in entries if label not in bars and label not in gaps]
+    return {label: entries[label] for label in order}
 
 
 def _legend_beside(ax: Axes, entries: Mapping[str, Any] | None = None) -> None:
