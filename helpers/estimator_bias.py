@@ -23,11 +23,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 from helpers import metrics
 
-__all__ = ["sharpened", "exact_top_label_errors", "draw_test_sets", "estimator_study"]
+__all__ = ["sharpened", "exact_top_label_errors", "draw_test_sets", "estimator_study", "study_table"]
 
 
 def _posteriors(posteriors: Any) -> torch.Tensor:
@@ -120,3 +121,29 @@ def estimator_study(
         model: {name: tuple(np.array(column) for column in zip(*rows)) for name, rows in by_name.items()}
         for model, by_name in values.items()
     }
+
+
+def study_table(
+    study: Mapping[str, Mapping[str, tuple[Any, Any]]],
+    sample_sizes: Sequence[int],
+    columns: Mapping[str, tuple[str, int]],
+    digits: int = 2,
+) -> pd.DataFrame:
+    """The study of :func:`estimator_study` as a table: one row per estimator, one column per ``columns`` entry
+    {header: (model, sample size)}, cells "mean ± sd" in % (``digits`` decimals)."""
+    sizes = list(sample_sizes)
+    missing = sorted({n for _, n in columns.values()} - set(sizes))
+    if missing:
+        raise ValueError(f"sample sizes {missing} are not in the study's {sizes}")
+    unknown = sorted({model for model, _ in columns.values()} - set(study))
+    if unknown:
+        raise ValueError(f"models {unknown} are not in the study ({sorted(study)})")
+    estimators = list(next(iter(study.values())))
+    table = {}
+    for header, (model, n) in columns.items():
+        i = sizes.index(n)
+        table[header] = [
+            f"{100 * study[model][name][0][i]:.{digits}f} ± {100 * study[model][name][1][i]:.{digits}f}"
+            for name in estimators
+        ]
+    return pd.DataFrame(table, index=pd.Index(estimators, name="estimate (%)"))

@@ -74,9 +74,7 @@ from helpers.paths import REPO_ROOT
 from helpers.progress import final_line, format_duration
 
 MAX_LINE = 120
-# 01 holds 1.05 MB since its decision figure (issue 20); its 16-panel smooth-reliability figure (0.34 MB) is the
-# one to shrink (issue 16: at most 6 panels in the main flow), which brings it back under 1 MB
-MAX_OUTPUT_BYTES = 1_100_000
+MAX_OUTPUT_BYTES = 1_000_000
 TOP_CELLS = 4
 TEXT_MIMES = ("text/plain", "text/html", "text/markdown", "text/latex")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

@@ -5,9 +5,10 @@ Compute and draw are separate: the diagrams take the :class:`helpers.metrics.Rel
 accepts ``ax=None`` (or ``axes=None``), draws on the axes it is given (or on a new figure) and returns the Figure.
 
 Reliability diagram (DeGroot & Fienberg 1983; the form of Guo et al. 2017, Fig. 1): bars of per-bin accuracy,
-a red hatched "gap" bar from the accuracy up (or down) to the mean confidence of the bin, the diagonal of
-perfect calibration, and underneath a histogram of the fraction of samples per bin, which shows how much
-weight each bar carries in the ECE.
+a gap bar between the accuracy and the mean confidence of the bin -- red, hatched ``//``, above the accuracy where
+the bin is over-confident; orange, hatched ``\\``, the top of the accuracy bar where it is under-confident (both
+named in the legend, which sits beside the axes, off the data) -- the diagonal of perfect calibration, and
+underneath a histogram of the fraction of samples per bin, which shows how much weight each bar carries in the ECE.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.axes import Axes
+from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 from mpl_toolkits.axes_grid1 import make_axes_locatable
 
 from helpers.metrics import POOLED, ReliabilityBins
@@ -39,6 +42,19 @@ __all__ = [
 
 ACCURACY_COLOR = "#4C72B0"
 GAP_COLOR = "#C44E52"
+UNDER_GAP_COLOR = "#DD8452"
+#: legend names of the two gap marks of a reliability diagram
+OVER_GAP_LABEL = "over-confident gap (confidence above accuracy)"
+UNDER_GAP_LABEL = "under-confident gap (accuracy above confidence)"
+#: words for the history keys of ``helpers.train`` (axis labels and legends of the training curves)
+HISTORY_LABELS = {
+    "train_loss": "training loss",
+    "val_loss": "validation loss",
+    "val_nll": "validation NLL",
+    "val_accuracy": "validation accuracy",
+    "val_ece": "validation ECE",
+    "val_auroc": "validation AUROC",
+}
 
 
 def _figure_and_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
@@ -97,30 +113,89 @@ def ece_title(bins: ReliabilityBins, title: str | None = None) -> str:
     return f"{title}\n{text}" if title else text
 
 
+def _gap_patch(label: str, linewidth: float = 0.5) -> Rectangle:
+    """A patch of one gap mark, drawn as in :func:`reliability_diagram` (also when no bin has that gap): a legend
+    handle, or, with no size and ``linewidth=0``, a placeholder on axes whose bars have none of that gap."""
+    if label == OVER_GAP_LABEL:
+        style = {"facecolor": GAP_COLOR, "alpha": 0.35, "hatch": "//", "edgecolor": GAP_COLOR}
+    else:
+        style = {"facecolor": UNDER_GAP_COLOR, "hatch": "\\\\", "edgecolor": "black"}
+    return Rectangle((0.0, 0.0), 0.0, 0.0, linewidth=linewidth, label=label, **style)
+
+
+def _legend_entries(axes: Sequence[Axes]) -> dict[str, Any]:
+    """{label: handle} of the artists on ``axes``, first seen first; the gap marks as drawn patches."""
+    entries: dict[str, Any] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if label in (OVER_GAP_LABEL, UNDER_GAP_LABEL):
+                handle = _gap_patch(label)
+            entries.setdefault(label, handle)
+    # the gap marks right after the bars they belong to, wherever their placeholder patch was found
+    gaps = [label for label in (OVER_GAP_LABEL, UNDER_GAP_LABEL) if label in entries]
+    bars = [label for label, handle in entries.items() if label not in gaps and isinstance(handle, BarContainer)]
+    order = bars + gaps + [label for label in entries if label not in bars and label not in gaps]
+    return {label: entries[label] for label in order}
+
+
+def _legend_beside(ax: Axes, entries: Mapping[str, Any] | None = None) -> None:
+    """The legend to the right of ``ax``, off the data."""
+    entries = _legend_entries([ax]) if entries is None else entries
+    ax.legend(
+        list(entries.values()),
+        list(entries),
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        fontsize="small",
+        borderaxespad=0,
+    )
+
+
+def _figure_legend_below(figure: Figure, axes: Sequence[Axes], ncols: int = 2) -> None:
+    """One legend for ``axes`` (entries by label, first seen first) centred below the figure, off every panel."""
+    entries = _legend_entries(axes)
+    if entries:
+        figure.legend(
+            list(entries.values()),
+            list(entries),
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.0),
+            ncols=min(ncols, len(entries)),
+            fontsize="small",
+            frameon=False,
+        )
+
+
 def reliability_diagram(
     bins: ReliabilityBins,
     ax: Axes | None = None,
     title: str | None = None,
     show_histogram: bool = True,
     label: str | None = None,
+    legend: bool = True,
 ) -> Figure:
     """Reliability diagram of one model from ``metrics.reliability_bins(probs, labels, n_bins, multilabel)``.
 
     One accuracy bar and one gap bar per NON-EMPTY bin (empty bins have no accuracy to draw); the title gives
-    the ECE of these bins (equal to ``metrics.ece`` / ``metrics.multilabel_ece`` on the same data). With
-    ``show_histogram`` a small axis below ``ax`` (sharing x) shows the fraction of samples in each bin.
-    Pooled multi-label bins are labelled as such: x is the forecast P(present), y the frequency of "present".
+    the ECE of these bins (equal to ``metrics.ece`` / ``metrics.multilabel_ece`` on the same data). The gap of an
+    over-confident bin (mean confidence above accuracy) is a red ``//`` bar from the accuracy up to the confidence;
+    that of an under-confident bin an orange ``\\\\`` bar from the confidence up to the accuracy, over the top of
+    the accuracy bar. Both are named in the legend (:data:`OVER_GAP_LABEL`, :data:`UNDER_GAP_LABEL`), drawn beside
+    the axes, off the data (``legend=False``: none, e.g. for one shared figure legend). With ``show_histogram`` a
+    small axis below ``ax`` (sharing x) shows the fraction of samples in each bin. Pooled multi-label bins are
+    labelled as such: x is the forecast P(present), y the frequency of "present".
     """
     if not isinstance(bins, ReliabilityBins):
         raise TypeError(
             f"bins must be a helpers.metrics.ReliabilityBins (from reliability_bins), got {type(bins).__name__}"
         )
-    figure, ax = _figure_and_axes(ax, (4.2, 5.0) if show_histogram else (4.2, 4.2))
+    figure, ax = _figure_and_axes(ax, (6.4, 5.0) if show_histogram else (6.4, 4.2))
     edges = _numpy(bins.edges)
     nonempty = _numpy(bins.nonempty)
     left, width = edges[:-1][nonempty], np.diff(edges)[nonempty]
     accuracy, confidence = _numpy(bins.accuracy)[nonempty], _numpy(bins.confidence)[nonempty]
     pooled = bins.kind == POOLED
+    over = confidence > accuracy
 
     ax.bar(
         left,
@@ -133,24 +208,41 @@ def reliability_diagram(
         label=label or ("frequency" if pooled else "accuracy"),
     )
     ax.bar(
-        left,
-        confidence - accuracy,
-        bottom=accuracy,
-        width=width,
+        left[over],
+        (confidence - accuracy)[over],
+        bottom=accuracy[over],
+        width=width[over],
         align="edge",
         color=GAP_COLOR,
-        alpha=0.3,
+        alpha=0.35,
         hatch="//",
         edgecolor=GAP_COLOR,
         linewidth=0.5,
-        label="gap to mean confidence",
+        label=OVER_GAP_LABEL,
     )
+    ax.bar(
+        left[~over],
+        (accuracy - confidence)[~over],
+        bottom=confidence[~over],
+        width=width[~over],
+        align="edge",
+        color=UNDER_GAP_COLOR,
+        hatch="\\\\",
+        edgecolor="black",
+        linewidth=0.5,
+        label=UNDER_GAP_LABEL,
+    )
+    for label, present in ((OVER_GAP_LABEL, over.any()), (UNDER_GAP_LABEL, (~over).any())):
+        if not present:  # an empty bar set has no patch to show in a legend: name the mark by a drawn patch
+            ax.containers[-1 if label == UNDER_GAP_LABEL else -2].set_label(f"_{label}")
+            ax.add_patch(_gap_patch(label, linewidth=0.0))
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_ylabel('frequency of "present"' if pooled else "accuracy")
     ax.set_title(ece_title(bins, title))
-    ax.legend(loc="upper left", fontsize="small")
+    if legend:
+        _legend_beside(ax)
     x_label = "predicted P(present)" if pooled else "confidence (top-label probability)"
 
     if show_histogram:
@@ -172,7 +264,8 @@ def reliability_grid(
     axes: Sequence[Axes] | None = None,
     suptitle: str | None = None,
 ) -> Figure:
-    """One reliability diagram per model, side by side (``ncols`` per row); ``axes`` to draw on given axes."""
+    """One reliability diagram per model, side by side (``ncols`` per row); ``axes`` to draw on given axes. One
+    legend for all of them (accuracy, both gap marks, the diagonal) sits below the figure, off the data."""
     if not bins_by_model:
         raise ValueError("bins_by_model is empty; pass {model name: metrics.reliability_bins(...)}")
     if ncols < 1:
@@ -193,10 +286,11 @@ def reliability_grid(
             raise ValueError(f"{len(axes)} axes given for {n_models} models")
         figure = axes[0].figure
     for ax, (name, bins) in zip(axes, bins_by_model.items()):
-        reliability_diagram(bins, ax=ax, title=name, show_histogram=show_histogram)
+        reliability_diagram(bins, ax=ax, title=name, show_histogram=show_histogram, legend=False)
     if suptitle:
-        figure.suptitle(suptitle)
+        figure.suptitle(suptitle, y=1.0, va="bottom")
     figure.subplots_adjust(wspace=0.35, hspace=0.45)
+    _figure_legend_below(figure, axes[:n_models])
     return figure
 
 
@@ -237,8 +331,9 @@ def training_curves(
 ) -> Figure:
     """Per-epoch curves from the list-of-dicts history of ``helpers.train.fit`` (x: the "epoch" key, else 1, 2, ...).
 
-    Entries missing a metric (or holding None) are skipped for that metric; a metric absent from every entry
-    raises ValueError listing the keys that are there.
+    Lines and the y label are named in words (:data:`HISTORY_LABELS`, the key itself for others). Entries missing
+    a metric (or holding None) are skipped for that metric; a metric absent from every entry raises ValueError
+    listing the keys that are there.
     """
     if not history:
         raise ValueError("history is empty; pass FitResult.history (a list of per-epoch dicts)")
@@ -253,8 +348,9 @@ def training_curves(
         if not points:
             raise ValueError(f"metric {metric!r} is in no history entry; available: {available}")
         epochs, values = zip(*points)
-        ax.plot(epochs, values, marker="o", markersize=3, label=metric)
-    _label_axes(ax, "epoch", ", ".join(metrics) if len(metrics) <= 2 else "value", title, grid=True)
+        ax.plot(epochs, values, marker="o", markersize=3, label=HISTORY_LABELS.get(metric, metric))
+    words = [HISTORY_LABELS.get(metric, metric) for metric in metrics]
+    _label_axes(ax, "epoch", " and ".join(words) if len(metrics) <= 2 else "value", title, grid=True)
     return figure
 
 
@@ -646,6 +742,7 @@ def smooth_reliability_diagram(
     label: str | None = None,
     color: str = GAP_COLOR,
     show_density: bool = True,
+    legend: bool = True,
 ) -> Figure:
     """Smooth reliability diagram (Błasiok & Nakkiran 2023) of ``metrics.smooth_reliability(probs, labels)``.
 
@@ -653,7 +750,8 @@ def smooth_reliability_diagram(
     bootstrap fits), the diagonal, and the smooth ECE with its kernel width σ in the title. With ``show_density`` a
     small axis below ``ax`` (sharing x) shows the kernel density of the forecasts: where it is low the curve rests
     on few samples and the band widens. Drawing several models on one ``ax`` with different ``label`` / ``color``
-    overlays them (pass ``show_density=False`` after the first).
+    overlays them (pass ``show_density=False`` after the first). The legend sits beside the axes, off the data
+    (``legend=False``: none).
     """
     if not isinstance(diagram, SmoothReliability):
         raise TypeError(
@@ -686,7 +784,8 @@ def smooth_reliability_diagram(
     if pooled:
         text += f" ({POOLED})"
     ax.set_title(f"{title}\n{text}" if title else text)
-    ax.legend(loc="upper left", fontsize="small")
+    if legend:
+        _legend_beside(ax)
     x_label = "predicted P(present)" if pooled else "confidence (top-label probability)"
     if show_density:
         density_ax = make_axes_locatable(ax).append_axes("bottom", size="25%", pad=0.1, sharex=ax)
@@ -849,7 +948,12 @@ def curves_over_seeds(
 # ----------------------------------------------------------------------------------------------------------------
 # estimator bias against sample size; binned and smooth reliability diagrams side by side (notebook 01)
 # ----------------------------------------------------------------------------------------------------------------
-__all__ += ["estimator_curves", "binned_and_smooth_reliability"]
+__all__ += [
+    "estimator_curves",
+    "binned_and_smooth_reliability",
+    "smooth_reliability_grid",
+    "loss_and_ece_curves",
+]
 
 
 def estimator_curves(
@@ -864,7 +968,8 @@ def estimator_curves(
 
     ``curves`` is {estimator name: (means, sds)}, one value per entry of ``sample_sizes``; ``references`` is
     {name: value} of the quantities they estimate (e.g. the exact calibration error of a synthetic model), drawn
-    as dashed horizontal lines, so the bias is the gap between a curve and its line.
+    as dashed horizontal lines, so the bias is the gap between a curve and its line. The legend sits below the
+    axes, off the data.
     """
     sizes = np.asarray(sample_sizes, dtype=float)
     if sizes.ndim != 1 or sizes.size == 0:
@@ -884,6 +989,7 @@ def estimator_curves(
         ax.axhline(float(value), color="black", linestyle=("--", ":", "-.")[index % 3], linewidth=1, label=name)
     ax.set_xscale("log")
     _label_axes(ax, "test-set size n", ylabel, title, grid=True)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2, fontsize="small", frameon=False)
     return figure
 
 
@@ -907,9 +1013,90 @@ def binned_and_smooth_reliability(
             raise ValueError(f"axes has {axes.shape[1]} columns for {n_models} models")
         figure = axes[0, 0].figure
     for column, name in enumerate(binned):
-        reliability_diagram(binned[name], ax=axes[0, column], title=name)
-        smooth_reliability_diagram(smooth[name], ax=axes[1, column], title=name)
+        reliability_diagram(binned[name], ax=axes[0, column], title=name, legend=False)
+        smooth_reliability_diagram(smooth[name], ax=axes[1, column], title=name, legend=False)
+    _figure_legend_below(figure, list(axes[:, 0]), ncols=3)
     return figure
+
+
+def smooth_reliability_grid(
+    smooth: Mapping[str, SmoothReliability], ncols: int = 4, axes: Sequence[Axes] | None = None
+) -> Figure:
+    """One smooth reliability diagram (:func:`smooth_reliability_diagram`, with its density strip) per model, side
+    by side (``ncols`` per row), and one legend below the figure, off the data. ``axes``: axes to draw on."""
+    if not smooth:
+        raise ValueError("smooth is empty; pass {model name: metrics.smooth_reliability(...)}")
+    n_models = len(smooth)
+    if axes is None:
+        ncols = min(ncols, n_models)
+        nrows = math.ceil(n_models / ncols)
+        figure, grid = plt.subplots(nrows, ncols, figsize=(2.8 * ncols, 3.2 * nrows), squeeze=False)
+        axes = list(grid.ravel())
+        for unused in axes[n_models:]:
+            unused.remove()
+        figure.subplots_adjust(wspace=0.45, hspace=0.6, top=0.82, bottom=0.2)
+    else:
+        axes = list(axes)
+        if len(axes) < n_models:
+            raise ValueError(f"{len(axes)} axes given for {n_models} models")
+        figure = axes[0].figure
+    for ax, (name, diagram) in zip(axes, smooth.items()):
+        smooth_reliability_diagram(diagram, ax=ax, title=name, legend=False)
+        ax.title.set_fontsize("small")
+    for ax in figure.axes:  # the density strips' x label, short enough for narrow panels
+        if ax.get_xlabel().startswith("confidence"):
+            ax.set_xlabel("confidence")
+    _figure_legend_below(figure, axes[:n_models], ncols=3)
+    return figure
+
+
+def loss_and_ece_curves(
+    histories: Mapping[str, Mapping[Any, Sequence[Mapping[str, Any]]]],
+    axes: Any = None,
+    loss_keys: Sequence[str] = ("train_loss", "val_nll"),
+    ece_key: str = "val_ece",
+) -> Figure:
+    """The training curves of notebook 01: for each recipe a row of two panels, the losses per epoch (training loss
+    solid, validation NLL dashed) and the validation ECE per epoch in %, one colour per training seed, so a metric
+    in [0, 1] never shares an axis with one that is not. ``histories`` is {recipe: {seed: TrainedRun.history}};
+    ``axes`` a (n_recipes, 2) array of axes (default: a new figure). One legend below the figure, off the data."""
+    if not histories or not all(histories.values()):
+        raise ValueError("histories is empty; pass {recipe: {seed: TrainedRun.history}}")
+    n_recipes = len(histories)
+    if axes is None:
+        figure, axes = plt.subplots(n_recipes, 2, figsize=(9.0, 2.5 * n_recipes), squeeze=False, layout="constrained")
+    else:
+        axes = np.asarray(axes, dtype=object).reshape(-1, 2)
+        if axes.shape[0] != n_recipes:
+            raise ValueError(f"axes has {axes.shape[0]} rows for {n_recipes} recipes")
+        figure = axes[0, 0].figure
+    styles = ("-", "--", ":", "-.")
+    for (recipe, by_seed), (loss_ax, ece_ax) in zip(histories.items(), axes):
+        for index, (seed, history) in enumerate(by_seed.items()):
+            colour = f"C{index % 10}"
+            for style, key in zip(styles, loss_keys):
+                epochs, values = _history_points(history, key)
+                loss_ax.plot(epochs, values, color=colour, linestyle=style, linewidth=1.2)
+            epochs, values = _history_points(history, ece_key)
+            ece_ax.plot(epochs, 100 * np.asarray(values), color=colour, linewidth=1.2, label=f"seed {seed}")
+        words = [HISTORY_LABELS.get(key, key) for key in loss_keys]
+        loss_ax.set(xlabel="epoch", ylabel="loss (nats per image)", title=f"{recipe}: {' and '.join(words)}")
+        ece_ax.set(xlabel="epoch", ylabel=f"{HISTORY_LABELS.get(ece_key, ece_key)} (%)", title=f"{recipe}: calibration")
+        ece_ax.set_ylim(bottom=0)
+        for ax in (loss_ax, ece_ax):
+            ax.grid(alpha=0.3)
+    for style, key in zip(styles, loss_keys):
+        axes[0, 0].plot([], [], color="black", linestyle=style, label=HISTORY_LABELS.get(key, key))
+    _figure_legend_below(figure, [axes[0, 0], axes[0, 1]], ncols=len(loss_keys) + len(next(iter(histories.values()))))
+    return figure
+
+
+def _history_points(history: Sequence[Mapping[str, Any]], key: str) -> tuple[list[Any], list[float]]:
+    points = [(entry.get("epoch", i + 1), entry[key]) for i, entry in enumerate(history) if entry.get(key) is not None]
+    if not points:
+        raise ValueError(f"{key!r} is in no history entry; available: {sorted({k for e in history for k in e})}")
+    epochs, values = zip(*points)
+    return list(epochs), [float(v) for v in values]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -1108,17 +1295,17 @@ def overlaid_reliability(
             upper=diagram.upper[keep],
             density=diagram.density[keep],
         )
-    figure = reliability_diagram(bins, ax=ax, show_histogram=True)
+    figure = reliability_diagram(bins, ax=ax, show_histogram=True, legend=False)
     ax = ax or figure.axes[0]
-    smooth_reliability_diagram(diagram, ax=ax, color=smooth_color, show_density=False, label="smoothed accuracy")
+    smooth_reliability_diagram(
+        diagram, ax=ax, color=smooth_color, show_density=False, label="smoothed accuracy", legend=False
+    )
     ax.set_xlabel("")
     ax.set_title(
         f"{title + chr(10) if title else ''}ECE {100 * bins.ece:.2f} %, smooth ECE {100 * diagram.smooth_ece:.2f} %"
     )
     if legend:
-        handles, labels = ax.get_legend_handles_labels()
-        unique = dict(zip(labels, handles))
-        ax.legend(unique.values(), unique.keys(), loc="upper left", fontsize="x-small")
+        _legend_beside(ax)
     elif ax.get_legend() is not None:
         ax.get_legend().remove()
     return figure

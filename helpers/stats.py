@@ -123,6 +123,7 @@ METRIC_LABELS: dict[str, str] = {
     "adaptive_ece": "adaptive ECE",
     "classwise_ece": "class-wise ECE",
     "debiased_ece": "debiased ECE",
+    "average_calibration_error": "average calibration error",
     "mce": "MCE",
     "nll": "NLL",
     "brier": "Brier",

@@ -85,3 +85,19 @@ def test_study_refuses_models_of_the_wrong_shape_and_too_many_repeats():
         eb.estimator_study(
             {"x": posteriors}, posteriors, {"ECE": metrics.ece}, [10], repeats=2, repeats_by_estimator={"ECE": 5}
         )
+
+
+def test_study_table_reads_mean_and_sd_of_the_named_model_and_size_in_percent():
+    study = {
+        "Bayes": {"ECE": (np.array([0.07, 0.0165]), np.array([0.018, 0.0038])), "smooth": (np.zeros(2), np.zeros(2))},
+        "sharp": {"ECE": (np.array([0.05, 0.038]), np.array([0.02, 0.0072])), "smooth": (np.ones(2), np.ones(2))},
+    }
+    table = eb.study_table(study, [100, 2005], {"Bayes, n = 2,005": ("Bayes", 2005), "sharp, n = 100": ("sharp", 100)})
+    assert list(table.index) == ["ECE", "smooth"] and table.index.name == "estimate (%)"
+    assert table.loc["ECE", "Bayes, n = 2,005"] == "1.65 ± 0.38"
+    assert table.loc["ECE", "sharp, n = 100"] == "5.00 ± 2.00"
+    assert table.loc["smooth", "sharp, n = 100"] == "100.00 ± 100.00"
+    with pytest.raises(ValueError, match="sample sizes"):
+        eb.study_table(study, [100, 2005], {"x": ("Bayes", 300)})
+    with pytest.raises(ValueError, match="models"):
+        eb.study_table(study, [100, 2005], {"x": ("other", 100)})

@@ -6,6 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import matplotlib.colors  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -49,13 +50,28 @@ def test_reliability_diagram_draws_one_bar_per_nonempty_bin_and_the_ece():
     main_ax, histogram_ax = figure.axes
     accuracy_bars = bar_container(main_ax, "accuracy")
     assert len(accuracy_bars) == n_nonempty
-    assert len(bar_container(main_ax, "gap to mean confidence")) == n_nonempty
+    over_bars, under_bars = bar_container(main_ax, plots.OVER_GAP_LABEL), bar_container(main_ax, plots.UNDER_GAP_LABEL)
     assert len(histogram_ax.patches) == n_nonempty
-    # bar heights are the per-bin accuracies; gap bars end at the mean confidences
+    # bar heights are the per-bin accuracies
     heights = np.array([bar.get_height() for bar in accuracy_bars])
-    assert np.allclose(heights, bins.accuracy[bins.nonempty].numpy())
-    gap_tops = np.array([bar.get_y() + bar.get_height() for bar in bar_container(main_ax, "gap to mean confidence")])
-    assert np.allclose(gap_tops, bins.confidence[bins.nonempty].numpy())
+    accuracy, confidence = bins.accuracy[bins.nonempty].numpy(), bins.confidence[bins.nonempty].numpy()
+    assert np.allclose(heights, accuracy)
+    # over-confident bins: a gap bar from the accuracy up to the confidence; under-confident bins: a bar of the
+    # other mark from the confidence up to the accuracy; one gap bar per non-empty bin in all
+    over = confidence > accuracy
+    assert 0 < over.sum() < n_nonempty and len(over_bars) + len(under_bars) == n_nonempty
+    assert np.allclose([bar.get_y() for bar in over_bars], accuracy[over])
+    assert np.allclose([bar.get_y() + bar.get_height() for bar in over_bars], confidence[over])
+    assert np.allclose([bar.get_y() for bar in under_bars], confidence[~over])
+    assert np.allclose([bar.get_y() + bar.get_height() for bar in under_bars], accuracy[~over])
+    assert over_bars.patches[0].get_hatch() != under_bars.patches[0].get_hatch()
+    assert over_bars.patches[0].get_facecolor() != under_bars.patches[0].get_facecolor()
+    # the legend names both marks and sits beside the axes, off the data
+    legend = main_ax.get_legend()
+    assert {plots.OVER_GAP_LABEL, plots.UNDER_GAP_LABEL} <= {text.get_text() for text in legend.get_texts()}
+    figure.canvas.draw()
+    legend_box, axes_box = legend.get_window_extent(), main_ax.get_window_extent()
+    assert legend_box.x0 >= axes_box.x1
     assert abs(ece_in_title(main_ax) - metrics.ece(probs, labels)) <= 0.5e-4 + 1e-12
     assert main_ax.get_title().startswith("CE")
     # histogram heights are fractions of the samples
@@ -85,6 +101,22 @@ def test_reliability_grid_and_overlay():
     bins_by_model = {f"model {i}": metrics.reliability_bins(*multiclass_data(seed=i, scale=1.0 + i)) for i in range(3)}
     figure = plots.reliability_grid(bins_by_model, ncols=2)
     assert isinstance(figure, Figure)
+    # one figure legend naming both gap marks, no legend on any panel
+    (legend,) = figure.legends
+    assert {plots.OVER_GAP_LABEL, plots.UNDER_GAP_LABEL} <= {text.get_text() for text in legend.get_texts()}
+    assert all(ax.get_legend() is None for ax in figure.axes)
+    # a panel without under-confident bins still shows the under-confidence mark as drawn, not a default patch
+    over_only = metrics.reliability_bins(torch.tensor([[0.9, 0.1], [0.8, 0.2]]), torch.tensor([1, 1]), n_bins=5)
+    single = plots.reliability_grid({"over-confident only": over_only})
+    handles = dict(zip([t.get_text() for t in single.legends[0].get_texts()], single.legends[0].legend_handles))
+    assert handles[plots.UNDER_GAP_LABEL].get_hatch() == "\\\\"
+    assert matplotlib.colors.same_color(handles[plots.UNDER_GAP_LABEL].get_facecolor(), plots.UNDER_GAP_COLOR)
+    # the same for a legend built from the axes' own handles (notebook 06 collects them for one figure legend)
+    _, ax = plt.subplots()
+    plots.reliability_diagram(over_only, ax=ax, legend=False)
+    own = dict(zip(*reversed(ax.get_legend_handles_labels())))
+    assert {plots.OVER_GAP_LABEL, plots.UNDER_GAP_LABEL} <= set(own)
+    assert matplotlib.colors.same_color(own[plots.UNDER_GAP_LABEL].get_facecolor(), plots.UNDER_GAP_COLOR)
     main_axes = [ax for ax in figure.axes if ax.get_title()]
     assert len(main_axes) == 3
     for ax, (name, bins) in zip(main_axes, bins_by_model.items()):
@@ -116,13 +148,38 @@ def test_training_curves():
     assert isinstance(figure, Figure)
     ax = figure.axes[0]
     lines = {line.get_label(): line for line in ax.get_lines()}
-    assert set(lines) == {"train_loss", "val_loss"}
-    assert list(lines["val_loss"].get_ydata()) == pytest.approx([1.2 / e for e in range(1, 6)])
+    assert set(lines) == {"training loss", "validation loss"}  # words, not history keys
+    assert list(lines["validation loss"].get_ydata()) == pytest.approx([1.2 / e for e in range(1, 6)])
+    assert ax.get_ylabel() == "training loss and validation loss"
     figure, ax = plt.subplots()
     assert plots.training_curves(history, metrics=("val_ece",), ax=ax) is figure
     assert list(ax.get_lines()[0].get_xdata()) == [2, 3, 4, 5]  # the None entry is skipped
     with pytest.raises(ValueError, match="available"):
         plots.training_curves(history, metrics=("val_auc",))
+
+
+def test_loss_and_ece_curves_keep_the_ece_on_its_own_axis_in_percent():
+    def history(seed):
+        return [
+            {"epoch": e, "train_loss": 1.0 / e + seed, "val_nll": 0.8 + 0.01 * e, "val_ece": 0.01 * e}
+            for e in range(1, 6)
+        ]
+
+    histories = {"well-regularised": {0: history(0), 1: history(1)}, "over-fitting": {0: history(0), 1: history(1)}}
+    figure, axes = plt.subplots(2, 2)
+    assert plots.loss_and_ece_curves(histories, axes=axes) is figure
+    for row in axes:
+        loss_ax, ece_ax = row
+        assert len(loss_ax.get_lines()) >= 4 and len(ece_ax.get_lines()) == 2  # two losses and the ECE per seed
+        assert list(ece_ax.get_lines()[1].get_ydata()) == pytest.approx([1.0 * e for e in range(1, 6)])
+        assert ece_ax.get_ylabel() == "validation ECE (%)" and "_" not in loss_ax.get_ylabel()
+    assert list(axes[0, 0].get_lines()[2].get_ydata()) == pytest.approx([1.0 / e + 1 for e in range(1, 6)])
+    (legend,) = figure.legends
+    assert {"training loss", "validation NLL", "seed 0", "seed 1"} <= {t.get_text() for t in legend.get_texts()}
+    with pytest.raises(ValueError, match="rows"):
+        plots.loss_and_ece_curves({"one": {0: history(0)}}, axes=axes)
+    with pytest.raises(ValueError, match="no history entry"):
+        plots.loss_and_ece_curves({"one": {0: history(0)}}, ece_key="val_auroc")
 
 
 def test_heatmap():

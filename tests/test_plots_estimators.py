@@ -33,6 +33,8 @@ def test_estimator_curves_draw_means_error_bars_and_reference_lines():
     reference = next(line for line in ax.get_lines() if line.get_label() == "true CE")
     np.testing.assert_allclose(reference.get_ydata(), [0.0371, 0.0371])
     assert ax.get_xscale() == "log" and ax.get_title() == "Bayes model"
+    figure.canvas.draw()  # the legend sits below the axes, off the data
+    assert ax.get_legend().get_window_extent().y1 <= ax.get_window_extent().y0
 
 
 def test_estimator_curves_refuse_a_curve_of_the_wrong_length_and_draw_on_a_given_axis():
@@ -60,5 +62,12 @@ def test_binned_and_smooth_reliability_puts_each_models_two_diagrams_in_its_colu
         )
     default = plots.binned_and_smooth_reliability(binned, smooth)
     assert len([ax for ax in default.axes if ax.get_title()]) == 4
+    assert len(default.legends) == 1 and all(ax.get_legend() is None for ax in default.axes)
+    grid = plots.smooth_reliability_grid(smooth)
+    titled = [ax for ax in grid.axes if ax.get_title()]
+    assert [ax.get_title().split("\n")[0] for ax in titled] == list(smooth)
+    assert len(grid.legends) == 1 and all(ax.get_legend() is None for ax in grid.axes)
+    with pytest.raises(ValueError, match="empty"):
+        plots.smooth_reliability_grid({})
     with pytest.raises(ValueError, match="same models"):
         plots.binned_and_smooth_reliability(binned, {"sharp": smooth["sharp"]})
