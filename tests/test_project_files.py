@@ -105,3 +105,13 @@ def test_every_version_tag_has_a_changelog_heading():
     for tag in tags.stdout.split():
         assert re.fullmatch(r"v\d+\.\d+\.\d+", tag), f"tag {tag!r} does not follow vX.Y.Z"
         assert tag[1:] in releases, f"tag {tag} has no '## [{tag[1:]}] - date' heading in CHANGELOG.md"
+
+
+def test_the_virtual_environment_is_ignored_as_a_folder_and_as_a_link():
+    """A git worktree often links a shared .venv: ".venv/" alone ignores only a folder, so the link was committed
+    once, and merging that commit replaced the folder of the main checkout."""
+    root = Path(__file__).resolve().parent.parent
+    for path in (".venv", ".venv/bin/python"):
+        ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=root, check=False)
+        assert ignored.returncode == 0, f"{path} is not ignored by .gitignore"
+    assert not subprocess.run(["git", "ls-files", ".venv"], cwd=root, capture_output=True, text=True).stdout
