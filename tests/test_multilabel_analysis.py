@@ -132,3 +132,16 @@ def test_ideal_output_is_the_conditional_risk_minimiser_read_out_and_keeps_the_r
         assert bool((ideal[interior][order].diff() > 0).all())  # same ranking as η
     with pytest.raises(ValueError, match="strictly inside"):
         mla.ideal_output(BCE(), torch.tensor([0.0, 0.5]))
+
+
+def test_equal_mass_reliability_puts_equal_counts_where_the_forecasts_are():
+    generator = torch.Generator().manual_seed(0)
+    probs = torch.rand(1000, 14, generator=generator, dtype=torch.float64) ** 4  # most forecasts near 0
+    labels = (torch.rand(1000, 14, generator=generator, dtype=torch.float64) < probs).double()
+    curve = mla.equal_mass_reliability(probs, labels, n_bins=10)
+    assert curve["counts"].sum() == 14_000 and set(curve["counts"]) == {1400}
+    assert np.all(np.diff(curve["mean_predicted"]) > 0)
+    assert curve["mean_predicted"][3] < 0.02  # four of ten bins below 0.02, where equal-width bins put one
+    assert np.allclose(curve["frequency"], curve["mean_predicted"], atol=0.05)
+    with pytest.raises(ValueError):
+        mla.equal_mass_reliability(probs, labels[:10], n_bins=10)
