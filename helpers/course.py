@@ -93,13 +93,21 @@ class RunConfig:
             for k, v in asdict(self).items()
             if k not in ("notebook", "profile", "dataset", "extra")
         }
-        knobs = [f"{k}={v!r}" for k, v in shown.items()] + [f"{k}={v!r}" for k, v in self.extra.items()]
+        knobs = [f"{k}={_knob_text(v)}" for k, v in {**shown, **self.extra}.items()]
         head = f"[{self.notebook}] profile {self.profile!r}, dataset {self.dataset!r}; knobs: "
         return "\n".join(
             textwrap.wrap(
                 head + ", ".join(knobs), width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
             )
         )
+
+
+def _knob_text(value: Any) -> str:
+    """A knob's value as ``describe`` prints it: repr, except that a list or tuple prints its items without quotes
+    (``losses=[BCE, focal]``), so that no Python list of strings appears among the outputs (issue 16, item 6)."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(item) for item in value) + "]"
+    return repr(value)
 
 
 def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile: str, **knobs: Any) -> RunConfig:
