@@ -475,3 +475,33 @@ def weight_function(loss: nn.Module, c, tolerance: float = 1e-6) -> torch.Tensor
             f"relative {mismatch:.2g}): it has no weight function"
         )
     return from_negative
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the gradient of the negatives (notebook 07, section 5)
+# ----------------------------------------------------------------------------------------------------------------
+__all__ += ["gradient_masses", "negative_share", "negative_gradient_weight"]
+
+
+def gradient_masses(loss: nn.Module, logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(|∂ℓ₊/∂v| on the positive entries, |∂ℓ₋/∂v| on the negative entries), elementwise in float64, for logits
+    broadcast to the shape of ``labels`` (one logit per entry, or one per label for a constant predictor)."""
+    labels = torch.as_tensor(labels, dtype=torch.float64)
+    v = torch.as_tensor(logits, dtype=torch.float64).expand_as(labels).clone().requires_grad_(True)
+    loss_pos, loss_neg = partial_losses(loss, v)
+    grad_pos = torch.autograd.grad(loss_pos.sum(), v, retain_graph=True)[0].abs()
+    grad_neg = torch.autograd.grad(loss_neg.sum(), v)[0].abs()
+    return grad_pos * labels, grad_neg * (1 - labels)
+
+
+def negative_share(loss: nn.Module, logits: torch.Tensor, labels: torch.Tensor) -> float:
+    """The share of the summed gradient magnitude that comes from the negative entries (:func:`gradient_masses`)."""
+    positive, negative = gradient_masses(loss, logits, labels)
+    return float(negative.sum() / (positive.sum() + negative.sum()))
+
+
+def negative_gradient_weight(loss: nn.Module, logits: torch.Tensor) -> torch.Tensor:
+    """|ℓ₋'(v)| / σ(v): the gradient on a negative relative to BCE's at the same logit (1 for BCE), float64."""
+    v = torch.as_tensor(logits, dtype=torch.float64).reshape(-1, 1).clone().requires_grad_(True)
+    loss_neg = partial_losses(loss, v)[1]
+    return (torch.autograd.grad(loss_neg.sum(), v)[0].abs() / torch.sigmoid(v.detach())).reshape(-1)

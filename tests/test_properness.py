@@ -322,3 +322,17 @@ def test_inverse_link_inverts_the_read_out_and_improper_losses_have_no_weight_fu
         properness.weight_function(AsymmetricFocal(0.0, 4.0), q)
     with pytest.raises(ValueError, match="strictly inside"):
         properness.inverse_link(BCE(), torch.tensor([0.0, 0.5]))
+
+
+def test_gradient_masses_split_at_the_own_optimum_is_even_and_bce_weight_is_one():
+    labels = torch.tensor([[1.0, 0.0, 1.0]] + [[0.0, 1.0, 1.0]] * 4 + [[0.0, 0.0, 0.0]] * 45, dtype=torch.float64)
+    pi = labels.mean(0)
+    for loss in (BCE(), AsymmetricFocal(0.0, 4.0), SPA()):
+        own = conditional_risk_minimiser(loss, pi).logits.reshape(1, -1)
+        assert properness.negative_share(loss, own, labels) == pytest.approx(0.5, abs=1e-6)
+    positive, negative = properness.gradient_masses(BCE(), torch.zeros(1, 3), labels)
+    assert torch.all(positive[labels == 0] == 0) and torch.all(negative[labels == 1] == 0)
+    v = torch.linspace(-5, 5, 11, dtype=torch.float64)
+    assert torch.allclose(properness.negative_gradient_weight(BCE(), v), torch.ones(11, dtype=torch.float64))
+    focal = properness.negative_gradient_weight(AsymmetricFocal(0.0, 4.0), v)
+    assert float(focal[0]) < 1e-3 and bool((focal[:6].diff() > 0).all())  # easy negatives down-weighted
