@@ -13,10 +13,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 
-from helpers import experiments, metrics, properness
+from helpers import experiments, metrics, properness, stats
 from helpers.losses import ASL, BCE, LDACE, LPR, SPA, AsymmetricFocal, Composite, LDACEWithCCL
 
 __all__ = [
@@ -243,3 +244,143 @@ def ideal_output(loss: nn.Module, eta, n_grid: int = 801) -> torch.Tensor:
     logits = np.interp(scores.numpy(), grid.numpy(), minimum.logits.numpy())
     with torch.no_grad():
         return loss.predict_proba(torch.from_numpy(logits).reshape(eta.shape)).double()
+
+
+__all__ += ["equal_mass_reliability"]
+
+
+def equal_mass_reliability(probs: Any, labels: Any, n_bins: int = 15) -> dict[str, np.ndarray]:
+    """Pooled multi-label reliability in equal-mass bins: every (image, finding) forecast sorted by its predicted
+    probability and cut into ``n_bins`` bins of (nearly) equal count. With ~5 % positives, 15 equal-width bins put
+    ~85 % of the forecasts into the first bin; equal-mass bins put the bins where the forecasts are. Returns numpy
+    arrays per bin: ``mean_predicted``, ``frequency`` (share of "present"), ``counts``."""
+    p = torch.as_tensor(probs, dtype=torch.float64).reshape(-1)
+    y = torch.as_tensor(labels, dtype=torch.float64).reshape(-1)
+    if p.shape != y.shape:
+        raise ValueError(f"probs and labels must have the same number of entries, got {p.numel()} and {y.numel()}")
+    if n_bins < 1 or n_bins > p.numel():
+        raise ValueError(f"n_bins must be between 1 and the number of forecasts ({p.numel()}), got {n_bins}")
+    order = torch.argsort(p, stable=True)
+    chunks = torch.tensor_split(order, n_bins)
+    return {
+        "mean_predicted": np.array([float(p[c].mean()) for c in chunks]),
+        "frequency": np.array([float(y[c].mean()) for c in chunks]),
+        "counts": np.array([len(c) for c in chunks]),
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# notebook 08: every read-out of the stored runs against BCE, over seeds (the tables' plumbing, out of the notebook)
+# ----------------------------------------------------------------------------------------------------------------
+__all__ += ["readouts_by_model", "evaluate_against_bce", "evaluation_tables"]
+
+#: metrics of the seed summaries (mean ± sd) and of the paired differences against BCE
+SUMMARY_METRICS: dict[str, Callable[..., float]] = {
+    "macro_auroc": metrics.macro_auroc,
+    "map_per_class": metrics.map_per_class,
+    "map_per_example": metrics.map_per_example,
+    "multilabel_brier": metrics.multilabel_brier,
+    "multilabel_nll": metrics.multilabel_nll,
+    "true_rms": metrics.true_rms,
+    "multilabel_ece": metrics.multilabel_ece,
+    "multilabel_average_calibration_error": metrics.multilabel_average_calibration_error,
+}
+DIFFERENCE_METRICS = ("macro_auroc", "map_per_class", "multilabel_brier", "multilabel_nll", "true_rms",
+                      "multilabel_average_calibration_error")  # fmt: skip
+RANKING_METRICS = ("macro_auroc", "map_per_class")
+#: column headers in words (the course's METRIC_LABELS, with the names the multi-label tables use)
+TABLE_LABELS = {
+    "macro_auroc": "AUROC",
+    "map_per_class": "mAP@y",
+    "map_per_example": "mAP@x",
+    "multilabel_brier": "Brier",
+    "multilabel_nll": "NLL",
+    "true_rms": "RMS error vs exact posteriors",
+    "multilabel_ece": "ECE",
+    "multilabel_average_calibration_error": "ACE",
+    "multilabel_smooth_ece": "smooth ECE",
+    "non-empty bins": "non-empty bins",
+    "smallest bin": "smallest bin",
+}
+
+
+def readouts_by_model(runs: Mapping[tuple[str, int], Any], bundle: Any) -> dict[str, list[torch.Tensor]]:
+    """{row name: [test probabilities per seed]} for stored runs ``{(loss name, seed): run}`` (each with ``loss``
+    and ``test_logits``): every read-out of :func:`probability_readouts` (e.g. "ASL" and "ASL+φ"), then the
+    constant-prevalence predictor (each finding's training prevalence) and the Bayes model (exact posteriors)."""
+    by_model: dict[str, list[torch.Tensor]] = {}
+    for (name, _seed), run in runs.items():
+        for readout, probs in probability_readouts(name, run.loss, run.test_logits).items():
+            by_model.setdefault(readout, []).append(probs)
+    truth = bundle.true_posteriors["test"].float()
+    by_model["constant prevalence"] = [bundle.train.labels.float().mean(0).expand_as(truth).clone()]
+    by_model["Bayes"] = [truth]
+    return by_model
+
+
+def evaluate_against_bce(
+    probs: Mapping[str, list[torch.Tensor]],
+    labels: torch.Tensor,
+    truth: torch.Tensor,
+    compared: tuple[str, ...] = ("ASL", "SPA", "SPA+LPR", "BCE+LPR"),
+    n: int = 1000,
+    seed: int = 0,
+) -> tuple[dict, dict]:
+    """(summaries, differences): mean ± sd over seeds of :data:`SUMMARY_METRICS` for every row, plus the binning
+    diagnostics of the first seed (non-empty bins, smallest bin, pooled smooth ECE); and the paired bootstrap
+    differences against BCE of :data:`DIFFERENCE_METRICS` for the ``compared`` rows present (ASL: no ranking
+    metrics, its ranking is compared through focal/ASL + φ elsewhere)."""
+    summaries = stats.seed_summaries(probs, labels, SUMMARY_METRICS, targets={"true_rms": truth})
+    for model, seeds_probs in probs.items():
+        bins = metrics.reliability_bins(seeds_probs[0], labels, multilabel=True)
+        summaries[model]["non-empty bins"] = [int(bins.nonempty.sum())]
+        summaries[model]["smallest bin"] = [int(bins.counts[bins.nonempty].min())]
+        summaries[model]["multilabel_smooth_ece"] = [metrics.multilabel_smooth_ece(seeds_probs[0], labels)]
+    differences = {}
+    for model in (m for m in compared if m in probs):
+        fns = {k: SUMMARY_METRICS[k] for k in DIFFERENCE_METRICS if not (model == "ASL" and k in RANKING_METRICS)}
+        differences[model] = stats.paired_differences(
+            {model: probs[model], "BCE": probs["BCE"]}, labels, fns, reference="BCE", n=n, seed=seed,
+            targets={"true_rms": truth},
+        )[model]  # fmt: skip
+    return summaries, differences
+
+
+def evaluation_tables(summaries: Mapping, differences: Mapping) -> list[tuple[pd.DataFrame, str | None]]:
+    """The tables of notebook 08's section 6, headers in words: (table, note printed under it or None) for the
+    ranking, the proper scores, the binned calibration diagnostics, and the paired differences against BCE of the
+    ranking metrics (rows with every metric) and of the proper scores and ACE."""
+    digits = {"multilabel_brier": 4, "multilabel_nll": 4, "true_rms": 2}
+    tables: list[tuple[pd.DataFrame, str | None]] = [
+        (stats.summary_table(summaries, list(RANKING_METRICS) + ["map_per_example"], labels=TABLE_LABELS), None),
+        (
+            stats.summary_table(
+                summaries, ["multilabel_brier", "multilabel_nll", "true_rms"], digits=digits, labels=TABLE_LABELS
+            ),
+            None,
+        ),  # fmt: skip
+        (
+            stats.summary_table(
+                summaries,
+                [
+                    "multilabel_ece",
+                    "multilabel_average_calibration_error",
+                    "non-empty bins",
+                    "smallest bin",
+                    "multilabel_smooth_ece",
+                ],
+                scale={"non-empty bins": 1, "smallest bin": 1},
+                digits={"non-empty bins": 0, "smallest bin": 0, "multilabel_ece": 2, "multilabel_smooth_ece": 2},
+                labels=TABLE_LABELS,
+            ),
+            None,
+        ),  # fmt: skip
+    ]
+    full = {m: r for m, r in differences.items() if set(r) == set(DIFFERENCE_METRICS)}
+    for rows, columns in [
+        (full, list(RANKING_METRICS)),
+        (differences, ["multilabel_brier", "multilabel_nll", "true_rms", "multilabel_average_calibration_error"]),
+    ]:
+        table = stats.difference_table(rows, "BCE", columns, digits=digits, labels=TABLE_LABELS)
+        tables.append((table.table, table.note))
+    return tables

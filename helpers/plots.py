@@ -460,23 +460,40 @@ def risk_minimiser_plot(
     ax: Axes | None = None,
     title: str | None = None,
     styles: Mapping[str, Mapping[str, Any]] | None = None,
+    markers: int | None = None,
+    legend_below: bool = False,
 ) -> Figure:
     """η̂ at the conditional-risk minimiser against the true η, one line per loss (or read-out), with the diagonal
     that a strictly proper loss follows (SPA paper, eq. 11 and Definition 1). ``estimates``: name -> (G,) values
-    on the grid ``eta``; NaN entries (e.g. no interior minimiser) are left as gaps."""
+    on the grid ``eta``; NaN entries (e.g. no interior minimiser) are left as gaps.
+
+    ``markers``: draw about that many markers per curve, a different marker per curve and staggered along it,
+    with dashed lines of decreasing width, so that curves lying on top of each other (several strictly proper
+    read-outs on the diagonal) stay distinguishable; ``legend_below`` puts the legend under the axes."""
     if not estimates:
         raise ValueError("estimates is empty; pass {loss name: estimate at the risk minimiser for each eta}")
     eta = _numpy(eta).astype(float)
     figure, ax = _figure_and_axes(ax, (4.8, 4.4))
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="η̂ = η (strictly proper)")
-    for name, values in estimates.items():
+    for index, (name, values) in enumerate(estimates.items()):
         values = _numpy(values).astype(float)
         if values.shape != eta.shape:
             raise ValueError(f"{name}: {values.shape[0] if values.ndim else 0} values for {eta.shape[0]} grid points")
-        ax.plot(eta, values, label=name, **dict((styles or {}).get(name, {})))
+        style: dict[str, Any] = {}
+        if markers:
+            step = max(1, len(eta) // markers)
+            style = dict(
+                marker="osD^vP"[index % 6],
+                markevery=(index * step // max(1, len(estimates)), step),
+                markersize=5,
+                linewidth=max(0.8, 2.4 - 0.5 * index),
+            )
+        ax.plot(eta, values, label=name, **{**style, **dict((styles or {}).get(name, {}))})
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     _label_axes(ax, "true posterior η", "estimate at the risk minimiser η̂*", title or "conditional-risk minimiser")
+    if legend_below:
+        _legend_below(ax, ncols=1)
     return figure
 
 
@@ -1369,4 +1386,129 @@ def binned_output_plot(
         title or "predictions against the exact posterior",
         grid=True,
     )
+    return figure
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# notebooks 07-08: figures that read at a glance (issue 16, item 7)
+# ----------------------------------------------------------------------------------------------------------------
+__all__ += ["weight_function_plot", "outlier_rows", "difference_panels", "pooled_reliability_curves"]
+
+
+def _legend_below(ax: Axes, ncols: int = 2) -> None:
+    """The legend under the axes, off the data."""
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=ncols, fontsize="small", frameon=False)
+
+
+def weight_function_plot(
+    thresholds: Any,
+    weights: Mapping[str, Any],
+    ax: Axes | None = None,
+    title: str | None = None,
+    normalise_at: float | None = 0.5,
+) -> Figure:
+    """Weight functions w(c) of proper losses (:func:`helpers.properness.weight_function`) against the cost
+    threshold c, log-scaled, one line per loss, legend below the axes. A weight function is defined up to a
+    positive factor (scaling a loss scales it), so each curve is divided by its value at ``normalise_at`` (None:
+    drawn as given): the curves then compare which thresholds each loss cares about, not their scale."""
+    if not weights:
+        raise ValueError("weights is empty; pass {loss name: w(c) on the thresholds}")
+    c = _numpy(thresholds).astype(float).reshape(-1)
+    figure, ax = _figure_and_axes(ax, (5.2, 4.2))
+    for index, (name, values) in enumerate(weights.items()):
+        values = _numpy(values).astype(float).reshape(-1)
+        if values.shape != c.shape:
+            raise ValueError(f"{name}: {values.shape[0]} values for {c.shape[0]} thresholds")
+        if normalise_at is not None:
+            values = values / np.interp(normalise_at, c, values)
+        ax.plot(c, values, label=name, color=f"C{index}", linestyle=("-", "--", "-.", ":")[index % 4])
+    ax.set_yscale("log")
+    ax.set_xlim(0, 1)
+    scaled = f", relative to c = {normalise_at:g}" if normalise_at is not None else ""
+    ax.set_xlabel("cost threshold c (act when the predicted probability exceeds c)")
+    ax.set_ylabel(f"weight w(c){scaled} (log scale)")
+    ax.set_title(title or "which decisions each proper loss rewards")
+    ax.grid(alpha=0.3)
+    _legend_below(ax)
+    return figure
+
+
+def outlier_rows(rows: Mapping[str, Any], ratio: float = 5.0) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split interval rows ``{name: (estimate, low, high)}`` into (ordinary, outliers): the outliers are the rows
+    whose largest absolute value exceeds ``ratio`` times that of every ordinary row (cut at the largest such gap),
+    so that a row like ASL's +27 points gets a panel of its own and the others stay readable."""
+    if ratio <= 1:
+        raise ValueError(f"ratio must be > 1, got {ratio}")
+    extent = {name: max(abs(float(x)) for x in row) for name, row in rows.items()}
+    ordered = sorted(extent, key=extent.get, reverse=True)
+    cut, widest = 0, ratio
+    for k in range(1, len(ordered)):
+        gap = extent[ordered[k - 1]] / max(extent[ordered[k]], 1e-300)
+        if gap > widest:
+            cut, widest = k, gap
+    outliers = set(ordered[:cut])
+    return (
+        {n: r for n, r in rows.items() if n not in outliers},
+        {n: r for n, r in rows.items() if n in outliers},
+    )
+
+
+def difference_panels(
+    panels: Sequence[Mapping[str, Any]], ratio: float = 5.0, scale: float = 100.0, width: float = 4.2
+) -> Figure:
+    """Paired-difference panels side by side (:func:`difference_plot`), each
+    ``{"rows": {name: (estimate, low, high)}, "higher_is_better": bool, "xlabel": str, "title": str}``; a row that
+    dwarfs the others (:func:`outlier_rows`) is drawn in a panel of its own, on its own scale, right of its panel."""
+    if not panels:
+        raise ValueError("panels is empty")
+    drawn = []
+    for panel in panels:
+        ordinary, outliers = outlier_rows(panel["rows"], ratio)
+        drawn.append((ordinary, panel, panel.get("title")))
+        if outliers:
+            drawn.append((outliers, panel, f"{panel.get('title') or ''} (own scale)".strip()))
+    heights = [len(rows) for rows, _, _ in drawn]
+    figure, axes = plt.subplots(
+        1,
+        len(drawn),
+        figsize=(width * len(drawn), 1.2 + 0.35 * max(heights)),
+        squeeze=False,
+        layout="constrained",
+    )
+    for ax, (rows, panel, title) in zip(axes[0], drawn):
+        difference_plot(
+            rows, panel["higher_is_better"], ax=ax, xlabel=panel.get("xlabel", ""), title=title, scale=scale
+        )
+    return figure
+
+
+def pooled_reliability_curves(
+    curves: Mapping[str, Mapping[str, Any]], ax: Axes | None = None, title: str | None = None, log: bool = True
+) -> Figure:
+    """Multi-label reliability where the forecasts are: observed frequency of "present" against the mean predicted
+    probability in equal-mass bins of the pooled (image, finding) forecasts
+    (:func:`helpers.multilabel_analysis.equal_mass_reliability`), one line per model, both axes log-scaled, the
+    diagonal of perfect calibration, legend below. A bin without a positive has no point on a log scale and is
+    left out. ``curves``: name -> {"mean_predicted": (B,), "frequency": (B,)}."""
+    if not curves:
+        raise ValueError("curves is empty; pass {model: equal_mass_reliability(probs, labels)}")
+    figure, ax = _figure_and_axes(ax, (5.0, 4.6))
+    low, high = 1.0, 0.0
+    markers = "osD^vP"
+    for index, (name, curve) in enumerate(curves.items()):
+        x = _numpy(curve["mean_predicted"]).astype(float)
+        y = _numpy(curve["frequency"]).astype(float)
+        keep = (x > 0) & (y > 0) if log else np.ones_like(x, dtype=bool)
+        ax.plot(x[keep], y[keep], marker=markers[index % len(markers)], markersize=4, label=name)
+        low, high = min(low, x[keep].min(), y[keep].min()), max(high, x[keep].max(), y[keep].max())
+    ax.plot([low, high], [low, high], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    scaled = " (log scale)" if log else ""
+    ax.set_xlabel(f"mean predicted probability in the bin{scaled}")
+    ax.set_ylabel(f'observed frequency of "present"{scaled}')
+    ax.set_title(title or "pooled reliability, equal-mass bins")
+    ax.grid(alpha=0.3)
+    _legend_below(ax)
     return figure

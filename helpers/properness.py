@@ -403,3 +403,105 @@ def _ldace_gradient_and_hessian(
     grad = grad_a * slope / n_terms
     hess = (slope[:, :, None] * hess_a * slope[:, None, :] + torch.diag_embed(grad_a * (-p * slope))) / n_terms
     return grad, hess
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the structure of proper losses: weight functions (Savage 1971; Schervish 1989) and composite losses
+# ----------------------------------------------------------------------------------------------------------------
+__all__ += ["BrierScore", "inverse_link", "weight_function"]
+
+
+class BrierScore(nn.Module):
+    """The Brier score as a per-label loss of the logit, ℓ₊(v) = (1 − σ(v))², ℓ₋(v) = σ(v)² (read-out σ): strictly
+    proper with the sigmoid link, weight function w(c) = 2 (:func:`weight_function`). For the weight-function map
+    of notebook 07; not a training loss of the course."""
+
+    def partial_losses(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        q = torch.sigmoid(logits)
+        return (1.0 - q) ** 2, q**2
+
+    def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(logits)
+
+
+def inverse_link(
+    loss: nn.Module, q, logit_range: tuple[float, float] = (-60.0, 60.0), steps: int = 200
+) -> torch.Tensor:
+    """The logit v with ``loss.predict_proba(v) = q`` for every entry of ``q`` (bisection in float64; the read-out
+    must be increasing, as every link of the course is): the link ψ(q) of a composite loss, ψ = [Ψ⁻¹]⁻¹."""
+    q = torch.as_tensor(q, dtype=torch.float64).reshape(-1)
+    if q.numel() == 0 or not bool(((q > 0) & (q < 1)).all()):
+        raise ValueError("q must be probabilities strictly inside (0, 1)")
+    low = torch.full_like(q, float(logit_range[0]))
+    high = torch.full_like(q, float(logit_range[1]))
+    with torch.no_grad():
+        ends = loss.predict_proba(torch.stack([low[:1], high[:1]]).reshape(-1, 1)).reshape(-1).double()
+        if not (ends[0] <= q.min() and q.max() <= ends[1]):
+            raise ValueError(f"the read-out spans [{float(ends[0]):.3g}, {float(ends[1]):.3g}] on {logit_range}")
+        for _ in range(steps):
+            middle = (low + high) / 2
+            above = loss.predict_proba(middle.reshape(-1, 1)).reshape(-1).double() >= q
+            low, high = torch.where(above, low, middle), torch.where(above, middle, high)
+    return (low + high) / 2
+
+
+def weight_function(loss: nn.Module, c, tolerance: float = 1e-6) -> torch.Tensor:
+    """The weight function w(c) of a strictly proper binary loss read through its own link (``predict_proba``).
+
+    Savage/Schervish representation: a proper loss of a probability q is a mixture, over thresholds c, of the
+    cost-weighted misclassification losses ℓ_c(1, q) = (1 − c)·1[q ≤ c], ℓ_c(0, q) = c·1[q > c], with weight w(c):
+    ℓ(1, q) = ∫_q^1 (1 − c) w(c) dc and ℓ(0, q) = ∫_0^q c w(c) dc. A composite loss is a proper loss of
+    q = [Ψ]⁻¹(v) written in the logit, ℓ±(v) = λ±([Ψ]⁻¹(v)), so by the chain rule, at v = ψ(c),
+
+        w(c) = ℓ₋'(v) / (c · dq/dv) = −ℓ₊'(v) / ((1 − c) · dq/dv).
+
+    BCE: w(c) = 1/(c(1 − c)); Brier: w(c) = 2; weighted BCE = SPA (1, 1, 0, ζ, 1, 0) with link σ(v − log ζ):
+    w(c) = 1/(c(1 − c)(1 − c + ζc)). The two expressions agree only for a loss that is strictly proper with its
+    read-out: a ``ValueError`` when they differ by more than ``tolerance`` (relative), e.g. focal read through σ.
+    """
+    c = torch.as_tensor(c, dtype=torch.float64).reshape(-1)
+    v = inverse_link(loss, c).clone().requires_grad_(True)
+    q = loss.predict_proba(v.reshape(-1, 1)).reshape(-1).double()
+    dq = torch.autograd.grad(q.sum(), v)[0]
+    loss_pos, loss_neg = partial_losses(loss, v.reshape(-1, 1))
+    d_pos = torch.autograd.grad(loss_pos.double().sum(), v, retain_graph=True)[0]
+    d_neg = torch.autograd.grad(loss_neg.double().sum(), v)[0]
+    from_negative = (d_neg / (c * dq)).detach()
+    from_positive = (-d_pos / ((1.0 - c) * dq)).detach()
+    mismatch = float(((from_negative - from_positive).abs() / from_positive.abs().clamp_min(1e-300)).max())
+    if mismatch > tolerance:
+        raise ValueError(
+            f"{type(loss).__name__} is not strictly proper with its read-out (the two weight formulas differ by a "
+            f"relative {mismatch:.2g}): it has no weight function"
+        )
+    return from_negative
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the gradient of the negatives (notebook 07, section 5)
+# ----------------------------------------------------------------------------------------------------------------
+__all__ += ["gradient_masses", "negative_share", "negative_gradient_weight"]
+
+
+def gradient_masses(loss: nn.Module, logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(|∂ℓ₊/∂v| on the positive entries, |∂ℓ₋/∂v| on the negative entries), elementwise in float64, for logits
+    broadcast to the shape of ``labels`` (one logit per entry, or one per label for a constant predictor)."""
+    labels = torch.as_tensor(labels, dtype=torch.float64)
+    v = torch.as_tensor(logits, dtype=torch.float64).expand_as(labels).clone().requires_grad_(True)
+    loss_pos, loss_neg = partial_losses(loss, v)
+    grad_pos = torch.autograd.grad(loss_pos.sum(), v, retain_graph=True)[0].abs()
+    grad_neg = torch.autograd.grad(loss_neg.sum(), v)[0].abs()
+    return grad_pos * labels, grad_neg * (1 - labels)
+
+
+def negative_share(loss: nn.Module, logits: torch.Tensor, labels: torch.Tensor) -> float:
+    """The share of the summed gradient magnitude that comes from the negative entries (:func:`gradient_masses`)."""
+    positive, negative = gradient_masses(loss, logits, labels)
+    return float(negative.sum() / (positive.sum() + negative.sum()))
+
+
+def negative_gradient_weight(loss: nn.Module, logits: torch.Tensor) -> torch.Tensor:
+    """|ℓ₋'(v)| / σ(v): the gradient on a negative relative to BCE's at the same logit (1 for BCE), float64."""
+    v = torch.as_tensor(logits, dtype=torch.float64).reshape(-1, 1).clone().requires_grad_(True)
+    loss_neg = partial_losses(loss, v)[1]
+    return (torch.autograd.grad(loss_neg.sum(), v)[0].abs() / torch.sigmoid(v.detach())).reshape(-1)

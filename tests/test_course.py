@@ -378,3 +378,27 @@ def test_kernel_environment_marks_the_kernels_headless_and_restores_the_caller(m
     with course.kernel_environment():
         assert course.os.environ["CALIBMED_HEADLESS"] == "1"
     assert "CALIBMED_HEADLESS" not in course.os.environ
+
+
+def test_describe_prints_list_knobs_without_python_quotes():
+    from helpers import notebook_outputs
+
+    config = course.RunConfig(
+        notebook="99_x",
+        profile="quick",
+        dataset="synthetic_chestmnist",
+        image_size=28,
+        model="small_cnn",
+        epochs=1,
+        batch_size=8,
+        lr=0.1,
+        seed=0,
+        device="cpu",
+        data_dir=None,
+        max_train=None,
+        results_path="x.json",
+        extra={"losses": ["BCE", "ASL"], "seeds": [0, 1]},
+    )
+    text = config.describe()
+    assert "losses=[BCE, ASL]" in text and "seeds=[0, 1]" in text
+    assert not notebook_outputs.PRINTED_LIST.search(text)

@@ -132,3 +132,44 @@ def test_ideal_output_is_the_conditional_risk_minimiser_read_out_and_keeps_the_r
         assert bool((ideal[interior][order].diff() > 0).all())  # same ranking as η
     with pytest.raises(ValueError, match="strictly inside"):
         mla.ideal_output(BCE(), torch.tensor([0.0, 0.5]))
+
+
+def test_equal_mass_reliability_puts_equal_counts_where_the_forecasts_are():
+    generator = torch.Generator().manual_seed(0)
+    probs = torch.rand(1000, 14, generator=generator, dtype=torch.float64) ** 4  # most forecasts near 0
+    labels = (torch.rand(1000, 14, generator=generator, dtype=torch.float64) < probs).double()
+    curve = mla.equal_mass_reliability(probs, labels, n_bins=10)
+    assert curve["counts"].sum() == 14_000 and set(curve["counts"]) == {1400}
+    assert np.all(np.diff(curve["mean_predicted"]) > 0)
+    assert curve["mean_predicted"][3] < 0.02  # four of ten bins below 0.02, where equal-width bins put one
+    assert np.allclose(curve["frequency"], curve["mean_predicted"], atol=0.05)
+    with pytest.raises(ValueError):
+        mla.equal_mass_reliability(probs, labels[:10], n_bins=10)
+
+
+def test_evaluation_of_stored_runs_against_bce_gives_tables_with_headers_in_words():
+    from types import SimpleNamespace
+
+    from helpers import notebook_outputs
+
+    generator = torch.Generator().manual_seed(3)
+    truth = torch.rand(120, 4, generator=generator, dtype=torch.float64) * 0.3 + 0.06  # above ASL's margin
+    labels = (torch.rand(120, 4, generator=generator, dtype=torch.float64) < truth).float()
+    bundle = SimpleNamespace(true_posteriors={"test": truth}, train=SimpleNamespace(labels=labels))
+    losses = mla.course_losses(["BCE", "ASL", "SPA", "SPA+LPR"])
+    runs = {
+        (name, seed): SimpleNamespace(loss=losses[name], test_logits=torch.logit(truth).float() + 0.1 * seed)
+        for name in losses
+        for seed in (0, 1)
+    }
+    probs = mla.readouts_by_model(runs, bundle)
+    assert list(probs) == ["BCE", "ASL", "ASL+φ", "SPA", "SPA+LPR", "constant prevalence", "Bayes"]
+    assert all(len(probs[name]) == 2 for name in ("BCE", "ASL+φ", "SPA+LPR"))
+    summaries, differences = mla.evaluate_against_bce(probs, labels, truth, n=10)
+    assert set(differences) == {"ASL", "SPA", "SPA+LPR"}
+    assert "macro_auroc" not in differences["ASL"] and "macro_auroc" in differences["SPA"]
+    tables = mla.evaluation_tables(summaries, differences)
+    assert len(tables) == 5 and tables[3][1].startswith("Δ = model − BCE")
+    headers = [str(h) for table, _ in tables for h in table.columns]
+    assert "RMS error vs exact posteriors (%)" in headers and "ACE (%)" in headers
+    assert not any(notebook_outputs.RAW_KEY.match(h) for h in headers)

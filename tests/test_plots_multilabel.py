@@ -151,3 +151,51 @@ def test_binned_output_plot_draws_the_diagonal_and_one_line_per_model_on_log_axe
     with pytest.raises(ValueError, match="log scale"):
         plots.binned_output_plot(np.array([0.0, 0.5]), {"m": np.array([0.1, 0.2])})
     plt.close(figure)
+
+
+def test_weight_function_plot_normalises_each_curve_and_keeps_the_legend_off_the_axes():
+    c = np.linspace(0.01, 0.99, 99)
+    fig = plots.weight_function_plot(c, {"BCE": 1 / (c * (1 - c)), "Brier": np.full_like(c, 2.0)})
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "log"
+    for line in ax.get_lines():
+        assert np.interp(0.5, line.get_xdata(), line.get_ydata()) == pytest.approx(1.0)
+    assert ax.get_legend().get_bbox_to_anchor().y0 < ax.get_window_extent().y0
+    with pytest.raises(ValueError):
+        plots.weight_function_plot(c, {"BCE": c[:5]})
+    plt.close(fig)
+
+
+def test_outlier_rows_give_a_dwarfing_row_its_own_panel():
+    rows = {"ASL": (27.3, 27.1, 27.5), "SPA": (-0.01, -0.05, 0.04), "SPA+LPR": (-0.7, -0.8, -0.6)}
+    ordinary, outliers = plots.outlier_rows(rows)
+    assert list(outliers) == ["ASL"] and list(ordinary) == ["SPA", "SPA+LPR"]
+    assert plots.outlier_rows({"a": (1, 0, 2), "b": (2, 1, 3)}) == ({"a": (1, 0, 2), "b": (2, 1, 3)}, {})
+    fig = plots.difference_panels(
+        [
+            {"rows": {"SPA": (0.2, -0.4, 0.8)}, "higher_is_better": True, "xlabel": "Δ mAP@y", "title": "ranking"},
+            {"rows": rows, "higher_is_better": False, "xlabel": "Δ RMS", "title": "error"},
+        ],
+        scale=1.0,
+    )
+    assert len(fig.axes) == 3
+    assert [t.get_text() for t in fig.axes[2].get_yticklabels()] == ["ASL"]
+    plt.close(fig)
+
+
+def test_pooled_reliability_curves_on_log_axes_leave_out_bins_without_a_positive():
+    curves = {"model": {"mean_predicted": np.array([0.01, 0.1, 0.5]), "frequency": np.array([0.0, 0.12, 0.45])}}
+    fig = plots.pooled_reliability_curves(curves)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert len(ax.get_lines()[0].get_xdata()) == 2
+    plt.close(fig)
+
+
+def test_risk_minimiser_plot_staggers_markers_of_curves_on_the_diagonal():
+    eta = np.linspace(0.01, 0.99, 99)
+    fig = plots.risk_minimiser_plot(eta, {"a": eta, "b": eta}, markers=10, legend_below=True)
+    lines = fig.axes[0].get_lines()[1:]
+    assert lines[0].get_marker() != lines[1].get_marker()
+    assert lines[0].get_markevery() != lines[1].get_markevery()
+    plt.close(fig)

@@ -285,3 +285,54 @@ def test_closed_form_ldace_gradient_and_hessian_match_autograd():
         row_risk = lambda row, e, p, d=diagonal: pairwise_expected_ldace(row[None], e[None], p[None], d)[0]
         torch.testing.assert_close(grad, torch.func.vmap(torch.func.grad(row_risk))(v, eta, pairs))
         torch.testing.assert_close(hess, torch.func.vmap(torch.func.hessian(row_risk))(v, eta, pairs))
+
+
+# --- weight functions (Savage/Schervish) and composite losses: notebook 07, section 7 -----------------------------
+THRESHOLDS = torch.linspace(0.01, 0.99, 99, dtype=torch.float64)
+
+
+def test_weight_functions_of_bce_brier_and_weighted_bce_are_the_textbook_ones():
+    c = THRESHOLDS
+    assert torch.allclose(properness.weight_function(BCE(), c), 1 / (c * (1 - c)), rtol=1e-9)
+    assert torch.allclose(properness.weight_function(properness.BrierScore(), c), torch.full_like(c, 2.0), rtol=1e-9)
+    zeta = 5.0
+    weighted = SPA(1, 1, 0, zeta, 1, 0)  # weighted BCE: negatives weighted 1/ζ
+    assert torch.allclose(properness.weight_function(weighted, c), 1 / (c * (1 - c) * (1 - c + zeta * c)), rtol=1e-9)
+    v = torch.linspace(-6, 6, 121, dtype=torch.float64)
+    assert torch.allclose(weighted.predict_proba(v), torch.sigmoid(v - math.log(zeta)), atol=1e-12)
+
+
+def test_the_weight_function_rebuilds_the_partial_losses_of_spa():
+    # ℓ₋(ψ(q)) − ℓ₋(ψ(q₀)) = ∫_{q₀}^{q} c w(c) dc: the representation, for the paper's default SPA
+    loss = SPA()
+    c = torch.linspace(0.02, 0.98, 4001, dtype=torch.float64)
+    w = properness.weight_function(loss, c)
+    integral = torch.cumulative_trapezoid(c * w, c)
+    v = properness.inverse_link(loss, c)
+    negative = partial_losses(loss, v.reshape(-1, 1))[1].reshape(-1)
+    assert torch.allclose(integral, (negative - negative[0])[1:], rtol=1e-5, atol=1e-7)
+
+
+def test_inverse_link_inverts_the_read_out_and_improper_losses_have_no_weight_function():
+    q = THRESHOLDS
+    assert torch.allclose(
+        SPA().predict_proba(properness.inverse_link(SPA(), q).reshape(-1, 1)).reshape(-1), q, atol=1e-12
+    )
+    with pytest.raises(ValueError, match="not strictly proper"):
+        properness.weight_function(AsymmetricFocal(0.0, 4.0), q)
+    with pytest.raises(ValueError, match="strictly inside"):
+        properness.inverse_link(BCE(), torch.tensor([0.0, 0.5]))
+
+
+def test_gradient_masses_split_at_the_own_optimum_is_even_and_bce_weight_is_one():
+    labels = torch.tensor([[1.0, 0.0, 1.0]] + [[0.0, 1.0, 1.0]] * 4 + [[0.0, 0.0, 0.0]] * 45, dtype=torch.float64)
+    pi = labels.mean(0)
+    for loss in (BCE(), AsymmetricFocal(0.0, 4.0), SPA()):
+        own = conditional_risk_minimiser(loss, pi).logits.reshape(1, -1)
+        assert properness.negative_share(loss, own, labels) == pytest.approx(0.5, abs=1e-6)
+    positive, negative = properness.gradient_masses(BCE(), torch.zeros(1, 3), labels)
+    assert torch.all(positive[labels == 0] == 0) and torch.all(negative[labels == 1] == 0)
+    v = torch.linspace(-5, 5, 11, dtype=torch.float64)
+    assert torch.allclose(properness.negative_gradient_weight(BCE(), v), torch.ones(11, dtype=torch.float64))
+    focal = properness.negative_gradient_weight(AsymmetricFocal(0.0, 4.0), v)
+    assert float(focal[0]) < 1e-3 and bool((focal[:6].diff() > 0).all())  # easy negatives down-weighted
