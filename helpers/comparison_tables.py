@@ -13,8 +13,9 @@ the scaled test probabilities (the "cross-entropy + TS" rows); :func:`mean_confi
 probability (above the accuracy: over-confident).
 
 The debiased ECE (Kumar et al. 2019) is never given a bootstrap interval: its n_b − 1 correction assumes distinct
-samples, and a bootstrap resample repeats images (``docs/reading_the_numbers.md``). :func:`difference_tables`
-refuses it; the summary tables report it as a point estimate per seed.
+samples, and a bootstrap resample repeats images (``docs/reading_the_numbers.md``). The rule lives in one place,
+:data:`helpers.stats.POINT_ESTIMATE_ONLY`: a difference table built here shows its estimate alone and does not
+count it among the intervals.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from helpers.temperature import TemperatureScaling
 
 __all__ = [
     "TABLE_LABELS",
-    "NOT_BOOTSTRAPPED",
     "mean_confidence",
     "temperature_scaled",
     "summary_tables",
@@ -40,8 +40,6 @@ __all__ = [
 
 #: column names in words for every metric key of these tables (stats.METRIC_LABELS and the notebooks' own)
 TABLE_LABELS: dict[str, str] = {**stats.METRIC_LABELS, "mean_confidence": "mean confidence", "r_auc": "R-AUC"}
-#: metrics that get no bootstrap interval (the debiased ECE's correction assumes distinct samples)
-NOT_BOOTSTRAPPED = frozenset({"debiased_ece"})
 
 MetricGroups = Sequence[Mapping[str, Callable[..., float]]]
 
@@ -91,11 +89,9 @@ def difference_tables(
     digits: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], list[pd.DataFrame], int]:
     """(the paired differences of every model but ``reference``, one "Δ [low, high]" table per group of metrics,
-    the number of intervals in those tables). Raises for a metric of :data:`NOT_BOOTSTRAPPED`."""
+    the number of intervals in those tables). A metric of :data:`helpers.stats.POINT_ESTIMATE_ONLY` (the debiased
+    ECE) gets its estimate alone, no interval, and is not counted."""
     metric_fns = {name: fn for group in groups for name, fn in group.items()}
-    refused = sorted(NOT_BOOTSTRAPPED & set(metric_fns))
-    if refused:
-        raise ValueError(f"no bootstrap interval for {refused}: its correction assumes distinct samples")
     differences = stats.paired_differences(probs_by_model, labels, metric_fns, reference=reference, n=n, seed=seed)
     tables, count = [], 0
     for group in groups:

@@ -50,8 +50,11 @@ def test_difference_tables_match_stats_and_count_the_intervals():
 
 def test_the_debiased_ece_gets_no_bootstrap_interval():
     by_model, labels = models()
-    with pytest.raises(ValueError, match="distinct samples"):
-        C.difference_tables(by_model, labels, "CE", [{"debiased_ece": M.debiased_ece}], n=20, seed=0)
+    groups = [{"ece": M.ece, "debiased_ece": M.debiased_ece}]
+    _, tables, count = C.difference_tables(by_model, labels, "CE", groups, n=20, seed=0)
+    assert "debiased_ece" in stats.POINT_ESTIMATE_ONLY
+    assert count == 1  # the ECE's interval only
+    assert "[" not in tables[0].loc["smoothed", "debiased ECE (%)"] and "[" in tables[0].loc["smoothed", "ECE (%)"]
 
 
 def test_temperature_scaled_fits_one_temperature_per_run_on_the_calibration_half():
