@@ -46,6 +46,10 @@ __all__ = [
     "history_windows",
     "confidence_profile",
     "dca_fitted_batch_factor",
+    "outside_own_interval",
+    "key_number_sentences",
+    "epoch_to_epoch_change",
+    "typical_seed",
 ]
 
 #: column headers in words; the L2 estimate of Kumar et al. (2019) is not on the binned ECE's scale, so it says so
@@ -323,28 +327,39 @@ def verdict_sentences(
 
 def history_windows(
     histories: Mapping[str, Sequence[Sequence[Mapping[str, float]]]],
-    keys: Mapping[str, str],
+    keys: Mapping[str, tuple[str, float, int]],
     windows: Sequence[tuple[int, int]],
 ) -> pd.DataFrame:
-    """Rows = models, columns (quantity, epochs a–b) = the mean over seeds and over those epochs of a history key,
-    and (quantity, "kept (last) epoch") = the seed mean at the last epoch. ``histories[model]`` is a list (one per
-    seed) of per-epoch records (:attr:`helpers.experiments.TrainedRun.history`); ``keys`` = {history key: header};
-    epochs are 1-based and inclusive."""
-    columns: dict[tuple[str, str], list[float]] = {}
-    for key, header in keys.items():
+    """Rows = models, columns (quantity, "epochs a–b") = the mean over seeds and over those epochs of a history key,
+    and (quantity, "kept (last) epoch") = the seed mean at the last epoch, as text. ``histories[model]`` is a list
+    (one per seed) of per-epoch records (:attr:`helpers.experiments.TrainedRun.history`); ``keys`` = {history key:
+    (header, multiplier, decimals)}; epochs are 1-based and inclusive."""
+    columns: dict[tuple[str, str], list[str]] = {}
+    for key, (header, factor, decimals) in keys.items():
         for first, last in windows:
             columns[(header, f"epochs {first}–{last}")] = [
-                float(
-                    sum(r[key] for h in runs for r in h[first - 1 : last]) / sum(len(h[first - 1 : last]) for h in runs)
-                )
+                f"{factor * _mean([r[key] for h in runs for r in h[first - 1 : last]]):.{decimals}f}"
                 for runs in histories.values()
             ]
         columns[(header, "kept (last) epoch")] = [
-            float(sum(h[-1][key] for h in runs) / len(runs)) for runs in histories.values()
+            f"{factor * _mean([h[-1][key] for h in runs]):.{decimals}f}" for runs in histories.values()
         ]
     table = pd.DataFrame(columns, index=pd.Index(list(histories), name="model"))
     table.columns = pd.MultiIndex.from_tuples(table.columns)
     return table
+
+
+def _mean(values: Sequence[float]) -> float:
+    if not values:
+        raise ValueError("no epoch in the window: check the window against the histories' length")
+    return float(sum(values) / len(values))
+
+
+def typical_seed(per_seed: Sequence[float]) -> int:
+    """The position of the median value among the seeds (the lower middle one for an even count): the seed to
+    plot when one stands for all."""
+    order = sorted(range(len(per_seed)), key=per_seed.__getitem__)
+    return order[(len(order) - 1) // 2]
 
 
 def confidence_profile(probs_by_model: Mapping[str, Sequence[torch.Tensor]], labels: torch.Tensor) -> pd.DataFrame:
@@ -384,3 +399,93 @@ def dca_fitted_batch_factor(probs: torch.Tensor, labels: torch.Tensor, beta: flo
         "term": float(1.0 - confidence[correct].mean()),
         "factor": float((1.0 + beta * p_true).mean()),
     }
+
+
+def outside_own_interval(
+    differences: Mapping[tuple[str, str], Mapping[str, Any]], clipped: Iterable[tuple[str, str]] = ()
+) -> list[str]:
+    """One sentence per metric naming the rows whose point estimate lies outside its own percentile interval (a
+    binned, upward-biased error on resamples that repeat images can do this); [] when no row does."""
+    skip, found = set(clipped), {}
+    for (model, reference), by_metric in differences.items():
+        recipe, name = model.split("/", 1)
+        for metric_name, result in by_metric.items():
+            if (name, metric_name) not in skip and not result.low <= result.estimate <= result.high:
+                found.setdefault(metric_name, []).append(
+                    f"{name} − {reference.split('/', 1)[1]} ({recipe}) {_interval(result, metric_name)}"
+                )
+    return [f"{LABELS[m]}, {len(rows)} row(s): " + "; ".join(rows) for m, rows in found.items()]
+
+
+def key_number_sentences(
+    recipe: str,
+    summaries: Mapping[str, Mapping[str, Any]],
+    differences: Mapping[tuple[str, str], Mapping[str, Any]],
+    temperatures: Mapping[str, Mapping[str, Any]],
+    baseline: Mapping[str, float],
+    losses: Sequence[str],
+    posthoc_models: Sequence[str],
+    clipped: Iterable[tuple[str, str]] = (),
+) -> list[str]:
+    """The numbers of one recipe that the takeaway and its expert block quote, as sentences for the results JSON:
+    cross-entropy's discrimination and calibration, the models not better than the constant predictor in NLL, the
+    verdicts of every loss against CE and CE + TS (ECE, NLL, Brier, accuracy), ECE verdicts within a seed sd, the
+    post-hoc rows that differ from CE + TS and what TS does to each loss's ECE. ``losses[0]`` is cross-entropy;
+    ``posthoc_models`` are the post-hoc maps on it ("cross-entropy + vector scaling", …)."""
+    ce_name, skip = losses[0], set(clipped)
+    reference = f"{ce_name} + TS"
+    ce, ce_ts = summaries[f"{recipe}/{ce_name}"], summaries[f"{recipe}/{reference}"]
+    ts_models = [f"{loss} + TS" for loss in losses]
+    lines = [
+        f"{ce_name}: accuracy {mean_sd(ce['accuracy'])} %, AUROC (OvR) {100 * ce['auroc_ovr']['mean']:.1f} %, "
+        f"κ {ce['cohen_kappa']['mean']:.3f}; ECE per seed "
+        + ", ".join(f"{100 * v:.1f}" for v in ce["ece"]["per_seed"])
+        + f" % (mean {100 * ce['ece']['mean']:.1f} %), T {temperatures[f'{recipe}/{ce_name}']['mean']:.2f}; "
+        f"{reference} ECE {100 * ce_ts['ece']['mean']:.1f} %; NLL {ce['nll']['mean']:.3f} → {ce_ts['nll']['mean']:.3f}"
+    ]
+    above = [
+        f"{m} {summaries[f'{recipe}/{m}']['nll']['mean']:.3f}"
+        for m in list(losses) + ts_models + list(posthoc_models)
+        if (m, "nll") not in skip and summaries[f"{recipe}/{m}"]["nll"]["mean"] >= baseline["nll"]
+    ]
+    lines.append(
+        f"majority-class prior: accuracy {100 * baseline['accuracy']:.1f} %, NLL {baseline['nll']:.3f}; models whose "
+        f"mean NLL is not below it: {', '.join(above) or 'none'}"
+    )
+    for ref in (ce_name, reference):
+        lines += verdict_sentences(differences, recipe, ref, losses[1:], ["ece", "nll", "brier"])
+    lines += verdict_sentences(differences, recipe, ce_name, losses[1:], ["accuracy"])
+    close = []
+    for ref in (ce_name, reference):
+        for loss in losses[1:]:
+            result = differences[(f"{recipe}/{loss}", f"{recipe}/{ref}")]["ece"]
+            sd = max(summaries[f"{recipe}/{m}"]["ece"]["sd"] or 0.0 for m in (loss, ref))
+            if result.excludes_zero and sd >= abs(result.estimate):
+                close.append(f"{loss} − ({ref}) {100 * result.estimate:+.1f} pp, seed sd {100 * sd:.1f}")
+    lines.append(f"ECE verdicts no larger than the larger seed sd of the two models: {'; '.join(close) or 'none'}")
+    for name in list(posthoc_models) + ts_models[1:]:
+        for metric_name in ("ece", "classwise_ece", "nll", "brier", "accuracy"):
+            if (name, metric_name) in skip or (metric_name == "accuracy" and name in ts_models):
+                continue  # clipped, or a repeat of loss − CE (TS keeps the arg-max)
+            result = differences[(f"{recipe}/{name}", f"{recipe}/{reference}")][metric_name]
+            if result.excludes_zero:
+                lines.append(f"{name} − ({reference}), {LABELS[metric_name]}: {_interval(result, metric_name)}")
+    ts_on = {loss: differences[(f"{recipe}/{loss} + TS", f"{recipe}/{loss}")]["ece"] for loss in losses}
+    lines.append(
+        f"TS on {ce_name}, ECE: {_interval(ts_on[ce_name], 'ece')} pp; TS raised the ECE point estimate of "
+        f"{', '.join(loss for loss, r in ts_on.items() if r.estimate > 0) or 'none'}; interval above 0 for "
+        f"{', '.join(loss for loss, r in ts_on.items() if r.low > 0) or 'none'}"
+    )
+    return lines
+
+
+def epoch_to_epoch_change(
+    histories: Mapping[str, Sequence[Sequence[Mapping[str, float]]]], key: str, first: int
+) -> dict[str, float]:
+    """{model: mean |value(epoch e + 1) − value(epoch e)|} of a history key from epoch ``first`` (1-based) on, over
+    seeds: how much the quantity moves between consecutive epochs."""
+    changes = {}
+    for model, runs in histories.items():
+        steps = [abs(h[e + 1][key] - h[e][key]) for h in runs for e in range(first - 1, len(h) - 1)]
+        changes[model] = float(sum(steps) / len(steps))
+    return changes

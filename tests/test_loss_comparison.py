@@ -93,10 +93,13 @@ def test_the_dca_gradient_on_a_fitted_batch_is_ce_times_one_plus_beta_p_y():
 def test_history_windows_average_over_seeds_and_epochs():
     run = [{"val_accuracy": a} for a in (0.5, 0.7, 0.9)]
     other = [{"val_accuracy": a} for a in (0.3, 0.5, 0.7)]
-    table = lc.history_windows({"m": [run, other]}, {"val_accuracy": "validation accuracy"}, [(1, 2), (2, 3)])
-    assert table.loc["m", ("validation accuracy", "epochs 1–2")] == pytest.approx(0.5)
-    assert table.loc["m", ("validation accuracy", "epochs 2–3")] == pytest.approx(0.7)
-    assert table.loc["m", ("validation accuracy", "kept (last) epoch")] == pytest.approx(0.8)
+    keys = {"val_accuracy": ("validation accuracy (%)", 100.0, 1)}
+    table = lc.history_windows({"m": [run, other]}, keys, [(1, 2), (2, 3)])
+    assert table.loc["m", ("validation accuracy (%)", "epochs 1–2")] == "50.0"
+    assert table.loc["m", ("validation accuracy (%)", "epochs 2–3")] == "70.0"
+    assert table.loc["m", ("validation accuracy (%)", "kept (last) epoch")] == "80.0"
+    assert lc.epoch_to_epoch_change({"m": [run, other]}, "val_accuracy", 1) == pytest.approx({"m": 0.2})
+    assert lc.typical_seed([0.3, 0.1, 0.2]) == 2 and lc.typical_seed([0.5]) == 0
 
 
 def test_confidence_profile_in_percent():
@@ -122,3 +125,9 @@ def test_seed_table_puts_the_baseline_first_with_headers_in_words():
     assert list(table.columns) == ["ECE (%)", "NLL", "temperature T"]
     assert list(table.index) == [("r", "prior"), ("r", "CE")]
     assert table.loc[("r", "CE"), "ECE (%)"] == "15.0 ± 7.0" and table.loc[("r", "prior"), "temperature T"] == "—"
+
+
+def test_outside_own_interval_names_the_rows():
+    differences = {("r/a", "r/b"): {"ece": result(0.10, 0.02, 0.08), "nll": result(0.1, 0.0, 0.2)}}
+    assert lc.outside_own_interval(differences) == ["ECE, 1 row(s): a − b (r) +10.0 [+2.0, +8.0]"]
+    assert lc.outside_own_interval(differences, clipped={("a", "ece")}) == []
