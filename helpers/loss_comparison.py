@@ -28,7 +28,8 @@ from typing import Any
 import pandas as pd
 import torch
 
-from helpers import class_focus, metrics, stats
+from helpers import class_focus, decisions, metrics, stats
+from helpers.temperature import TemperatureScaling
 
 __all__ = [
     "LABELS",
@@ -50,6 +51,8 @@ __all__ = [
     "key_number_sentences",
     "epoch_to_epoch_change",
     "typical_seed",
+    "posthoc_probabilities",
+    "biopsy_decision",
 ]
 
 #: column headers in words; the L2 estimate of Kumar et al. (2019) is not on the binned ECE's scale, so it says so
@@ -489,3 +492,62 @@ def epoch_to_epoch_change(
         steps = [abs(h[e + 1][key] - h[e][key]) for h in runs for e in range(first - 1, len(h) - 1)]
         changes[model] = float(sum(steps) / len(steps))
     return changes
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the notebook's models and its decision section
+
+
+def posthoc_probabilities(
+    runs: Mapping[tuple[str, str, int], Any],
+    val_labels: torch.Tensor,
+    calibration: Any,
+    on_ce: Mapping[str, Callable[[], Any]],
+    ce_name: str = "cross-entropy",
+) -> tuple[dict[str, list[torch.Tensor]], dict[str, list[float]]]:
+    """Test probabilities of every run, of its temperature-scaled version ("<loss> + TS") and of cross-entropy under
+    each post-hoc map of ``on_ce`` ({name: factory}, e.g. vector scaling), every map fitted on the validation images
+    ``calibration``. ``runs`` = {(recipe, loss, seed): run with ``val_logits``, ``test_logits``, ``test_probs``}.
+    Returns (probs {"<recipe>/<model>": one tensor per seed}, temperatures {"<recipe>/<loss>": one T per seed})."""
+    probs: dict[str, list[torch.Tensor]] = {}
+    temperatures: dict[str, list[float]] = {}
+    for (recipe, loss, _), run in runs.items():
+        key = f"{recipe}/{loss}"
+        z_cal, y_cal = run.val_logits[calibration], val_labels[calibration]
+        scaler = TemperatureScaling().fit(z_cal, y_cal)
+        temperatures.setdefault(key, []).append(scaler.temperature)
+        probs.setdefault(key, []).append(run.test_probs)
+        probs.setdefault(f"{key} + TS", []).append(scaler.transform(run.test_logits))
+        if loss == ce_name:
+            for name, make in on_ce.items():
+                probs.setdefault(f"{key} + {name}", []).append(make().fit(z_cal, y_cal).transform(run.test_logits))
+    return probs, temperatures
+
+
+def biopsy_decision(
+    models: Mapping[str, Sequence[torch.Tensor]],
+    labels: torch.Tensor,
+    class_index: int,
+    threshold: float,
+    reference: str,
+    always_shown: Sequence[str] = (),
+    n: int = 1000,
+    seed: int = 0,
+    n_best: int = 2,
+    class_name: str = "melanoma",
+) -> dict[str, Any]:
+    """The treatment decision "act when P(class) ≥ threshold" for every model of one recipe
+    (:mod:`helpers.decisions`): {"table": sensitivity, specificity, treated and net benefit per 1,000 with the
+    paired NB difference against ``reference`` (its note in ``table.attrs["note"]``), "shown": the decision curves
+    of ``always_shown``, the reference and the ``n_best`` other models with the highest mean NB at the threshold
+    (picked on these test images, for display), "record": the JSON record}."""
+    rows = decisions.decision_summaries(models, labels, class_index, threshold)
+    differences = decisions.paired_net_benefit(models, labels, class_index, reference, threshold, n=n, seed=seed)
+    curves = {m: decisions.decision_curve(p, labels, class_index) for m, p in models.items()}
+    others = [m for m in models if m != reference and m not in always_shown]
+    best = sorted(others, key=lambda m: rows[m]["net_benefit"]["mean"], reverse=True)[:n_best]
+    return {
+        "table": decisions.decision_table(rows, differences, reference),
+        "shown": {m: curves[m] for m in [*always_shown, reference, *best]},
+        "record": decisions.decision_record(rows, curves, class_name, threshold, differences, reference),
+    }

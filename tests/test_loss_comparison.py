@@ -131,3 +131,39 @@ def test_outside_own_interval_names_the_rows():
     differences = {("r/a", "r/b"): {"ece": result(0.10, 0.02, 0.08), "nll": result(0.1, 0.0, 0.2)}}
     assert lc.outside_own_interval(differences) == ["ECE, 1 row(s): a − b (r) +10.0 [+2.0, +8.0]"]
     assert lc.outside_own_interval(differences, clipped={("a", "ece")}) == []
+
+
+class _Run:
+    def __init__(self, generator):
+        self.val_logits = torch.randn(40, 3, generator=generator, dtype=torch.float64)
+        self.test_logits = torch.randn(30, 3, generator=generator, dtype=torch.float64)
+        self.test_probs = self.test_logits.softmax(1)
+
+
+def test_posthoc_probabilities_scale_every_run_and_map_cross_entropy():
+    from helpers import posthoc
+
+    generator = torch.Generator().manual_seed(2)
+    runs = {("r", loss, s): _Run(generator) for loss in ("cross-entropy", "LS") for s in (0, 1)}
+    val_labels = torch.randint(3, (40,), generator=generator)
+    probs, temperatures = lc.posthoc_probabilities(
+        runs, val_labels, torch.arange(20), {"vector scaling": lambda: posthoc.VectorScaling(max_iter=20)}
+    )
+    assert sorted(probs) == [
+        "r/LS",
+        "r/LS + TS",
+        "r/cross-entropy",
+        "r/cross-entropy + TS",
+        "r/cross-entropy + vector scaling",
+    ]
+    assert all(len(v) == 2 for v in probs.values()) and len(temperatures["r/LS"]) == 2
+    torch.testing.assert_close(probs["r/LS + TS"][0].sum(1), torch.ones(30, dtype=torch.float64))
+
+
+def test_biopsy_decision_shows_the_reference_and_the_best_others():
+    generator = torch.Generator().manual_seed(3)
+    labels = torch.randint(3, (200,), generator=generator)
+    models = {name: [torch.randn(200, 3, generator=generator, dtype=torch.float64).softmax(1)] for name in "abcd"}
+    found = lc.biopsy_decision(models, labels, 1, 0.3, reference="b", always_shown=["a"], n=20, n_best=1)
+    assert list(found["shown"])[:2] == ["a", "b"] and len(found["shown"]) == 3
+    assert "Δ NB per 1,000 vs b [95 %]" in found["table"].columns and found["record"]["class"] == "melanoma"
