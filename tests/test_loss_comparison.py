@@ -140,6 +140,7 @@ class _Run:
         self.test_probs = self.test_logits.softmax(1)
 
 
+@pytest.mark.filterwarnings("ignore:temperature scaling")  # random logits: no informative temperature
 def test_posthoc_probabilities_scale_every_run_and_map_cross_entropy():
     from helpers import posthoc
 
