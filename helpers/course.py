@@ -93,13 +93,21 @@ class RunConfig:
             for k, v in asdict(self).items()
             if k not in ("notebook", "profile", "dataset", "extra")
         }
-        knobs = [f"{k}={v!r}" for k, v in shown.items()] + [f"{k}={v!r}" for k, v in self.extra.items()]
+        knobs = [f"{k}={_knob_text(v)}" for k, v in {**shown, **self.extra}.items()]
         head = f"[{self.notebook}] profile {self.profile!r}, dataset {self.dataset!r}; knobs: "
         return "\n".join(
             textwrap.wrap(
                 head + ", ".join(knobs), width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
             )
         )
+
+
+def _knob_text(value: Any) -> str:
+    """A knob's value as ``describe`` prints it: ``repr`` for a single value, a sequence as its items in brackets
+    without quotes (``losses=[BCE, focal]``, not a printed Python list of strings)."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(item) for item in value) + "]"
+    return repr(value)
 
 
 def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile: str, **knobs: Any) -> RunConfig:
@@ -239,6 +247,59 @@ def environment_report() -> dict[str, Any]:
         except ImportError:
             report[name] = None
     return report
+
+
+#: the rows of :func:`environment_table`, in words
+ENVIRONMENT_LABELS: dict[str, str] = {
+    "python": "Python",
+    "platform": "platform",
+    "torch": "PyTorch",
+    "numpy": "NumPy",
+    "cuda_available": "CUDA GPU available",
+    "cuda_device": "CUDA GPU",
+    "mps_available": "Apple MPS available",
+    "cpu_threads": "CPU threads used by torch",
+    "torchvision": "torchvision",
+    "medmnist": "medmnist",
+    "sklearn": "scikit-learn",
+    "matplotlib": "matplotlib",
+}
+
+#: data sets and models of the stored runs, in words (notebook 00's tables)
+DATASET_WORDS: dict[str, str] = {
+    "dermamnist": "DermaMNIST",
+    "chestmnist": "ChestMNIST",
+    "chestxray14": "ChestX-ray14",
+    "isic2018": "ISIC 2018",
+    "synthetic_dermamnist": "synthetic DermaMNIST-like",
+    "synthetic_chestmnist": "synthetic chest, coupled",
+    "synthetic_chestmnist_independent": "synthetic chest, independent",
+}
+MODEL_WORDS: dict[str, str] = {
+    "small_cnn": "small CNN",
+    "small_cnn_wide": "wide small CNN",
+    "resnet18": "ResNet-18",
+    "resnet50": "ResNet-50",
+}
+
+
+def in_words(name: str) -> str:
+    """A data set's or model's key in words (``small_cnn`` → "small CNN"); an unknown key is returned as it is."""
+    return DATASET_WORDS.get(name, MODEL_WORDS.get(name, name))
+
+
+def environment_table(report: Mapping[str, Any]):
+    """:func:`environment_report` as a one-column table with its rows in words (yes/no for the flags, "not
+    installed" for a missing package), the way notebook 00 shows it instead of a printed dict."""
+    import pandas as pd
+
+    def shown(value: Any) -> str:
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        return "not installed" if value is None else str(value)
+
+    rows = {ENVIRONMENT_LABELS.get(key, key.replace("_", " ")): shown(value) for key, value in report.items()}
+    return pd.DataFrame({"version or value": rows}).rename_axis("component")
 
 
 def _jsonable(value: Any) -> Any:

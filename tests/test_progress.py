@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 
-from helpers import course, paths, progress
+from helpers import course, notebook_outputs, paths, progress
 from helpers.data import DatasetBundle, Split
 from helpers.losses import CrossEntropy
 from helpers.models import SmallCNN
@@ -208,3 +208,19 @@ def test_the_runner_injects_a_results_path_relative_to_where_the_notebook_runs(t
     relative = injected.split('results_path = \\"', 1)[1].split('\\"', 1)[0]
     assert not relative.startswith("/")
     assert (tmp_path / "notebooks" / relative).resolve() == (tmp_path / "results" / "00_start_here.json").resolve()
+
+
+def test_configure_prints_list_knobs_without_python_quotes(capsys):
+    profiles = {name: dict(PROFILES[name], losses=["BCE", "focal"]) for name in course.PROFILE_NAMES}
+    course.configure("99_test", profiles, profile="quick")
+    out = capsys.readouterr().out.replace("\n  ", " ")
+    assert "losses=[BCE, focal]" in out and "'BCE'" not in out and "model='small_cnn'" in out
+    assert not notebook_outputs.PRINTED_LIST.search(out)
+
+
+def test_environment_table_has_its_rows_in_words():
+    table = course.environment_table({"python": "3.11.7", "cuda_available": False, "cpu_threads": 2, "medmnist": None})
+    assert list(table.index) == ["Python", "CUDA GPU available", "CPU threads used by torch", "medmnist"]
+    assert list(table.iloc[:, 0]) == ["3.11.7", "no", "2", "not installed"]
+    assert not any(notebook_outputs.RAW_KEY.match(str(name)) for name in [*table.index, *table.columns])
+    assert course.in_words("small_cnn_wide") == "wide small CNN" and course.in_words("other_key") == "other_key"
