@@ -103,8 +103,7 @@ class RunConfig:
 
 
 def _knob_text(value: Any) -> str:
-    """A knob's value as ``describe`` prints it: ``repr`` for a single value, a sequence as its items in brackets
-    without quotes (``losses=[BCE, focal]``, not a printed Python list of strings)."""
+    """A knob's value as the configuration line shows it: lists as [a, b] (no Python quotes), the rest as repr."""
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(str(item) for item in value) + "]"
     return repr(value)

@@ -117,6 +117,7 @@ RULES: dict[str, Rule] = {
     "losses": list_of(text()),
     "independent_losses": list_of(text()),
     "site_losses": list_of(text()),
+    "recipes": list_of(text()),
     "heldout_fraction": number(0.0, 1.0, above_minimum=True),
     "ccl_optimizer": text(),
     "sweep_recipe": text(),

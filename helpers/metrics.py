@@ -92,6 +92,7 @@ __all__ = [
     "map_per_class",
     "map_per_example",
     "accuracy",
+    "confidence_minus_accuracy",
     "macro_f1",
     "cohen_kappa",
     "jaccard",
@@ -406,6 +407,13 @@ def accuracy(probs: Any, labels: Any) -> float:
     """Top-1 accuracy (sklearn ``accuracy_score`` of argmax predictions)."""
     y, prediction = _decisions(probs, labels)
     return float(sk_metrics.accuracy_score(y, prediction))
+
+
+def confidence_minus_accuracy(probs: Any, labels: Any) -> float:
+    """Mean top-label confidence minus top-1 accuracy: positive for an over-confident model, negative for an
+    under-confident one (the sign that the ECE, an average of absolute gaps, hides)."""
+    p, y = _multiclass_inputs(probs, labels)
+    return float(p.max(dim=1).values.to(torch.float64).mean()) - accuracy(p, y)
 
 
 def macro_f1(probs: Any, labels: Any) -> float:
@@ -953,6 +961,10 @@ def paired_bootstrap(
     callable), calls the metric on each replicate: n × (seeds of a + seeds of b) calls (relplot's smooth ECE
     takes about 30 ms per call, so about 3 minutes for n = 1000 and 3 + 3 seeds; pass a smaller n for it).
     The resamples are evaluated with one torch CPU thread (faster here, see ``_one_cpu_thread``).
+
+    The course's difference helpers (:func:`helpers.stats.paired_differences`, :func:`helpers.stats.paired_comparisons`)
+    do not call this for the metrics of ``helpers.stats.POINT_ESTIMATE_ONLY`` (the debiased ECE, whose n_b − 1
+    correction assumes distinct samples while a resample repeats images): they report its point estimate only.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise ValueError(f"n (number of bootstrap resamples) must be an integer >= 2, got {n!r}")

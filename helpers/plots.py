@@ -1007,7 +1007,8 @@ def difference_plot(
     ``rows`` maps a name to (estimate, low, high), e.g. a :class:`helpers.metrics.PairedBootstrapResult`; values are
     multiplied by ``scale``. A row whose interval excludes 0 is drawn green when the model is better in the
     metric's direction (``higher_is_better``), red when worse, grey when the interval contains 0. The estimate is
-    drawn as a point and the interval as a bar of its own, so an estimate outside its interval shows as such.
+    drawn as a point and the interval as a bar of its own, so an estimate outside its interval shows as such; a
+    point estimate without interval (NaN bounds, :data:`helpers.stats.POINT_ESTIMATE_ONLY`) as a grey point alone.
     """
     names, values = _interval_rows(rows, scale)
     figure, ax = _figure_and_axes(ax, (5.0, 0.8 + 0.32 * len(names)))
@@ -1020,8 +1021,9 @@ def difference_plot(
             color = NEUTRAL_COLOR
         # the interval and the point drawn apart: a percentile interval of a biased statistic can exclude its own
         # point estimate (e.g. a debiased ECE clipped at 0), which an error bar around the point cannot show
-        middle = (low + high) / 2
-        ax.errorbar([middle], [y], xerr=[[middle - low], [high - middle]], fmt="none", capsize=3, ecolor=color)
+        if np.isfinite(low) and np.isfinite(high):  # no bar for a point estimate only (stats.POINT_ESTIMATE_ONLY)
+            middle = (low + high) / 2
+            ax.errorbar([middle], [y], xerr=[[middle - low], [high - middle]], fmt="none", capsize=3, ecolor=color)
         ax.plot([estimate], [y], "o", color=color)
     ax.set_yticks(positions, labels=names)
     ax.set_ylim(-0.6, len(names) - 0.4)

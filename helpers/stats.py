@@ -16,6 +16,14 @@ number); the bracketed interval is test-set sampling of a difference, with image
 A model "beats" the reference only when the interval excludes 0 in the metric's better direction. No correction for
 multiple comparisons is applied; the note says how many intervals were computed, so a reader can judge how many
 would exclude 0 by chance at the nominal level.
+
+The metrics in :data:`POINT_ESTIMATE_ONLY` (the debiased ECE) are never bootstrapped: :func:`paired_differences`
+and :func:`paired_comparisons` give their difference as a point estimate with no interval (``low`` and ``high``
+NaN, no resamples), :func:`difference_table` prints the estimate alone and leaves it out of the count of
+comparisons, and :func:`difference_record` writes ``low``/``high`` as null. The debiased ECE subtracts each bin's
+sampling variance ``acc_b(1 - acc_b)/(n_b - 1)``, a correction that assumes ``n_b`` distinct images; a bootstrap
+resample repeats images, so on a resample the correction is wrong and the percentile interval can exclude its own
+estimate (docs/reading_the_numbers.md).
 """
 
 from __future__ import annotations
@@ -42,6 +50,11 @@ __all__ = [
     "HIGHER_IS_BETTER",
     "PERCENT_METRICS",
     "METRIC_LABELS",
+    "POINT_ESTIMATE_ONLY",
+    "point_estimate_only",
+    "has_interval",
+    "per_seed_table",
+    "median_seed",
 ]
 
 #: direction of every metric name the course's tables use (True: higher is better)
@@ -118,7 +131,43 @@ METRIC_LABELS: dict[str, str] = {
     "multilabel_brier": "Brier",
     "multilabel_nll": "NLL",
     "true_rms": "RMS error vs exact posteriors",
+    "confidence_minus_accuracy": "confidence − accuracy",
+    "mean_confidence": "mean confidence",
+    "median_distance": "median logit distance",
 }
+
+
+#: metrics reported as a point estimate only, never with a bootstrap interval, by every difference helper here: the
+#: debiased ECE's n_b − 1 correction assumes distinct samples, and a bootstrap resample repeats images. A metric is
+#: recognised by its key in the metric dict or by its function's name (``functools.partial`` unwrapped).
+POINT_ESTIMATE_ONLY: frozenset[str] = frozenset({"debiased_ece"})
+
+
+def point_estimate_only(name: str, fn: Callable[..., float] | None = None) -> bool:
+    """True when the metric ``name`` (computed by ``fn``) is in :data:`POINT_ESTIMATE_ONLY`: its difference is
+    reported without an interval."""
+    function_name = getattr(getattr(fn, "func", fn), "__name__", None)
+    return name in POINT_ESTIMATE_ONLY or function_name in POINT_ESTIMATE_ONLY
+
+
+def _seed_values(fn: Callable[..., float], probs: Sequence[Any], labels: Any, model: str) -> list[float]:
+    values = [float(fn(p, labels)) for p in probs]
+    if any(math.isnan(v) for v in values):
+        raise ValueError(f"{getattr(fn, '__name__', fn)} is undefined (NaN) on the full test set for {model}: {values}")
+    return values
+
+
+def _point_estimate(values_a: Sequence[float], values_b: Sequence[float], level: float = 0.95) -> PairedBootstrapResult:
+    """mean over seeds of a − mean over seeds of b, with no interval: ``low`` and ``high`` NaN (so ``excludes_zero``
+    is False) and no resamples."""
+    estimate = float(np.mean(values_a) - np.mean(values_b))
+    empty = torch.empty(0, dtype=torch.float64)
+    return PairedBootstrapResult(estimate, math.nan, math.nan, level, empty, len(values_a), len(values_b))
+
+
+def has_interval(result: PairedBootstrapResult) -> bool:
+    """False for a point estimate of a :data:`POINT_ESTIMATE_ONLY` metric (no resamples, NaN bounds)."""
+    return result.samples.numel() > 0 and math.isfinite(result.low) and math.isfinite(result.high)
 
 
 def seed_summary(values: Sequence[float]) -> dict[str, Any]:
@@ -179,34 +228,35 @@ def paired_differences(
 ) -> dict[str, dict[str, PairedBootstrapResult]]:
     """{model: {metric: paired_bootstrap(metric, model's seeds, reference's seeds)}} for every model but the
     reference. The same ``seed`` gives every comparison the same resamples. ``n_by_metric`` overrides ``n`` for
-    slow metrics without a weighted form (e.g. {"smooth_ece": 200}: relplot takes ~30 ms per call)."""
+    slow metrics without a weighted form (e.g. {"smooth_ece": 200}: relplot takes ~30 ms per call). A metric of
+    :data:`POINT_ESTIMATE_ONLY` gets its point estimate only (no interval, no resamples)."""
     if reference not in probs_by_model:
         raise ValueError(f"reference model {reference!r} is not among the models {list(probs_by_model)}")
     reference_probs = _as_list(probs_by_model[reference], reference)
     n_by_metric = n_by_metric or {}
+
+    def difference(name: str, fn: Callable[..., float], model: str, probs: list[Any]) -> PairedBootstrapResult:
+        target = _target(targets, name, labels)
+        if point_estimate_only(name, fn):
+            y = metrics._to_tensor(target, "labels")
+            return _point_estimate(_seed_values(fn, probs, y, model), _seed_values(fn, reference_probs, y, reference))
+        return metrics.paired_bootstrap(fn, probs, reference_probs, target, n=n_by_metric.get(name, n), seed=seed)
+
     return {
-        model: {
-            name: metrics.paired_bootstrap(
-                fn,
-                _as_list(probs, model),
-                reference_probs,
-                _target(targets, name, labels),
-                n=n_by_metric.get(name, n),
-                seed=seed,
-            )
-            for name, fn in metric_fns.items()
-        }
+        model: {name: difference(name, fn, model, _as_list(probs, model)) for name, fn in metric_fns.items()}
         for model, probs in probs_by_model.items()
         if model != reference
     }
 
 
 def difference_record(result: PairedBootstrapResult) -> dict[str, Any]:
-    """A JSON-ready dict of one paired difference (estimate, interval, level, resamples, degenerate resamples)."""
+    """A JSON-ready dict of one paired difference (estimate, interval, level, resamples, degenerate resamples);
+    a point estimate without interval (:data:`POINT_ESTIMATE_ONLY`) has ``low`` and ``high`` None and 0 resamples."""
+    interval = has_interval(result)
     return {
         "estimate": result.estimate,
-        "low": result.low,
-        "high": result.high,
+        "low": result.low if interval else None,
+        "high": result.high if interval else None,
         "level": result.level,
         "n_resamples": int(result.samples.numel()),
         "n_degenerate": result.n_degenerate,
@@ -271,6 +321,45 @@ def summary_table(
     return pd.DataFrame(table, index=pd.Index(list(summaries), name="model"))
 
 
+def per_seed_table(
+    summaries: Mapping[str, Mapping[str, Any]],
+    columns: Sequence[str],
+    seeds: Sequence[int],
+    scale: Mapping[str, float] | None = None,
+    digits: Mapping[str, int] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
+    """One row per (model, training seed), columns = metrics: the values behind the "mean ± sd" cells of
+    :func:`summary_table` (same scaling, decimals and ``labels``). A model with one value (no seeds, e.g. the
+    constant predictor) is left out. For an expert block: with several models it has more than 12 rows."""
+    rows, index = [], []
+    for model, row in summaries.items():
+        values = {
+            name: row[name]["per_seed"] if isinstance(row[name], Mapping) else list(row[name]) for name in columns
+        }
+        if any(len(v) != len(seeds) for v in values.values()):
+            continue
+        for position, seed in enumerate(seeds):
+            cells = {}
+            for name in columns:
+                factor, decimals, header = _scale_and_digits(name, scale, digits, labels)
+                cells[header] = f"{factor * values[name][position]:.{decimals}f}"
+            rows.append(cells)
+            index.append((model, seed))
+    if not rows:
+        raise ValueError(f"no model has one value per seed for seeds {list(seeds)}")
+    return pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(index, names=["model", "seed"]))
+
+
+def median_seed(per_seed: Sequence[float]) -> int:
+    """The position of the seed whose value is the median (the lower median for an even count): the typical seed
+    to plot, rather than the first one."""
+    if not per_seed:
+        raise ValueError("median_seed needs at least one value")
+    order = sorted(range(len(per_seed)), key=lambda position: (per_seed[position], position))
+    return order[(len(order) - 1) // 2]
+
+
 class DifferenceTable(NamedTuple):
     """The paired-difference DataFrame, the note to print under it, and the number of intervals in it."""
 
@@ -297,19 +386,27 @@ def difference_table(
     """Rows = models, columns = metrics, cells "Δ [low, high]" of (model − reference), suffixed "beats" or "worse"
     where the interval excludes 0 (better or worse in the metric's direction, :data:`HIGHER_IS_BETTER`, overridden
     by ``higher_is_better``). ``differences`` comes from :func:`paired_differences`; scaling and ``labels`` as in
-    :func:`summary_table`. Returns the table, a note (reference, level, resamples, number of comparisons,
-    degenerate resamples) and the number of comparisons."""
+    :func:`summary_table`. A difference without interval (:data:`POINT_ESTIMATE_ONLY`) shows its estimate alone
+    and is not counted as a comparison. Returns the table, a note (reference, level, resamples, number of
+    comparisons, degenerate resamples, the point estimates) and the number of comparisons (intervals)."""
     names = _metric_names(differences, columns)
     directions = {**HIGHER_IS_BETTER, **(higher_is_better or {})}
     unknown = [name for name in names if name not in directions]
     if unknown:
         raise ValueError(f"no direction known for metric(s) {unknown}; pass higher_is_better={{name: True/False}}")
-    table, n_resamples, degenerate, levels, n_flagged = {}, {}, {}, set(), 0
+    table, n_resamples, degenerate, levels, n_flagged, n_comparisons = {}, {}, {}, set(), 0, 0
+    point_only = []
     for name in names:
         factor, decimals, header = _scale_and_digits(name, scale, digits, labels)
         cells = []
         for model, row in differences.items():
             result = row[name]
+            if not has_interval(result):
+                cells.append(f"{factor * result.estimate:+.{decimals}f}")
+                if header not in point_only:
+                    point_only.append(header)
+                continue
+            n_comparisons += 1
             verdict = _verdict(result, directions[name])
             n_flagged += bool(verdict)
             cell = (
@@ -322,19 +419,26 @@ def difference_table(
             if result.n_degenerate:
                 degenerate[f"{model}/{name}"] = result.n_degenerate
         table[header] = cells
-    n_comparisons = len(names) * len(differences)
-    most = max(set(n_resamples.values()), key=list(n_resamples.values()).count)
-    exceptions = ", ".join(f"{name}: {count}" for name, count in n_resamples.items() if count != most)
-    level = ", ".join(f"{100 * value:g} %" for value in sorted(levels))
-    note = (
-        f"Δ = model − {reference}, mean over training seeds; {level} paired bootstrap intervals over the test "
-        f"set (n = {most} resamples{f'; {exceptions}' if exceptions else ''}; each resample is shared by both "
-        f'models and every seed). "beats"/"worse": the interval excludes 0 — {n_flagged} of {n_comparisons} '
-        f"comparisons, no correction for multiple comparisons (with no real difference about "
-        f"{(1 - min(levels)) * n_comparisons:.1f} would exclude 0 by chance)."
-    )
+    if n_comparisons:
+        most = max(set(n_resamples.values()), key=list(n_resamples.values()).count)
+        exceptions = ", ".join(f"{name}: {count}" for name, count in n_resamples.items() if count != most)
+        level = ", ".join(f"{100 * value:g} %" for value in sorted(levels))
+        note = (
+            f"Δ = model − {reference}, mean over training seeds; {level} paired bootstrap intervals over the test "
+            f"set (n = {most} resamples{f'; {exceptions}' if exceptions else ''}; each resample is shared by both "
+            f'models and every seed). "beats"/"worse": the interval excludes 0 — {n_flagged} of {n_comparisons} '
+            f"comparisons, no correction for multiple comparisons (with no real difference about "
+            f"{(1 - min(levels)) * n_comparisons:.1f} would exclude 0 by chance)."
+        )
+    else:
+        note = f"Δ = model − {reference}, mean over training seeds."
     if degenerate:
         note += " Resamples left out (metric undefined): " + ", ".join(f"{k} {v}" for k, v in degenerate.items()) + "."
+    if point_only:
+        note += (
+            f" {', '.join(point_only)}: point estimate only, no interval (its n_b − 1 correction assumes distinct "
+            "images; a bootstrap resample repeats them)."
+        )
     frame = pd.DataFrame(table, index=pd.Index(list(differences), name=f"vs {reference}"))
     return DifferenceTable(frame, note, n_comparisons)
 
@@ -408,7 +512,8 @@ def paired_comparisons(
     with the same ``n``, ``seed`` and ``level``, but each model's metric is evaluated on the shared resamples once
     (:func:`resampled_metric`) rather than once per comparison it takes part in: with many comparisons against a
     few references (every loss against CE and against CE + TS) this divides the cost by about twice the number of
-    comparisons per model.
+    comparisons per model. A metric of :data:`POINT_ESTIMATE_ONLY` is evaluated on the full test set only: its
+    results are point estimates without interval (as in :func:`paired_differences`).
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie in (0, 1), got {level}")
@@ -419,6 +524,12 @@ def paired_comparisons(
     tails = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
     results: dict[tuple[str, str], dict[str, PairedBootstrapResult]] = {tuple(pair): {} for pair in pairs}
     for metric_name, fn in metric_fns.items():
+        if point_estimate_only(metric_name, fn):
+            y = metrics._to_tensor(labels, "labels")
+            full = {model: _seed_values(fn, _as_list(probs_by_model[model], model), y, model) for model in needed}
+            for model, reference in pairs:
+                results[(model, reference)][metric_name] = _point_estimate(full[model], full[reference], level)
+            continue
         values = {
             model: resampled_metric(fn, _as_list(probs_by_model[model], model), labels, n=n, seed=seed)
             for model in needed

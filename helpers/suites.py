@@ -166,7 +166,11 @@ def multiclass_runs(
         for seed in seeds_of(cfg):
             config = _recipe_config(cfg, recipe, seed)
             ce = _train(cfg, f"cross-entropy, {recipe}, seed {seed}", CrossEntropy(), bundle, model, config)
-            accuracy = class_accuracy_from_predictions(ce.val_probs, bundle.val.labels, bundle.n_classes)
+            accuracy = (  # LS+'s smoothing needs every class in validation; the other losses do not
+                class_accuracy_from_predictions(ce.val_probs, bundle.val.labels, bundle.n_classes)
+                if "LS+" in losses
+                else None
+            )
             for name in losses:
                 if name == "LS+" and ce.source == "planned":
                     continue  # declared once its cross-entropy run exists (helpers.suites.train_declared)
@@ -401,11 +405,21 @@ def shift_bundles(cfg: Any) -> dict[str, Any]:
 @summarised
 def shift_runs(cfg: Any, bundles: dict[str, Any]) -> dict[str, dict[RunKey, experiments.TrainedRun]]:
     """Notebook 12: the multi-class runs of ``cfg.losses`` on ``bundles["ham10000"]`` and of ``cfg.site_losses``
-    on ``bundles["sites"]``, both recipes, every seed."""
+    on ``bundles["sites"]``, every seed, under the recipes of :func:`shift_recipes`."""
+    recipes = shift_recipes(cfg)
     return {
-        "ham10000": multiclass_runs(cfg, bundles["ham10000"], cfg.losses),
-        "sites": multiclass_runs(cfg, bundles["sites"], cfg.site_losses),
+        "ham10000": multiclass_runs(cfg, bundles["ham10000"], cfg.losses, recipes),
+        "sites": multiclass_runs(cfg, bundles["sites"], cfg.site_losses, recipes),
     }
+
+
+def shift_recipes(cfg: Any) -> list[str]:
+    """The recipes of ``cfg.recipes`` (both when the knob is absent); a name that is not a recipe is refused."""
+    recipes = list(cfg.extra.get("recipes") or RECIPE_NAMES)
+    unknown = [name for name in recipes if name not in RECIPE_NAMES]
+    if unknown:
+        raise ValueError(f"unknown recipe(s) {unknown} in the recipes knob; choose from {list(RECIPE_NAMES)}")
+    return recipes
 
 
 def _declare_12(cfg: Any) -> None:

@@ -502,3 +502,10 @@ def test_multilabel_nll_equals_sklearn_log_loss_over_all_forecasts():
     saturated[row, column] = 0.0  # a present finding given probability 0: finite, with a warning
     with pytest.warns(RuntimeWarning, match="multilabel_nll"):
         assert math.isfinite(M.multilabel_nll(saturated, labels))
+
+
+def test_confidence_minus_accuracy_has_the_sign_of_the_miscalibration():
+    probs = torch.tensor([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.45, 0.55]], dtype=torch.float64)
+    labels = torch.tensor([0, 1, 1, 1])  # confidences 0.9, 0.8, 0.7, 0.55 (mean 0.7375), accuracy 3/4
+    assert M.confidence_minus_accuracy(probs, labels) == pytest.approx(0.7375 - 0.75, abs=1e-12)
+    assert M.confidence_minus_accuracy(probs, torch.tensor([1, 0, 0, 0])) == pytest.approx(0.7375 - 0.25, abs=1e-12)

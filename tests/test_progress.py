@@ -211,10 +211,12 @@ def test_the_runner_injects_a_results_path_relative_to_where_the_notebook_runs(t
 
 
 def test_configure_prints_list_knobs_without_python_quotes(capsys):
-    profiles = {name: dict(PROFILES[name], losses=["BCE", "focal"]) for name in course.PROFILE_NAMES}
-    course.configure("99_test", profiles, profile="quick")
-    out = capsys.readouterr().out.replace("\n  ", " ")
-    assert "losses=[BCE, focal]" in out and "'BCE'" not in out and "model='small_cnn'" in out
+    profiles = {name: dict(PROFILES[name], losses=["cross-entropy", "LS"]) for name in PROFILES}
+    course.configure("01_measuring_calibration", profiles, profile="quick")
+    out = capsys.readouterr().out
+    assert "losses=[cross-entropy, LS]" in out
+    from helpers import notebook_outputs
+
     assert not notebook_outputs.PRINTED_LIST.search(out)
 
 

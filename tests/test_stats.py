@@ -143,3 +143,60 @@ def test_difference_record_is_json_ready():
         "n_degenerate": 0,
     }
     assert all(isinstance(v, (int, float)) for v in record.values())
+
+
+def test_the_debiased_ece_is_a_point_estimate_only_in_every_difference_helper():
+    """Issue 16: the debiased ECE's n_b − 1 correction assumes distinct samples and a bootstrap resample repeats
+    images, so no helper gives it an interval (01, 04, 05 and 06 printed intervals excluding their own estimate)."""
+    import math
+
+    assert "debiased_ece" in stats.POINT_ESTIMATE_ONLY
+    probs, labels = models(n=300, seeds=2)
+    fns = {"debiased_ece": M.debiased_ece, "ece": M.ece, "dECE, 5 bins": functools.partial(M.debiased_ece, n_bins=5)}
+    differences = stats.paired_differences(probs, labels, fns, "CE", n=30, seed=1)
+    pairs = [("better", "CE"), ("worse", "CE")]
+    compared = stats.paired_comparisons(probs, labels, fns, pairs, n=30, seed=1)
+    for model, reference in pairs:
+        for name in ("debiased_ece", "dECE, 5 bins"):
+            fn = fns[name]
+            expected = statistics.fmean(fn(p, labels) for p in probs[model]) - statistics.fmean(
+                fn(p, labels) for p in probs[reference]
+            )
+            for result in (differences[model][name], compared[(model, reference)][name]):
+                assert result.estimate == pytest.approx(expected, abs=1e-12)
+                assert math.isnan(result.low) and math.isnan(result.high) and result.samples.numel() == 0
+                assert not result.excludes_zero and not stats.has_interval(result)
+        assert stats.has_interval(differences[model]["ece"]) and differences[model]["ece"].samples.numel() == 30
+    result = stats.difference_table(
+        differences,
+        "CE",
+        higher_is_better={"dECE, 5 bins": False},
+        labels={**stats.METRIC_LABELS, "dECE, 5 bins": "dECE"},
+    )
+    estimate = differences["worse"]["debiased_ece"].estimate
+    assert result.table.loc["worse", "debiased ECE (%)"] == f"{100 * estimate:+.1f}"  # no brackets, no verdict
+    assert result.n_comparisons == 2  # the ECE intervals only
+    assert "of 2 comparisons" in result.note and "debiased ECE (%), dECE: point estimate only" in result.note
+    record = stats.difference_record(differences["worse"]["debiased_ece"])
+    assert record["low"] is None and record["high"] is None and record["n_resamples"] == 0
+    assert record["estimate"] == estimate
+
+
+def test_per_seed_table_lists_each_seed_with_the_summary_tables_format():
+    summaries = {
+        "CE": {"ece": stats.seed_summary([0.019, 0.016, 0.015]), "nll": [0.623, 0.619, 0.621]},
+        "prior": {"ece": [0.001], "nll": [1.133]},
+    }
+    table = stats.per_seed_table(summaries, ["ece", "nll"], [0, 1, 2], labels=stats.METRIC_LABELS)
+    assert list(table.columns) == ["ECE (%)", "NLL"] and list(table.index) == [("CE", 0), ("CE", 1), ("CE", 2)]
+    assert table.loc[("CE", 1), "ECE (%)"] == "1.6" and table.loc[("CE", 2), "NLL"] == "0.621"
+    with pytest.raises(ValueError, match="no model has one value per seed"):
+        stats.per_seed_table({"prior": summaries["prior"]}, ["ece"], [0, 1, 2])
+
+
+def test_median_seed_is_the_typical_seed():
+    assert stats.median_seed([0.063, 0.141, 0.129]) == 2  # 02's focal loss: seed 0 is the unusual one
+    assert stats.median_seed([0.3, 0.1, 0.2, 0.4]) == 2  # lower median of an even count
+    assert stats.median_seed([0.5]) == 0
+    with pytest.raises(ValueError):
+        stats.median_seed([])

@@ -69,6 +69,17 @@ def test_planning_records_missing_runs_and_declares_ls_plus_once_its_cross_entro
     assert len(list(tmp_path.rglob("*.npz"))) == 3
 
 
+def test_a_validation_split_without_some_class_trains_every_loss_but_ls_plus(tmp_path, monkeypatch):
+    """Only LS+ needs each class's validation accuracy (notebook 12's Vienna split may lack a rare class there)."""
+    monkeypatch.setattr(experiments, "STORED_RUNS_DIR", tmp_path)
+    bundle = tiny_bundle()
+    no_class_2 = bundle.val.labels != 2
+    bundle.val = Split(bundle.val.images[no_class_2], bundle.val.labels[no_class_2])
+    with experiments.planning() as plan:
+        suites.multiclass_runs(tiny_config(), bundle, ("cross-entropy", "LS"), recipes=("well-regularised",))
+    assert [p.name for p in plan] == ["cross-entropy, well-regularised, seed 0", "LS α=0.1, well-regularised, seed 0"]
+
+
 def test_only_the_reference_profile_stores_runs_and_seeds_default_to_the_seed_knob():
     assert suites.is_stored(tiny_config("reference")) and not suites.is_stored(tiny_config("smoke"))
     assert suites.seeds_of(tiny_config(seeds=(0, 1, 2))) == [0, 1, 2]
@@ -172,3 +183,13 @@ def test_suites_train_fails_clearly_when_a_trained_run_cannot_be_stored(tmp_path
     monkeypatch.setattr(suites, "_pending", [planned])
     with pytest.warns(experiments.RunNotSavedWarning), pytest.raises(OSError, match=rf"ce: trained.*{key}.npz"):
         suites._train_planned(0)
+
+
+def test_shift_recipes_default_to_both_and_refuse_an_unknown_name():
+    cfg = tiny_config()
+    assert suites.shift_recipes(cfg) == list(suites.RECIPE_NAMES)
+    cfg.extra["recipes"] = ["well-regularised"]
+    assert suites.shift_recipes(cfg) == ["well-regularised"]
+    cfg.extra["recipes"] = ["over-fitted"]
+    with pytest.raises(ValueError, match=r"unknown recipe\(s\) \['over-fitted'\]"):
+        suites.shift_recipes(cfg)

@@ -1,0 +1,183 @@
+"""helpers.shift: the prior-shift correction against exact posteriors, EM's prior estimate, the oracle temperature
+and the shift study's per-test-set summaries."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from helpers import data, shift
+from helpers.temperature import TemperatureScaling
+
+
+def gaussian_posteriors(prior, n, seed=0):
+    """Labels drawn from ``prior``, x | y ~ N(mu_y, 1) in 1-d; the exact posterior under ``prior`` and the
+    posterior a model trained under a uniform prior would give (the likelihoods normalised)."""
+    rng = np.random.default_rng(seed)
+    mu = np.array([-2.0, 0.0, 2.0])
+    y = rng.choice(3, size=n, p=prior)
+    x = rng.normal(mu[y], 1.0)
+    likelihood = np.exp(-0.5 * (x[:, None] - mu[None, :]) ** 2)
+    exact = likelihood * np.asarray(prior)
+    return (
+        torch.from_numpy(y),
+        torch.from_numpy(exact / exact.sum(1, keepdims=True)),
+        torch.from_numpy(likelihood / likelihood.sum(1, keepdims=True)),
+    )
+
+
+def test_adjusting_a_uniform_prior_model_to_the_true_prior_gives_the_exact_posterior():
+    prior = [0.7, 0.2, 0.1]
+    _, exact, uniform_model = gaussian_posteriors(prior, 500)
+    adjusted = shift.adjust_to_prior(uniform_model, [1, 1, 1], prior)
+    assert torch.allclose(adjusted, exact, atol=1e-12)
+    assert torch.allclose(shift.adjust_to_prior(exact, prior, prior), exact)
+
+
+def test_em_recovers_the_shifted_prior_from_unlabelled_images():
+    prior = np.array([0.6, 0.3, 0.1])
+    labels, _, uniform_model = gaussian_posteriors(prior, 20_000, seed=1)
+    estimate, iterations = shift.em_target_prior(uniform_model, [1 / 3] * 3)
+    assert iterations > 1
+    assert np.allclose(estimate.numpy(), prior, atol=0.02)
+    assert not np.allclose(uniform_model.mean(0).numpy(), prior, atol=0.02)  # the plain average is biased
+
+
+def test_priors_are_checked():
+    with pytest.raises(ValueError, match="target_prior must be 3 finite positive"):
+        shift.adjust_to_prior(torch.full((2, 3), 1 / 3), [1, 1, 1], [0.5, 0.5, 0.0])
+    with pytest.raises(RuntimeError, match="did not converge"):
+        shift.em_target_prior(torch.tensor([[0.9, 0.1], [0.2, 0.8]]), [0.5, 0.5], max_iter=1)
+
+
+def test_the_oracle_temperature_is_fitted_without_the_image_it_scores():
+    torch.manual_seed(0)
+    labels = torch.randint(0, 4, (400,))
+    logits = 3.0 * torch.nn.functional.one_hot(labels, 4).float() + torch.randn(400, 4)
+    logits[:200] *= 4.0  # the two halves want different temperatures
+    probs, temperatures = shift.crossfit_temperature(logits, labels, folds=2, seed=0)
+    assert len(temperatures) == 2 and probs.shape == (400, 4)
+    fold_of = torch.empty(400, dtype=torch.long)
+    generator = torch.Generator().manual_seed(0)
+    for k in torch.unique(labels):
+        members = torch.nonzero(labels == k)[:, 0]
+        members = members[torch.randperm(members.numel(), generator=generator)]
+        fold_of[members] = torch.arange(members.numel()) % 2
+    other = fold_of != 0
+    expected = TemperatureScaling().fit(logits[other], labels[other]).transform(logits[~other]).double()
+    assert torch.allclose(probs[~other], expected)
+    with pytest.raises(ValueError, match="at least 2"):
+        shift.crossfit_temperature(logits, labels, folds=1)
+
+
+class FakeRun:
+    def __init__(self, val_logits, test_logits):
+        self.val_logits, self.test_logits = val_logits, test_logits
+        self.test_probs = torch.softmax(test_logits, 1)
+
+
+def tiny_shift_bundle(n=120, k=3):
+    torch.manual_seed(0)
+    split = lambda m: data.Split(torch.zeros(m, 3, 8, 8, dtype=torch.uint8), torch.arange(m) % k)  # noqa: E731
+    meta = pd.DataFrame({"test_set": ["in_distribution"] * (n // 2) + ["isic2018_test"] * (n // 2)})
+    return data.DatasetBundle(
+        name="tiny",
+        task="multi-class",
+        class_names=["a", "b", "c"],
+        train=split(n),
+        val=split(n),
+        test=split(n),
+        source="memory",
+        licence="none",
+        image_size=8,
+        metadata={"train": None, "val": None, "test": meta},
+    )
+
+
+def test_model_probabilities_cover_every_model_and_test_set():
+    bundle = tiny_shift_bundle()
+    runs = {
+        (recipe, loss, seed): FakeRun(
+            torch.randn(120, 3) + 2 * torch.nn.functional.one_hot(bundle.val.labels, 3), torch.randn(120, 3)
+        )
+        for recipe in ("well-regularised",)
+        for loss in ("cross-entropy", "LS α=0.1")
+        for seed in (0, 1)
+    }
+    probs, extra = shift.model_probabilities(runs, bundle, torch.arange(0, 120, 2), posthoc_max_iter=20)
+    assert list(probs) == ["in_distribution", "isic2018_test"]
+    models = probs["isic2018_test"]
+    assert "well-regularised/LS α=0.1 + TS" in models and "well-regularised/cross-entropy + TS + prior (EM)" in models
+    assert "well-regularised/LS α=0.1 + TS + prior (EM)" not in models
+    assert "well-regularised/cross-entropy + vector scaling + prior (EM)" in models
+    assert all(len(seeds) == 2 and seeds[0].shape == (60, 3) for seeds in models.values())
+    assert set(extra["temperatures"]["well-regularised/cross-entropy"]) == {
+        "validation",
+        "in_distribution",
+        "isic2018_test",
+    }
+    labels = {name: bundle.test.labels[index] for name, index in data.test_sets(bundle).items()}
+    from helpers import metrics
+
+    summaries = shift.shift_summaries(probs, labels, {"accuracy": metrics.accuracy, "nll": metrics.nll})
+    assert summaries["well-regularised/cross-entropy"]["isic2018_test"]["nll"]["per_seed"][1] == pytest.approx(
+        metrics.nll(probs["isic2018_test"]["well-regularised/cross-entropy"][1], labels["isic2018_test"])
+    )
+    table = shift.shift_table(
+        summaries,
+        ["well-regularised/cross-entropy", "nobody"],
+        [("accuracy", "in_distribution"), ("nll", "isic2018_test")],
+        set_labels={"isic2018_test": "ISIC 2018 test"},
+    )
+    assert list(table.columns) == ["accuracy (%), in_distribution", "NLL, ISIC 2018 test"]
+    assert table.iloc[1].tolist() == ["—", "—"]
+    differences = shift.shift_differences(
+        probs,
+        labels,
+        {"nll": metrics.nll},
+        ["well-regularised/LS α=0.1 + TS"],
+        "well-regularised/cross-entropy + TS",
+        n=50,
+    )
+    result = shift.shift_difference_table(differences, "CE + TS", ["nll"])
+    assert result.n_comparisons == 2 and result.table.shape == (1, 2)
+    record = shift.results_block(differences, "CE + TS")
+    assert set(record["isic2018_test"]["well-regularised/LS α=0.1 + TS − CE + TS"]["nll"]) >= {"estimate", "low"}
+
+
+def test_the_across_test_sets_figure_draws_one_marker_per_model_and_test_set():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers import shift_plots
+
+    summary = lambda mean: {"ece": {"per_seed": [mean], "mean": mean, "sd": 0.01}}  # noqa: E731
+    summaries = {"CE": {"a": summary(0.1), "b": summary(0.2)}, "CE + TS": {"a": summary(0.02)}}
+    figure = shift_plots.metric_across_test_sets(
+        summaries, ["CE", "CE + TS"], ["a", "b"], "ece", set_labels={"a": "in distribution"}
+    )
+    ax = figure.axes[0]
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert legend == ["in distribution", "b"]
+    points = [
+        tuple(np.round(np.asarray(line.get_xdata(), float), 3)) for line in ax.lines if line.get_marker() in ("o", "s")
+    ]
+    assert points == [(10.0, 2.0), (20.0,)]  # test set "a": CE then CE + TS; "b": CE only
+    assert ax.get_xlabel().startswith("ECE (%)")
+    assert {t.get_text() for t in ax.get_yticklabels()} == {"CE", "CE + TS"}
+
+
+def test_class_share_table_gives_percentages_and_sizes():
+    table = shift.class_share_table({"a": torch.tensor([0, 0, 1, 2]), "b": torch.tensor([1])}, ["x", "y", "z"])
+    assert table.loc["a"].tolist() == [50.0, 25.0, 25.0, 4]
+    assert table.loc["b", "x"] == 0.0 and table.loc["b", "images"] == 1
+
+
+def test_temperature_and_prior_tables_summarise_over_seeds():
+    table = shift.temperature_table({"r/CE": {"validation": [1.5, 1.7], "b": [2.0, 2.0]}}, {"b": "ISIC"})
+    assert table.loc["r/CE"].tolist() == ["1.60 ± 0.14", "2.00 ± 0.00"]
+    assert list(table.columns) == ["validation (HAM10000)", "ISIC (oracle)"]
+    priors = shift.prior_estimate_table(
+        {"r/CE": {"b": [[0.2, 0.8], [0.3, 0.7]]}}, {"b": torch.tensor([0, 1, 1, 1])}, ["mel", "nv"], "mel", [0.1, 0.9]
+    )
+    assert priors.loc[("CE", "b")].tolist() == [10.0, 25.0, "25.0 ± 7.1"]
