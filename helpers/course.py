@@ -270,6 +270,8 @@ DATASET_WORDS: dict[str, str] = {
     "chestmnist": "ChestMNIST",
     "chestxray14": "ChestX-ray14",
     "isic2018": "ISIC 2018",
+    "isic2018_heldout": "ISIC 2018, held-out lesions",
+    "isic2018_sites": "ISIC 2018, split by site",
     "synthetic_dermamnist": "synthetic DermaMNIST-like",
     "synthetic_chestmnist": "synthetic chest, coupled",
     "synthetic_chestmnist_independent": "synthetic chest, independent",

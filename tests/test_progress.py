@@ -226,3 +226,5 @@ def test_environment_table_has_its_rows_in_words():
     assert list(table.iloc[:, 0]) == ["3.11.7", "no", "2", "not installed"]
     assert not any(notebook_outputs.RAW_KEY.match(str(name)) for name in [*table.index, *table.columns])
     assert course.in_words("small_cnn_wide") == "wide small CNN" and course.in_words("other_key") == "other_key"
+    stored = {path.parent.name for path in (paths.REPO_ROOT / "stored_runs").glob("*/*.npz")}
+    assert all(course.in_words(name) != name for name in stored), "a data set of the stored runs has no words"
