@@ -249,6 +249,61 @@ def environment_report() -> dict[str, Any]:
     return report
 
 
+#: the rows of :func:`environment_table`, in words
+ENVIRONMENT_LABELS: dict[str, str] = {
+    "python": "Python",
+    "platform": "platform",
+    "torch": "PyTorch",
+    "numpy": "NumPy",
+    "cuda_available": "CUDA GPU available",
+    "cuda_device": "CUDA GPU",
+    "mps_available": "Apple MPS available",
+    "cpu_threads": "CPU threads used by torch",
+    "torchvision": "torchvision",
+    "medmnist": "medmnist",
+    "sklearn": "scikit-learn",
+    "matplotlib": "matplotlib",
+}
+
+#: data sets and models of the stored runs, in words (notebook 00's tables)
+DATASET_WORDS: dict[str, str] = {
+    "dermamnist": "DermaMNIST",
+    "chestmnist": "ChestMNIST",
+    "chestxray14": "ChestX-ray14",
+    "isic2018": "ISIC 2018",
+    "isic2018_heldout": "ISIC 2018, held-out lesions",
+    "isic2018_sites": "ISIC 2018, split by site",
+    "synthetic_dermamnist": "synthetic DermaMNIST-like",
+    "synthetic_chestmnist": "synthetic chest, coupled",
+    "synthetic_chestmnist_independent": "synthetic chest, independent",
+}
+MODEL_WORDS: dict[str, str] = {
+    "small_cnn": "small CNN",
+    "small_cnn_wide": "wide small CNN",
+    "resnet18": "ResNet-18",
+    "resnet50": "ResNet-50",
+}
+
+
+def in_words(name: str) -> str:
+    """A data set's or model's key in words (``small_cnn`` → "small CNN"); an unknown key is returned as it is."""
+    return DATASET_WORDS.get(name, MODEL_WORDS.get(name, name))
+
+
+def environment_table(report: Mapping[str, Any]):
+    """:func:`environment_report` as a one-column table with its rows in words (yes/no for the flags, "not
+    installed" for a missing package), the way notebook 00 shows it instead of a printed dict."""
+    import pandas as pd
+
+    def shown(value: Any) -> str:
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        return "not installed" if value is None else str(value)
+
+    rows = {ENVIRONMENT_LABELS.get(key, key.replace("_", " ")): shown(value) for key, value in report.items()}
+    return pd.DataFrame({"version or value": rows}).rename_axis("component")
+
+
 def _jsonable(value: Any) -> Any:
     """Tensors, numpy scalars and arrays, paths and dataclasses → plain JSON values; NaN and ±inf → None (null),
     so the file is strict JSON that every reader accepts."""

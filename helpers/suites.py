@@ -549,6 +549,112 @@ def stored_run_records(root: Any = None) -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: (r["dataset"], r["model"], r["name"]))
 
 
+def time_recipes(
+    bundle: Any,
+    run_epochs: dict[str, int],
+    *,
+    model: str,
+    epochs: int,
+    lr: float,
+    batch_size: int,
+    seed: int = 0,
+    device: str = "auto",
+    timing_images: int = 2048,
+) -> dict[str, dict[str, Any]]:
+    """Notebook 00's estimate of what retraining a stored run costs on this machine.
+
+    For each recipe of ``run_epochs`` (recipe → the epochs of its stored runs): ``epochs`` timed training epochs of
+    the recipe's model (:func:`helpers.experiments.recipe_model`) with cross-entropy, through ``train.fit`` and the
+    recipe's settings, on the first ``timing_images`` training images (128 validation images during training), then
+    one timed pass over the full validation split. Returns, per recipe, the model, its parameter count, the training
+    and validation speeds (images/s), the seconds of one full epoch, the run's epochs and the minutes of one run.
+    """
+    from . import train
+    from .losses import CrossEntropy
+
+    n_timed = min(timing_images, len(bundle.train.labels))
+    subset = dataclasses.replace(
+        bundle,
+        train=data.Split(bundle.train.images[:n_timed], bundle.train.labels[:n_timed]),
+        val=data.Split(bundle.val.images[:128], bundle.val.labels[:128]),
+    )
+    timing = {}
+    for recipe, n_epochs in run_epochs.items():
+        model_name = experiments.recipe_model(recipe, model)
+        torch.manual_seed(seed)
+        net = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
+        config = experiments.recipe_config(
+            recipe, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, device=device
+        )
+        fitted = train.fit(net, CrossEntropy(), subset, config)
+        started = time.perf_counter()
+        train.predict_logits(fitted.model, bundle.val.images, batch_size=config.eval_batch_size)
+        validation_seconds = max(time.perf_counter() - started, 1e-9)
+        seconds_per_image = fitted.seconds / (epochs * n_timed)
+        epoch_seconds = seconds_per_image * len(bundle.train.labels) + validation_seconds
+        timing[recipe] = {
+            "model": model_name,
+            "parameters": sum(p.numel() for p in net.parameters()),
+            "train images/s": 1 / seconds_per_image,
+            "validation images/s": len(bundle.val.labels) / validation_seconds,
+            "s per full epoch": epoch_seconds,
+            "epochs": n_epochs,
+            "min per run": n_epochs * epoch_seconds / 60,
+            "device": str(fitted.device),
+        }
+    return timing
+
+
+def timing_table(timing: dict[str, dict[str, Any]]) -> Any:
+    """:func:`time_recipes` as notebook 00 shows it: one row per recipe, the model in words, values rounded."""
+    import pandas as pd
+
+    table = pd.DataFrame(timing).T.drop(columns="device", errors="ignore").rename_axis("recipe")
+    numeric = table.columns.drop("model")
+    table[numeric] = table[numeric].astype(float).round(1)
+    table["model"] = table["model"].map(course.in_words)
+    return table.astype({"parameters": int, "epochs": int})
+
+
+def stored_run_table(
+    records: list[dict[str, Any]], timing: dict[str, dict[str, Any]] | None = None, n_val: int = 0
+) -> tuple[Any, Any]:
+    """Notebook 00's table of the stored runs (:func:`stored_run_records`): per data set, model and epochs, how many
+    runs, on which device, the median seconds of one run and the total minutes; with ``timing``
+    (:func:`time_recipes`), also about how many hours all of them would take on this machine, for the runs on
+    DermaMNIST-format images only (the models timed there; ``n_val`` validation images per epoch). Data sets and
+    models in words. Returns the table and the estimated hours per row (NaN where not estimated)."""
+    import numpy as np
+    import pandas as pd
+
+    frame = pd.DataFrame(records)
+    groups = frame.groupby(["dataset", "model", "epochs"])
+    table = pd.DataFrame(
+        {
+            "runs": groups.size(),
+            "device": groups["device"].agg(lambda d: ", ".join(sorted(set(d)))),
+            "median s per run": groups["seconds"].median().round(0),
+            "total min": (groups["seconds"].sum() / 60).round(1),
+        }
+    )
+    rates = {t["model"]: t for t in (timing or {}).values()}
+
+    def hours_here(row: Any) -> float:
+        dataset_name, model_name, n_epochs = row.name
+        measured = rates.get(model_name)
+        if measured is None or not dataset_name.endswith("dermamnist"):
+            return np.nan
+        n_train = frame[(frame.dataset == dataset_name) & (frame.model == model_name)].n_train.iloc[0]
+        seconds = n_epochs * (n_train / measured["train images/s"] + n_val / measured["validation images/s"])
+        return row["runs"] * seconds / 3600
+
+    estimated = table.apply(hours_here, axis=1) if rates else pd.Series(np.nan, index=table.index)
+    if rates:
+        table["≈ h here (all runs)"] = [f"{h:,.0f}" if np.isfinite(h) else "not estimated" for h in estimated]
+    table = table.rename(index=course.in_words).rename_axis(["data set", "model", "epochs"])
+    return table, pd.Series(estimated.to_numpy(), index=table.index)
+
+
 def report_runs_of_older_code(root: Any = None) -> None:
     """Name the stored runs of older training code. After ``CALIBMED_RETRAIN=1`` every declared run is current, so
     these are runs no notebook declares any more (an LS+ run's key follows its retrained cross-entropy run)."""

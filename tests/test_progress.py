@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 
-from helpers import course, paths, progress
+from helpers import course, notebook_outputs, paths, progress
 from helpers.data import DatasetBundle, Split
 from helpers.losses import CrossEntropy
 from helpers.models import SmallCNN
@@ -218,3 +218,13 @@ def test_describe_prints_a_list_of_names_without_python_quotes(capsys):
     out = capsys.readouterr().out
     assert "losses=[BCE, focal]" in out and "grid=[0.1, 0.2]" in out
     assert not notebook_outputs.PRINTED_LIST.search(out)
+
+
+def test_environment_table_has_its_rows_in_words():
+    table = course.environment_table({"python": "3.11.7", "cuda_available": False, "cpu_threads": 2, "medmnist": None})
+    assert list(table.index) == ["Python", "CUDA GPU available", "CPU threads used by torch", "medmnist"]
+    assert list(table.iloc[:, 0]) == ["3.11.7", "no", "2", "not installed"]
+    assert not any(notebook_outputs.RAW_KEY.match(str(name)) for name in [*table.index, *table.columns])
+    assert course.in_words("small_cnn_wide") == "wide small CNN" and course.in_words("other_key") == "other_key"
+    stored = {path.parent.name for path in (paths.REPO_ROOT / "stored_runs").glob("*/*.npz")}
+    assert all(course.in_words(name) != name for name in stored), "a data set of the stored runs has no words"

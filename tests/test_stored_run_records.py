@@ -106,3 +106,52 @@ def test_records_say_which_runs_come_from_older_training_code(tmp_path, monkeypa
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("1 stored run(s) of older training code") and len(lines) == 2
     assert lines[1] == f"  stored_runs/tiny/{old.key}.npz  (old)"
+
+
+def test_time_recipes_and_the_tables_of_notebook_00():
+    from helpers import notebook_outputs
+
+    bundle = tiny_bundle()
+    timing = suites.time_recipes(
+        bundle,
+        {"well-regularised": 30},
+        model="small_cnn",
+        epochs=1,
+        lr=0.05,
+        batch_size=32,
+        device="cpu",
+        timing_images=32,
+    )
+    row = timing["well-regularised"]
+    assert row["model"] == "small_cnn" and row["epochs"] == 30 and row["train images/s"] > 0
+    assert row["min per run"] == pytest.approx(30 * row["s per full epoch"] / 60)
+    shown = suites.timing_table(timing)
+    assert shown.loc["well-regularised", "model"] == "small CNN" and "device" not in shown.columns
+
+    def record(dataset, device, seconds):
+        return dict(
+            dataset=dataset,
+            model="small_cnn",
+            epochs=30,
+            n_train=64,
+            schedule="onecycle",
+            name="x",
+            device=device,
+            seconds=seconds,
+            key="k",
+            current=True,
+        )
+
+    records = [
+        record("dermamnist", "cuda:0", 45.0),
+        record("dermamnist", "cuda:0", 47.0),
+        record("chestxray14", "cpu", 12.0),
+    ]
+    table, hours = suites.stored_run_table(records, timing, n_val=64)
+    assert table.loc[("DermaMNIST", "small CNN", 30), "runs"] == 2
+    assert table.loc[("DermaMNIST", "small CNN", 30), "median s per run"] == 46
+    assert table.loc[("ChestX-ray14", "small CNN", 30), "≈ h here (all runs)"] == "not estimated"
+    expected = 2 * 30 * (64 / row["train images/s"] + 64 / row["validation images/s"]) / 3600
+    assert hours[("DermaMNIST", "small CNN", 30)] == pytest.approx(expected)
+    headers = [*table.columns, *table.index.names, *(label for level in table.index.levels for label in level)]
+    assert not any(notebook_outputs.RAW_KEY.match(str(header)) for header in headers)
