@@ -67,7 +67,17 @@ def warn_stale(stale: int, total: int) -> None:
     if _warned_stale:
         return
     _warned_stale = True
-    print(f"warning: {stale} of {total} stored runs come from older training code; retrain them: {RETRAIN_COMMAND}")
+    print(textwrap.fill(stale_warning(stale, total), width=LINE_WIDTH, break_long_words=False, break_on_hyphens=False))
+
+
+def stale_warning(stale: int, total: int) -> str:
+    """The warning line a reader of a notebook sees when stored runs come from older training code: what it means
+    for the numbers shown, where that is explained, and the command that retrains them."""
+    return (
+        f"warning: {stale} of {total} stored runs come from older training code. The numbers below are those "
+        "runs'; a retrain with today's code may move them (see 'Stored runs' in docs/reading_the_numbers.md). "
+        f"Retrain: {RETRAIN_COMMAND}"
+    )
 
 
 @contextlib.contextmanager

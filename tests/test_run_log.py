@@ -101,3 +101,13 @@ def test_a_failing_suite_prints_no_summary_and_leaves_no_collection_behind(capsy
             run_log.report(record(), None)
             raise ValueError("a loss failed")
     assert capsys.readouterr().out == "" and run_log._collected is None
+
+
+def test_the_stale_warning_says_what_it_means_for_the_numbers_and_fits_a_notebook_line(capsys, fresh_log):
+    run_log.warn_stale(54, 54)
+    run_log.warn_stale(54, 54)
+    lines = capsys.readouterr().out.splitlines()
+    text = " ".join(lines)
+    assert "54 of 54 stored runs come from older training code" in text
+    assert "docs/reading_the_numbers.md" in text and run_log.RETRAIN_COMMAND in text
+    assert text.count("warning:") == 1 and max(len(line) for line in lines) <= run_log.LINE_WIDTH
