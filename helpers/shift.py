@@ -214,7 +214,9 @@ def without_recipe(models: Sequence[str]) -> dict[str, str]:
 
 
 def temperature_table(
-    temperatures: Mapping[str, Mapping[str, Sequence[float]]], set_labels: Mapping[str, str] | None = None
+    temperatures: Mapping[str, Mapping[str, Sequence[float]]],
+    set_labels: Mapping[str, str] | None = None,
+    validation_label: str = "validation (HAM10000)",
 ) -> pd.DataFrame:
     """Rows = "<recipe>/<model>", columns = where the temperature was fitted ("validation", then each test set's
     oracle), cells "mean ± sd" over seeds (:func:`model_probabilities`' ``temperatures``)."""
@@ -224,11 +226,7 @@ def temperature_table(
         for source, values in by_source.items():
             summary = stats.seed_summary(values)
             cell = f"{summary['mean']:.2f}" + (f" ± {summary['sd']:.2f}" if summary["sd"] is not None else "")
-            label = (
-                "validation (HAM10000)"
-                if source == "validation"
-                else f"{(set_labels or {}).get(source, source)} (oracle)"
-            )
+            label = validation_label if source == "validation" else f"{(set_labels or {}).get(source, source)} (oracle)"
             rows[model][label] = cell
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("temperature T fitted on")
 
@@ -240,20 +238,31 @@ def prior_estimate_table(
     class_name: str,
     source_prior: Sequence[float],
     set_labels: Mapping[str, str] | None = None,
+    probs: Mapping[str, Mapping[str, Sequence[torch.Tensor]]] | None = None,
 ) -> pd.DataFrame:
-    """One class's prior (%) per test set: its share in training, its true share in the test set, and EM's
-    estimate from the unlabelled test images (mean ± sd over seeds), per model (for one recipe)."""
+    """One class's prior (%) per test set: its share in training, its true share in the test set, EM's estimate
+    from the unlabelled test images and, with ``probs`` ({test set: {model: one tensor per seed}}), the model's
+    mean forecast of the class on that test set (mean ± sd over seeds), per model (for one recipe). EM starts
+    from the training share and stays there when the mean forecast equals it; the mean forecast shows how far the
+    model's own probabilities are from the training share before EM amplifies the difference."""
     k = list(class_names).index(class_name)
+
+    def cell(values: Sequence[float]) -> str:
+        summary = stats.seed_summary(values)
+        return f"{summary['mean']:.1f}" + (f" ± {summary['sd']:.1f}" if summary["sd"] else "")
+
     rows = {}
     for model, by_set in em_priors.items():
         for name, priors in by_set.items():
-            summary = stats.seed_summary([100 * p[k] for p in priors])
             true_share = 100 * float(class_prior(labels[name], len(class_names))[k])
-            rows[(model.split("/", 1)[-1], (set_labels or {}).get(name, name))] = {
+            row = {
                 f"{class_name}, training (%)": round(100 * source_prior[k], 1),
                 f"{class_name}, test set (%)": round(true_share, 1),
-                "EM estimate (%)": f"{summary['mean']:.1f}" + (f" ± {summary['sd']:.1f}" if summary["sd"] else ""),
             }
+            if probs is not None:
+                row["mean forecast (%)"] = cell([100 * float(p[:, k].mean()) for p in probs[name][model]])
+            row["EM estimate (%)"] = cell([100 * p[k] for p in priors])
+            rows[(model.split("/", 1)[-1], (set_labels or {}).get(name, name))] = row
     frame = pd.DataFrame.from_dict(rows, orient="index")
     frame.index = pd.MultiIndex.from_tuples(frame.index, names=["EM on the outputs of", "test set"])
     return frame

@@ -177,7 +177,19 @@ def test_temperature_and_prior_tables_summarise_over_seeds():
     table = shift.temperature_table({"r/CE": {"validation": [1.5, 1.7], "b": [2.0, 2.0]}}, {"b": "ISIC"})
     assert table.loc["r/CE"].tolist() == ["1.60 ± 0.14", "2.00 ± 0.00"]
     assert list(table.columns) == ["validation (HAM10000)", "ISIC (oracle)"]
+    vienna = shift.temperature_table({"r/CE": {"validation": [1.0]}}, validation_label="validation (Vienna)")
+    assert list(vienna.columns) == ["validation (Vienna)"]
     priors = shift.prior_estimate_table(
         {"r/CE": {"b": [[0.2, 0.8], [0.3, 0.7]]}}, {"b": torch.tensor([0, 1, 1, 1])}, ["mel", "nv"], "mel", [0.1, 0.9]
     )
     assert priors.loc[("CE", "b")].tolist() == [10.0, 25.0, "25.0 ± 7.1"]
+    forecasts = {"b": {"r/CE": [torch.tensor([[0.1, 0.9], [0.3, 0.7]]), torch.tensor([[0.2, 0.8], [0.2, 0.8]])]}}
+    priors = shift.prior_estimate_table(
+        {"r/CE": {"b": [[0.2, 0.8], [0.3, 0.7]]}},
+        {"b": torch.tensor([0, 1, 1, 1])},
+        ["mel", "nv"],
+        "mel",
+        [0.1, 0.9],
+        probs=forecasts,
+    )
+    assert priors.loc[("CE", "b"), "mean forecast (%)"] == "20.0"
