@@ -422,7 +422,7 @@ def test_clean_folds_an_expert_code_cell_on_the_site_and_in_jupyterlab():
 
 
 #: the rules of issue 16's two layers, switched on for the committed notebooks once every notebook is restructured
-TWO_LAYER_RULES_ON_COMMITTED = False
+TWO_LAYER_RULES_ON_COMMITTED = True
 TWO_LAYER_RULES = ("main_flow_words", "main_flow_cells", "no_printed_lists", "human_table_headers")
 
 
