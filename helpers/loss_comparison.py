@@ -7,7 +7,7 @@ course's rule: an interval that excludes 0). Everything else the notebook comput
 
 * :func:`metric_functions` — the twelve metrics of the tables, keyed as in the results JSON;
   :data:`LABELS` — their column headers in words (:data:`helpers.stats.METRIC_LABELS`, the L2 estimate named);
-* :func:`seed_table` — mean ± sd over seeds per recipe and model, the majority-class baseline first;
+* :func:`seed_table` — mean ± sd over seeds per recipe and model, the class prior (constant) first;
 * :class:`Census` — the paired-difference tables of the expert blocks, and the count of distinct comparisons
   (an accuracy difference against CE and against CE + TS is one comparison: temperature scaling keeps the arg-max);
 * :func:`point_differences` — differences of seed means with no interval, for the metrics reported as point
@@ -452,7 +452,7 @@ def key_number_sentences(
         if (m, "nll") not in skip and summaries[f"{recipe}/{m}"]["nll"]["mean"] >= baseline["nll"]
     ]
     lines.append(
-        f"majority-class prior: accuracy {100 * baseline['accuracy']:.1f} %, NLL {baseline['nll']:.3f}; models whose "
+        f"class prior (constant): accuracy {100 * baseline['accuracy']:.1f} %, NLL {baseline['nll']:.3f}; models whose "
         f"mean NLL is not below it: {', '.join(above) or 'none'}"
     )
     for ref in (ce_name, reference):
