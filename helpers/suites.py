@@ -405,6 +405,11 @@ def shift_bundles(cfg: Any) -> dict[str, Any]:
     """Notebook 12's two training sets, from one ``isic2018`` load (one decoding and resizing pipeline):
     ``ham10000`` (:func:`helpers.data.isic_heldout_split`: tested on held-out lesions and on the ISIC 2018 test set)
     and ``sites`` (:func:`helpers.data.isic_site_split`: trained at the Vienna sites, tested at Rosendahl)."""
+    if cfg.dataset != "isic2018":
+        raise ValueError(
+            f"notebook 12 studies ISIC 2018's own shifts (held-out lesions, the ISIC 2018 test set, acquisition "
+            f"sites): its dataset must be 'isic2018', got {cfg.dataset!r}"
+        )
     bundle = load_bundle(cfg)
     return {
         "ham10000": data.isic_heldout_split(bundle, cfg.heldout_fraction, seed=cfg.seed),

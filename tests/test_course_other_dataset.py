@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from helpers import course, data
+from helpers import course, data, suites
 
 REPO_ROOT = course.REPO_ROOT
 
@@ -33,19 +33,30 @@ def write_binary_grayscale_medmnist(path, seed=0):
     np.savez_compressed(path, **arrays)
 
 
+#: notebooks that study one data set's own structure and refuse another (12: ISIC 2018's lesions, test set and sites)
+BOUND_TO_THEIR_DATASET = ("12_dataset_shift",)
+
+
 def multiclass_notebooks():
-    """The notebooks whose ``dataset`` parameter takes a multi-class set (their profiles name one). The multi-label
+    """The notebooks whose ``dataset`` parameter takes any multi-class set (their profiles name one). The multi-label
     notebooks take ``dataset`` too, for a multi-label set (ChestMNIST or a synthetic one)."""
     return [
         nb.stem
         for nb in course.list_notebooks()
         if "dataset" in course.notebook_parameters(nb)
         and data.dataset_task(course.notebook_profiles(nb.stem)["smoke"]["dataset"]) == data.MULTI_CLASS
+        and nb.stem not in BOUND_TO_THEIR_DATASET
     ]
 
 
 def test_the_notebooks_that_take_a_multiclass_dataset_are_the_start_and_the_multiclass_ones():
     assert [stem[:2] for stem in multiclass_notebooks()] == ["00", "01", "02", "03", "04", "05", "06"]
+
+
+def test_the_shift_notebook_refuses_another_dataset_by_name():
+    cfg = suites.reference_config("12_dataset_shift", dataset=DATASET)
+    with pytest.raises(ValueError, match="notebook 12 studies ISIC 2018"):
+        suites.shift_bundles(cfg)
 
 
 @pytest.mark.slow
