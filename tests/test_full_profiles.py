@@ -16,9 +16,12 @@ HANDFUL = 2  # two images: BatchNorm needs more than one value per channel
 
 def handful_bundle(dataset: str, image_size: int) -> data.DatasetBundle:
     """Random uint8 images and labels with the shapes, channels, classes and task of ``dataset``."""
-    info = INFO[dataset.removeprefix("synthetic_")]
-    task = data._task_of(info)
-    channels, n_classes = int(info["n_channels"]), len(info["label"])
+    if dataset == "isic2018":  # the official ISIC 2018 layout: RGB, 7 classes (notebook 12)
+        task, channels, class_names = data.MULTI_CLASS, 3, list(data.ISIC_CLASS_NAMES)
+    else:
+        info = INFO[dataset.removeprefix("synthetic_")]
+        task, channels, class_names = data._task_of(info), int(info["n_channels"]), list(info["label"].values())
+    n_classes = len(class_names)
     generator = torch.Generator().manual_seed(0)
 
     def split(n):
@@ -32,7 +35,7 @@ def handful_bundle(dataset: str, image_size: int) -> data.DatasetBundle:
     return data.DatasetBundle(
         name=dataset,
         task=task,
-        class_names=list(info["label"].values()),
+        class_names=class_names,
         train=split(HANDFUL),
         val=split(2),
         test=split(2),
