@@ -99,6 +99,7 @@ def test_history_windows_average_over_seeds_and_epochs():
     assert table.loc["m", ("validation accuracy (%)", "epochs 2–3")] == "70.0"
     assert table.loc["m", ("validation accuracy (%)", "kept (last) epoch")] == "80.0"
     assert lc.epoch_to_epoch_change({"m": [run, other]}, "val_accuracy", 1) == pytest.approx({"m": 0.2})
+    assert lc.epoch_to_epoch_change({"m": [run[:1]]}, "val_accuracy", 1) == {}  # one epoch: nothing to compare
     assert lc.typical_seed([0.3, 0.1, 0.2]) == 2 and lc.typical_seed([0.5]) == 0
 
 
