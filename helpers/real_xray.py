@@ -22,8 +22,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 import torch
 
-from helpers import data, metrics, stats
-from helpers import multilabel_analysis as mla
+from helpers import data, metrics, multilabel_comparison, stats
 from helpers.paths import display_path
 
 #: the losses the section trains (focal and ASL add their φ read-outs, notebook 07)
@@ -91,27 +90,15 @@ class XrayTable(NamedTuple):
     record: dict[str, Any]
 
 
-def test_probabilities(
-    runs: Mapping[tuple[str, int], Any], losses: Sequence[str], seeds: Sequence[int]
-) -> dict[str, list[torch.Tensor]]:
-    """{read-out: [test probabilities per seed]}: each loss through its own link, focal / ASL also through φ."""
-    probs: dict[str, list[torch.Tensor]] = {}
-    for name in losses:
-        for seed in seeds:
-            run = runs[(name, seed)]
-            for readout, p in mla.probability_readouts(name, run.loss, run.test_logits).items():
-                probs.setdefault(readout, []).append(p)
-    return probs
-
-
 def probabilities(
     runs: Mapping[tuple[str, int], Any], bundle: Any, losses: Sequence[str], seeds: Sequence[int]
 ) -> dict[str, list[torch.Tensor]]:
-    """:func:`test_probabilities` and the :data:`CONSTANT` row (one "seed"): a model that learnt only each label's
+    """:func:`helpers.multilabel_comparison.trained_probabilities` (each loss through its own link, focal / ASL also
+    through φ) and the :data:`CONSTANT` row (one "seed"): a model that learnt only each label's
     prevalence would sit there, so a trained model's ECE is read against it."""
     prevalence = bundle.train.labels.float().mean(0)
     return {
-        **test_probabilities(runs, losses, seeds),
+        **multilabel_comparison.trained_probabilities(runs, losses, seeds),
         CONSTANT: [prevalence.expand_as(bundle.test.labels).clone()],
     }
 

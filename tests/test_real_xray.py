@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from helpers import course, metrics, real_xray, suites
+from helpers import course, metrics, multilabel_comparison, real_xray, suites
 
 
 def test_require_folder_names_the_missing_folder_and_how_to_fix_it(tmp_path):
@@ -119,7 +119,7 @@ def test_test_probabilities_add_the_phi_read_outs_of_focal_and_asl():
     losses = mla.course_losses(["BCE", "focal"])
     logits = torch.linspace(-3, 3, 12).reshape(6, 2)
     runs = {(name, seed): SimpleNamespace(loss=losses[name], test_logits=logits) for name in losses for seed in (0, 1)}
-    probs = real_xray.test_probabilities(runs, ["BCE", "focal"], [0, 1])
+    probs = multilabel_comparison.trained_probabilities(runs, ["BCE", "focal"], [0, 1])
     assert list(probs) == ["BCE", "focal", "focal+φ"] and all(len(v) == 2 for v in probs.values())
     assert torch.allclose(probs["BCE"][0], torch.sigmoid(logits))
     assert not torch.allclose(probs["focal+φ"][0], probs["focal"][0])
