@@ -485,9 +485,9 @@ def key_number_sentences(
 def epoch_to_epoch_change(
     histories: Mapping[str, Sequence[Sequence[Mapping[str, float]]]], key: str, first: int
 ) -> dict[str, float]:
-    """{model: mean |value(epoch e + 1) − value(epoch e)|} of a history key from epoch ``first`` (1-based) on, over
-    seeds: how much the quantity moves between consecutive epochs. A model whose runs have no pair of epochs from
-    ``first`` on (a one-epoch smoke run) is left out."""
+    """{model: mean absolute change value(epoch e + 1) − value(epoch e)} of a history key from epoch ``first``
+    (1-based) on, over seeds: how much the quantity moves between consecutive epochs. A model whose runs have no
+    pair of epochs from ``first`` on (a one-epoch smoke run) is left out."""
     changes = {}
     for model, runs in histories.items():
         steps = [abs(h[e + 1][key] - h[e][key]) for h in runs for e in range(first - 1, len(h) - 1)]

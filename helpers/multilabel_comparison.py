@@ -219,9 +219,10 @@ def per_label_view(
 
 def query_level_error(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = 10) -> float:
     """Calibration at the level of the image (the query): the images sorted by their predicted number of findings
-    Σ_t η̂_t and cut into ``n_bins`` equal-mass bins; the error is Σ_b (n_b / N) |mean predicted count − mean
-    observed count Σ_t y_t| in findings per image. Calibrated marginals give 0 in expectation; a model can be
-    calibrated pooled and per label and still put too many findings on some images and too few on others."""
+    Σ_t η̂_t and cut into ``n_bins`` equal-mass bins; the error is Σ_b (n_b / N) times the absolute difference of
+    the mean predicted count and the mean observed count Σ_t y_t, in findings per image. Calibrated marginals give
+    0 in expectation; a model can be calibrated pooled and per label and still put too many findings on some images
+    and too few on others."""
     predicted = probs.double().sum(1)
     observed = labels.double().sum(1)
     order = torch.argsort(predicted, stable=True)

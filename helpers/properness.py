@@ -484,7 +484,7 @@ __all__ += ["gradient_masses", "negative_share", "negative_gradient_weight"]
 
 
 def gradient_masses(loss: nn.Module, logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(|∂ℓ₊/∂v| on the positive entries, |∂ℓ₋/∂v| on the negative entries), elementwise in float64, for logits
+    """(``|∂ℓ₊/∂v|`` on the positive entries, ``|∂ℓ₋/∂v|`` on the negative entries), elementwise in float64, for logits
     broadcast to the shape of ``labels`` (one logit per entry, or one per label for a constant predictor)."""
     labels = torch.as_tensor(labels, dtype=torch.float64)
     v = torch.as_tensor(logits, dtype=torch.float64).expand_as(labels).clone().requires_grad_(True)
@@ -501,7 +501,7 @@ def negative_share(loss: nn.Module, logits: torch.Tensor, labels: torch.Tensor) 
 
 
 def negative_gradient_weight(loss: nn.Module, logits: torch.Tensor) -> torch.Tensor:
-    """|ℓ₋'(v)| / σ(v): the gradient on a negative relative to BCE's at the same logit (1 for BCE), float64."""
+    """``|ℓ₋'(v)|`` / σ(v): the gradient on a negative relative to BCE's at the same logit (1 for BCE), float64."""
     v = torch.as_tensor(logits, dtype=torch.float64).reshape(-1, 1).clone().requires_grad_(True)
     loss_neg = partial_losses(loss, v)[1]
     return (torch.autograd.grad(loss_neg.sum(), v)[0].abs() / torch.sigmoid(v.detach())).reshape(-1)
