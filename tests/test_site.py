@@ -197,6 +197,29 @@ DATAFRAMES_JS = """() => {
 }"""
 
 
+# every figure of a page at a phone's width: its drawn size on the page over its natural size, and whether the page
+# itself (not a figure's own scrolling box) runs wider than the screen because of it
+FIGURES_JS = """() => Array.from(document.querySelectorAll("article div.cell_output img"))
+    .filter(img => img.naturalWidth > 200)
+    .map(img => ({scale: img.clientWidth / img.naturalWidth, src: img.src.slice(-20)}))"""
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_PAGES)
+def test_figures_stay_legible_at_a_phones_width(browser, site_url, path):
+    """At 390 px a figure keeps at least half its drawn size (its box scrolls sideways) instead of shrinking to the
+    screen, where a two-panel figure's labels drop to a quarter of their size."""
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    try:
+        page.goto(f"{site_url}/{path}", wait_until="load")
+        figures = page.evaluate(FIGURES_JS)
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+    finally:
+        page.close()
+    small = [f for f in figures if f["scale"] < 0.5]
+    assert not small, f"{path}: {len(small)} of {len(figures)} figures drawn below half size at 390 px: {small[:3]}"
+    assert overflow <= 20, f"{path}: the page runs {overflow} px wider than a 390 px screen (a figure's box must scroll)"
+
+
 @pytest.mark.parametrize("path", NOTEBOOK_PAGES)
 def test_tables_keep_each_cell_on_one_line_and_comparisons_fit_at_1440_px(browser, site_url, path):
     """Issue 16 item 8: at a 1,440 px window the main column is wide (about 1,150 px, not 880 beside the page's
