@@ -5,9 +5,10 @@ import os
 
 import pytest
 import torch
+from tiny_bundles import three_class_bundle
 
 from helpers import experiments
-from helpers.data import DatasetBundle, Split
+from helpers.data import Split
 from helpers.losses import CrossEntropy, LabelSmoothing
 
 
@@ -17,17 +18,7 @@ def tiny_bundle(seed=0, n=96):
     images = torch.randint(0, 60, (n, 1, 8, 8), generator=generator, dtype=torch.uint8)
     images[:, :, :4] += (labels * 60).to(torch.uint8).view(-1, 1, 1, 1)  # a learnable class signal
     split = Split(images, labels)
-    return DatasetBundle(
-        name="tiny",
-        task="multi-class",
-        class_names=["a", "b", "c"],
-        train=split,
-        val=split,
-        test=split,
-        source="generated in the test",
-        licence="none",
-        image_size=8,
-    )
+    return three_class_bundle(split)
 
 
 def config(**overrides):

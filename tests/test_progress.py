@@ -7,9 +7,10 @@ import warnings
 
 import pytest
 import torch
+from tiny_bundles import three_class_bundle
 
 from helpers import course, notebook_outputs, paths, progress
-from helpers.data import DatasetBundle, Split
+from helpers.data import Split
 from helpers.losses import CrossEntropy
 from helpers.models import SmallCNN
 from helpers.train import TrainConfig, fit
@@ -86,17 +87,7 @@ def tiny_bundle():
     labels = torch.arange(96) % 3
     images = (labels.view(-1, 1, 1, 1) * 80 + torch.randint(0, 40, (96, 1, 8, 8), generator=generator)).to(torch.uint8)
     split = Split(images, labels)
-    return DatasetBundle(
-        name="tiny",
-        task="multi-class",
-        class_names=["a", "b", "c"],
-        train=split,
-        val=split,
-        test=split,
-        source="memory",
-        licence="none",
-        image_size=8,
-    )
+    return three_class_bundle(split, source="memory")
 
 
 @pytest.mark.parametrize("mode", ["final", "off"])

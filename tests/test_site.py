@@ -217,7 +217,9 @@ def test_figures_stay_legible_at_a_phones_width(browser, site_url, path):
         page.close()
     small = [f for f in figures if f["scale"] < 0.5]
     assert not small, f"{path}: {len(small)} of {len(figures)} figures drawn below half size at 390 px: {small[:3]}"
-    assert overflow <= 20, f"{path}: the page runs {overflow} px wider than a 390 px screen (a figure's box must scroll)"
+    assert overflow <= 20, (
+        f"{path}: the page runs {overflow} px wider than a 390 px screen (a figure's box must scroll)"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOK_PAGES)

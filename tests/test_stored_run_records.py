@@ -4,9 +4,10 @@ from dataclasses import replace
 
 import pytest
 import torch
+from tiny_bundles import three_class_bundle
 
 from helpers import experiments, suites
-from helpers.data import DatasetBundle, Split
+from helpers.data import Split
 from helpers.losses import CrossEntropy
 from helpers.train import TrainConfig
 
@@ -17,17 +18,7 @@ def tiny_bundle(n=64):
         torch.randint(0, 255, (n, 1, 8, 8), generator=generator, dtype=torch.uint8),
         torch.randint(0, 3, (n,), generator=generator),
     )
-    return DatasetBundle(
-        name="tiny",
-        task="multi-class",
-        class_names=["a", "b", "c"],
-        train=split,
-        val=split,
-        test=split,
-        source="generated in the test",
-        licence="none",
-        image_size=8,
-    )
+    return three_class_bundle(split)
 
 
 def test_records_come_from_each_stored_runs_metadata(tmp_path):

@@ -2,9 +2,10 @@
 
 import pytest
 import torch
+from tiny_bundles import three_class_bundle
 
 from helpers import course, experiments, suites
-from helpers.data import DatasetBundle, Split
+from helpers.data import Split
 
 
 def tiny_bundle(n=64):
@@ -13,17 +14,7 @@ def tiny_bundle(n=64):
     images = torch.randint(0, 60, (n, 1, 8, 8), generator=generator, dtype=torch.uint8)
     images[:, :, :4] += (labels * 60).to(torch.uint8).view(-1, 1, 1, 1)
     split = Split(images, labels)
-    return DatasetBundle(
-        name="tiny",
-        task="multi-class",
-        class_names=["a", "b", "c"],
-        train=split,
-        val=split,
-        test=split,
-        source="generated in the test",
-        licence="none",
-        image_size=8,
-    )
+    return three_class_bundle(split)
 
 
 def tiny_config(profile="reference", seeds=(0,)):
