@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import course, data, experiments, models, run_log
+from . import course, data, experiments, models, run_log, tuning
 from .losses import (
     DCA,
     FLSD53,
@@ -142,7 +142,8 @@ def _ccl_loss(cfg: Any, bundle: Any, model: str, lr_ccl: float, seed: int) -> nn
         model, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size
     ).feature_dim
     torch.manual_seed(seed)  # the head's initialisation is part of the run (and of its key)
-    return CCLNetLoss(feature_dim, bundle.n_classes, lr_ccl=lr_ccl, optimizer=cfg.ccl_optimizer)
+    b = cfg.extra.get("ccl_b", tuning.MULTICLASS_GRIDS["CCL-Net"].default)  # the embedding distance (eq. 2)
+    return CCLNetLoss(feature_dim, bundle.n_classes, lr_ccl=lr_ccl, b=b, optimizer=cfg.ccl_optimizer)
 
 
 RunKey = tuple[str, str, int]  # (recipe, loss display name, seed)
@@ -292,6 +293,130 @@ def multilabel_variant_runs(
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# the fair contest (helpers.tuning): each loss's grid at the tuning seed, then its chosen value at every seed
+
+
+def tuning_seed(cfg: Any) -> int:
+    """The one seed a hyper-parameter grid is trained with: the configuration's first."""
+    return seeds_of(cfg)[0]
+
+
+def _with_value(cfg: Any, knob: str, value: float, seeds: Iterable[int]) -> Any:
+    return dataclasses.replace(cfg, extra={**cfg.extra, knob: value, "seeds": [int(s) for s in seeds]})
+
+
+def _multiclass_at(cfg: Any, bundle: Any, loss: str, value: float, seeds: Iterable[int]) -> dict[int, Any]:
+    grid = tuning.MULTICLASS_GRIDS[loss]
+    runs = multiclass_runs(
+        _with_value(cfg, grid.knob, value, seeds), bundle, ("cross-entropy", loss), (tuning.TUNING_RECIPE,)
+    )
+    return {seed: run for (_, name, seed), run in runs.items() if name != "cross-entropy"}
+
+
+@summarised
+def multiclass_grid_runs(
+    cfg: Any, bundle: Any, losses: Iterable[str] = tuple(tuning.MULTICLASS_GRIDS)
+) -> dict[tuple[str, float], experiments.TrainedRun]:
+    """(loss, value) → the run at the tuning seed, for every value of every loss's grid (notebook 06)."""
+    seed = tuning_seed(cfg)
+    return {
+        (loss, value): _multiclass_at(cfg, bundle, loss, value, [seed])[seed]
+        for loss in losses
+        for value in tuning.MULTICLASS_GRIDS[loss].values
+    }
+
+
+@summarised
+def tuned_multiclass_runs(cfg: Any, bundle: Any, choices: dict[str, float]) -> dict[RunKey, experiments.TrainedRun]:
+    """(recipe, "<loss> <symbol>=<value> (tuned)", seed) → run: each loss at its chosen value, every seed."""
+    runs = {}
+    for loss, value in choices.items():
+        label = f"{tuning.value_label(loss, tuning.MULTICLASS_GRIDS[loss], value)} (tuned)"
+        for seed, run in _multiclass_at(cfg, bundle, loss, value, seeds_of(cfg)).items():
+            runs[(tuning.TUNING_RECIPE, label, seed)] = run
+    return runs
+
+
+def _multilabel_at(cfg: Any, bundle: Any, loss: str, value: float, seeds: Iterable[int]) -> dict[int, Any]:
+    from . import multilabel_analysis as mla
+
+    label = tuning.value_label(loss, tuning.MULTILABEL_GRIDS[loss], value)
+    runs = {}
+    for seed in seeds:
+        config = mla.multilabel_train_config(cfg.epochs, cfg.lr, cfg.batch_size, seed=seed, device=cfg.device)
+        loss_module = tuning.multilabel_loss(loss, value)
+        runs[seed] = _train(cfg, f"{label}, {bundle.name}, seed {seed}", loss_module, bundle, cfg.model, config)
+    return runs
+
+
+@summarised
+def multilabel_grid_runs(
+    cfg: Any, bundle: Any, losses: Iterable[str] = tuple(tuning.MULTILABEL_GRIDS)
+) -> dict[tuple[str, float], experiments.TrainedRun]:
+    """(loss, value) → the multi-label run at the tuning seed, for every value of every loss's grid (notebook 11)."""
+    seed = tuning_seed(cfg)
+    return {
+        (loss, value): _multilabel_at(cfg, bundle, loss, value, [seed])[seed]
+        for loss in losses
+        for value in tuning.MULTILABEL_GRIDS[loss].values
+    }
+
+
+@summarised
+def tuned_multilabel_runs(
+    cfg: Any, bundle: Any, choices: dict[str, float]
+) -> dict[tuple[str, int], experiments.TrainedRun]:
+    """("<loss> <symbol>=<value> (tuned)", seed) → run: each loss at its chosen value, every seed."""
+    runs = {}
+    for loss, value in choices.items():
+        label = f"{tuning.value_label(loss, tuning.MULTILABEL_GRIDS[loss], value)} (tuned)"
+        for seed, run in _multilabel_at(cfg, bundle, loss, value, seeds_of(cfg)).items():
+            runs[(label, seed)] = run
+    return runs
+
+
+def multiclass_contest(cfg: Any, bundle: Any) -> tuple[Any, dict[str, float], dict[RunKey, experiments.TrainedRun]]:
+    """Notebook 06's fair contest: (grid table, chosen value per loss, tuned runs). While runs are only being
+    planned (``python -m helpers.suites train``), a loss whose grid is not trained yet declares no tuned runs."""
+    grid = multiclass_grid_runs(cfg, bundle)
+    ready = {key: run for key, run in grid.items() if run.source != "planned"}
+    complete = [
+        loss
+        for loss in tuning.MULTICLASS_GRIDS
+        if all((loss, v) in ready for v in tuning.MULTICLASS_GRIDS[loss].values)
+    ]
+    table, choices = tuning.grid_table(
+        {key: run for key, run in ready.items() if key[0] in complete},
+        tuning.MULTICLASS_GRIDS,
+        bundle.val.labels,
+        lambda run: run.val_probs,
+        multilabel=False,
+    )
+    return table, choices, tuned_multiclass_runs(cfg, bundle, choices)
+
+
+def multilabel_contest(
+    cfg: Any, bundle: Any
+) -> tuple[Any, dict[str, float], dict[tuple[str, int], experiments.TrainedRun]]:
+    """Notebook 11's fair contest on ``bundle``, as :func:`multiclass_contest`."""
+    grid = multilabel_grid_runs(cfg, bundle)
+    ready = {key: run for key, run in grid.items() if run.source != "planned"}
+    complete = [
+        loss
+        for loss in tuning.MULTILABEL_GRIDS
+        if all((loss, v) in ready for v in tuning.MULTILABEL_GRIDS[loss].values)
+    ]
+    table, choices = tuning.grid_table(
+        {key: run for key, run in ready.items() if key[0] in complete},
+        tuning.MULTILABEL_GRIDS,
+        bundle.val.labels,
+        lambda run: run.val_probs,
+        multilabel=True,
+    )
+    return table, choices, tuned_multilabel_runs(cfg, bundle, choices)
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # what each notebook declares
 
 
@@ -303,6 +428,12 @@ def load_bundle(cfg: Any, name: str | None = None) -> Any:
 
 def _declare_multiclass(losses: Iterable[str] = MULTICLASS_LOSSES) -> Callable[[Any], None]:
     return lambda cfg: multiclass_runs(cfg, load_bundle(cfg), losses)
+
+
+def _declare_06(cfg: Any) -> None:
+    bundle = load_bundle(cfg)
+    multiclass_runs(cfg, bundle)
+    multiclass_contest(cfg, bundle)
 
 
 def _declare_03(cfg: Any) -> None:
@@ -391,7 +522,9 @@ def xray_runs(cfg: Any) -> tuple[Any, dict[tuple[str, int], experiments.TrainedR
 def _declare_multilabel(cfg: Any) -> None:
     from . import real_xray
 
-    multilabel_runs(cfg, load_bundle(cfg), cfg.losses)
+    bundle = load_bundle(cfg)
+    multilabel_runs(cfg, bundle, cfg.losses)
+    multilabel_contest(cfg, bundle)
     if cfg.extra.get("independent_dataset"):
         multilabel_runs(cfg, load_bundle(cfg, cfg.independent_dataset), cfg.independent_losses)
     if cfg.extra.get("xray_dataset"):
@@ -448,7 +581,7 @@ DECLARED_RUNS: dict[str, Callable[[Any], None]] = {
     "03_margin_based_label_smoothing": _declare_03,
     "04_informed_label_smoothing_lsplus": _declare_multiclass(("cross-entropy", "LS", "LS+")),
     "05_ccl_net_class_correlations": _declare_05,
-    "06_multiclass_comparison": _declare_multiclass(),
+    "06_multiclass_comparison": _declare_06,
     "08_spa_and_lpr": _declare_08,
     "09_ldace_and_label_dependencies": _declare_09,
     "10_multilabel_retrieval": _declare_10,
