@@ -268,3 +268,32 @@ def summarise(data: Any, probs: Mapping[str, Sequence[torch.Tensor]], metric_fns
             [metrics.multilabel_smooth_ece(p, data.test.labels) for p in per_seed]
         )
     return summaries
+
+
+def tuned_readout(name: str) -> str:
+    """``"focal+φ γ⁻=2 (tuned)"`` for the φ read-out ``"focal γ⁻=2 (tuned)+φ"`` that
+    :func:`helpers.multilabel_analysis.probability_readouts` names; other names unchanged."""
+    if not name.endswith(" (tuned)+φ"):
+        return name
+    loss, value = name.removesuffix("+φ").split(" ", 1)
+    return f"{loss}+φ {value}"
+
+
+def raw_readout(name: str) -> str:
+    """The sigmoid read-out of the same model: ``"focal γ⁻=2 (tuned)"`` for ``"focal+φ γ⁻=2 (tuned)"``."""
+    return name.replace("+φ", "")
+
+
+def contest_probabilities(
+    runs: Mapping[tuple[str, int], Any], rows: Sequence[tuple[str, str]], seeds: Sequence[int]
+) -> tuple[dict[str, list[torch.Tensor]], list[str]]:
+    """The fair contest's tuned rows (:class:`helpers.tuning.Contest`): ({read-out: [test probabilities per seed]},
+    the table's rows in order). Each loss contributes its paper-default row and its tuned row, then, for focal and
+    ASL, the same two models read through φ."""
+    probs = {tuned_readout(name): p for name, p in trained_probabilities(runs, [t for _, t in rows], seeds).items()}
+    order = []
+    for default, tuned in rows:
+        order += [default, tuned]
+        if f"{tuned_readout(tuned + '+φ')}" in probs:
+            order += [f"{default}+φ", tuned_readout(tuned + "+φ")]
+    return probs, order

@@ -331,7 +331,7 @@ def tuned_multiclass_runs(cfg: Any, bundle: Any, choices: dict[str, float]) -> d
     """(recipe, "<loss> <symbol>=<value> (tuned)", seed) → run: each loss at its chosen value, every seed."""
     runs = {}
     for loss, value in choices.items():
-        label = f"{tuning.value_label(loss, tuning.MULTICLASS_GRIDS[loss], value)} (tuned)"
+        label = tuning.tuned_label(loss, tuning.MULTICLASS_GRIDS[loss], value)
         for seed, run in _multiclass_at(cfg, bundle, loss, value, seeds_of(cfg)).items():
             runs[(tuning.TUNING_RECIPE, label, seed)] = run
     return runs
@@ -369,51 +369,57 @@ def tuned_multilabel_runs(
     """("<loss> <symbol>=<value> (tuned)", seed) → run: each loss at its chosen value, every seed."""
     runs = {}
     for loss, value in choices.items():
-        label = f"{tuning.value_label(loss, tuning.MULTILABEL_GRIDS[loss], value)} (tuned)"
+        label = tuning.tuned_label(loss, tuning.MULTILABEL_GRIDS[loss], value)
         for seed, run in _multilabel_at(cfg, bundle, loss, value, seeds_of(cfg)).items():
             runs[(label, seed)] = run
     return runs
 
 
-def multiclass_contest(cfg: Any, bundle: Any) -> tuple[Any, dict[str, float], dict[RunKey, experiments.TrainedRun]]:
-    """Notebook 06's fair contest: (grid table, chosen value per loss, tuned runs). While runs are only being
-    planned (``python -m helpers.suites train``), a loss whose grid is not trained yet declares no tuned runs."""
-    grid = multiclass_grid_runs(cfg, bundle)
-    ready = {key: run for key, run in grid.items() if run.source != "planned"}
-    complete = [
-        loss
-        for loss in tuning.MULTICLASS_GRIDS
-        if all((loss, v) in ready for v in tuning.MULTICLASS_GRIDS[loss].values)
-    ]
+def _contest(
+    grids: dict[str, tuning.Grid],
+    grid_runs: dict[tuple[str, float], experiments.TrainedRun],
+    labels: torch.Tensor,
+    multilabel: bool,
+    tuned_runs: Callable[[dict[str, float]], dict[Any, experiments.TrainedRun]],
+    default_row: Callable[[str], str],
+) -> tuning.Contest:
+    """Choose on the grids that are complete (while runs are only planned, a loss whose grid is not trained yet
+    declares no tuned runs), then load or train the chosen values at every seed."""
+    ready = {key: run for key, run in grid_runs.items() if run.source != "planned"}
+    complete = [loss for loss in grids if all((loss, value) in ready for value in grids[loss].values)]
     table, choices = tuning.grid_table(
         {key: run for key, run in ready.items() if key[0] in complete},
+        grids,
+        labels,
+        lambda run: run.val_probs,
+        multilabel=multilabel,
+    )
+    rows = [(default_row(loss), tuning.tuned_label(loss, grids[loss], value)) for loss, value in choices.items()]
+    return tuning.Contest(table, choices, tuned_runs(choices), rows, grid_runs)
+
+
+def multiclass_contest(cfg: Any, bundle: Any) -> tuning.Contest:
+    """Notebook 06's fair contest (:mod:`helpers.tuning`) in the well-regularised recipe."""
+    return _contest(
         tuning.MULTICLASS_GRIDS,
+        multiclass_grid_runs(cfg, bundle),
         bundle.val.labels,
-        lambda run: run.val_probs,
-        multilabel=False,
+        False,
+        lambda choices: tuned_multiclass_runs(cfg, bundle, choices),
+        lambda loss: multiclass_loss_name(loss, cfg),
     )
-    return table, choices, tuned_multiclass_runs(cfg, bundle, choices)
 
 
-def multilabel_contest(
-    cfg: Any, bundle: Any
-) -> tuple[Any, dict[str, float], dict[tuple[str, int], experiments.TrainedRun]]:
-    """Notebook 11's fair contest on ``bundle``, as :func:`multiclass_contest`."""
-    grid = multilabel_grid_runs(cfg, bundle)
-    ready = {key: run for key, run in grid.items() if run.source != "planned"}
-    complete = [
-        loss
-        for loss in tuning.MULTILABEL_GRIDS
-        if all((loss, v) in ready for v in tuning.MULTILABEL_GRIDS[loss].values)
-    ]
-    table, choices = tuning.grid_table(
-        {key: run for key, run in ready.items() if key[0] in complete},
+def multilabel_contest(cfg: Any, bundle: Any) -> tuning.Contest:
+    """Notebook 11's fair contest (:mod:`helpers.tuning`) on ``bundle``."""
+    return _contest(
         tuning.MULTILABEL_GRIDS,
+        multilabel_grid_runs(cfg, bundle),
         bundle.val.labels,
-        lambda run: run.val_probs,
-        multilabel=True,
+        True,
+        lambda choices: tuned_multilabel_runs(cfg, bundle, choices),
+        lambda loss: loss,
     )
-    return table, choices, tuned_multilabel_runs(cfg, bundle, choices)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -75,6 +75,11 @@ def value_label(loss: str, grid: Grid, value: float) -> str:
     return f"{loss} {grid.symbol}={value:g}"
 
 
+def tuned_label(loss: str, grid: Grid, value: float) -> str:
+    """``"focal γ=1 (tuned)"``: the row of a loss trained with every seed at its chosen value."""
+    return f"{value_label(loss, grid, value)} (tuned)"
+
+
 def selection_nll(probs: torch.Tensor, labels: torch.Tensor, multilabel: bool) -> float:
     """NLL on the selection half of validation (:func:`helpers.posthoc.split_calibration`, split seed 0)."""
     stratify = None if multilabel else labels
@@ -106,6 +111,24 @@ def multilabel_loss(name: str, value: float | None = None) -> nn.Module:
 
 
 # ---------------------------------------------------------------------------------------------------- the choice
+@dataclasses.dataclass
+class Contest:
+    """A fair contest's outcome: the grid table (:func:`grid_table`), the chosen value per loss, the runs at the
+    chosen values (every seed), the table rows, (paper-default row, tuned row) per loss, and the grid's runs
+    ((loss, value) → run at the tuning seed)."""
+
+    grid: pd.DataFrame
+    choices: dict[str, float]
+    runs: dict[Any, Any]
+    rows: list[tuple[str, str]]
+    grid_runs: dict[tuple[str, float], Any]
+
+    @property
+    def row_names(self) -> list[str]:
+        """Every loss's paper-default row followed by its tuned row."""
+        return [name for pair in self.rows for name in pair]
+
+
 def grid_table(
     grid_runs: Mapping[tuple[str, float], Any],
     grids: Mapping[str, Grid],

@@ -146,3 +146,16 @@ def test_summarise_adds_the_smooth_ece_to_every_model():
     summaries = mc.summarise(data, probs, mc.comparison_metrics(True))
     assert set(summaries["a"]) == {*mc.comparison_metrics(True), "multilabel_smooth_ece"}
     assert summaries["a"]["true_rms"]["mean"] == pytest.approx(0.0, abs=1e-7)
+
+
+def test_the_contest_rows_pair_each_paper_row_with_its_tuned_row_and_name_phi_before_the_value():
+    data = fake_data()
+    base = fake_runs(data)
+    tuned = {("BCE+LPR λ=3 (tuned)", s): base[("BCE", s)] for s in (0, 1)}
+    tuned.update({("focal γ⁻=2 (tuned)", s): base[("focal", s)] for s in (0, 1)})
+    rows = [("BCE+LPR", "BCE+LPR λ=3 (tuned)"), ("focal", "focal γ⁻=2 (tuned)")]
+    probs, order = mc.contest_probabilities(tuned, rows, [0, 1])
+    assert set(probs) == {"BCE+LPR λ=3 (tuned)", "focal γ⁻=2 (tuned)", "focal+φ γ⁻=2 (tuned)"}
+    assert order == ["BCE+LPR", "BCE+LPR λ=3 (tuned)", "focal", "focal γ⁻=2 (tuned)", "focal+φ", "focal+φ γ⁻=2 (tuned)"]
+    assert mc.raw_readout("focal+φ γ⁻=2 (tuned)") == "focal γ⁻=2 (tuned)"
+    assert not torch.equal(probs["focal+φ γ⁻=2 (tuned)"][0], probs["focal γ⁻=2 (tuned)"][0])
