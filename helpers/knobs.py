@@ -102,6 +102,7 @@ RULES: dict[str, Rule] = {
     "ideal_images": integer(1, optional=True),
     # loss hyper-parameters: rates > 0, weights and exponents >= 0, smoothing factors in [0, 1]
     "lr_ccl": RATE,
+    "ccl_b": RATE,  # CCL-Net's embedding distance b (eq. 1); 2 unless the fair contest of helpers.tuning sets it
     "synthetic_lr_ccl": RATE,
     "margin": RATE,
     "gamma": WEIGHT,

@@ -16,6 +16,10 @@ The grid run at the default value and the tuning seed *is* the paper-default run
 same key), so it is loaded, not retrained, and the chosen value's tuning run is one of its evaluation runs. The
 multi-class contest runs in the well-regularised recipe only: one over-fitting run is the wide CNN for 100 epochs,
 about 15 minutes on a 2-core CPU.
+
+The runs are declared for notebooks 06 and 11 (:data:`helpers.suites.DECLARED_RUNS`), so
+``python -m helpers.suites train [--engine ray]`` trains them like every other run, in two rounds: the grids, then
+the chosen values once every grid point of a loss exists (as LS+ waits for its cross-entropy run).
 """
 
 from __future__ import annotations

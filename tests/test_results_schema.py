@@ -79,3 +79,21 @@ def test_paired_differences_against_ce_and_ce_ts(payload, loss_names):
                     - payload["models"][f"{recipe}/{reference}"]["ece"]["mean"]
                 )
                 assert record["estimate"] == pytest.approx(means, abs=1e-9)
+
+
+def test_the_fair_contest_chose_by_the_selection_nll_and_kept_three_seeds(payload):
+    """Issue 20 item 4: every tuned loss's grid, the choice the lowest selection NLL (a tie keeps the paper
+    value), the tuned rows with three seeds, and an answer row against CE + TS for the paper and the tuned value."""
+    from helpers import tuning
+
+    contest = payload["results"]["fair_contest"]
+    assert contest["recipe"] == tuning.TUNING_RECIPE and contest["tuning_seed"] == 0
+    assert set(contest["choices"]) == set(tuning.MULTICLASS_GRIDS)
+    for loss, grid in tuning.MULTICLASS_GRIDS.items():
+        rows = [row for row in contest["grid"] if row["loss"] == loss]
+        assert len(rows) == len(grid.values)
+        scores = {value: row["selection NLL"] for value, row in zip(grid.values, rows)}
+        assert contest["choices"][loss] == tuning.choose(scores, grid.default)
+        tuned = tuning.tuned_label(loss, grid, contest["choices"][loss])
+        assert len(contest["models"][f"{tuning.TUNING_RECIPE}/{tuned}"]["ece"]["per_seed"]) == 3
+        assert tuned in contest["answer"]["answer"][tuning.TUNING_RECIPE]
