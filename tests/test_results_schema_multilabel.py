@@ -85,3 +85,19 @@ def test_monotone_read_outs_keep_the_ranking(results):
                 mapped,
                 metric,
             )
+
+
+def test_the_fair_contest_chose_by_the_selection_nll_and_kept_three_seeds(results):
+    """Issue 20 item 4 on the multi-label side: as notebook 06's contest (tests/test_results_schema.py)."""
+    from helpers import tuning
+
+    contest = results["fair_contest"]
+    assert contest["tuning_seed"] == 0 and set(contest["choices"]) == set(tuning.MULTILABEL_GRIDS)
+    for loss, grid in tuning.MULTILABEL_GRIDS.items():
+        rows = [row for row in contest["grid"] if row["loss"] == loss]
+        assert len(rows) == len(grid.values)
+        scores = {value: row["selection NLL"] for value, row in zip(grid.values, rows)}
+        assert contest["choices"][loss] == tuning.choose(scores, grid.default)
+        tuned = tuning.tuned_label(loss, grid, contest["choices"][loss])
+        assert len(contest["models"][tuned]["true_rms"]["per_seed"]) == 3
+        assert {loss, tuned} <= set(contest["answer"]["models"])
