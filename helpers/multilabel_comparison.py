@@ -285,15 +285,17 @@ def raw_readout(name: str) -> str:
 
 
 def contest_probabilities(
-    runs: Mapping[tuple[str, int], Any], rows: Sequence[tuple[str, str]], seeds: Sequence[int]
+    runs: Mapping[tuple[str, int], Any], rows: Sequence[tuple[str, str | None]], seeds: Sequence[int]
 ) -> tuple[dict[str, list[torch.Tensor]], list[str]]:
     """The fair contest's tuned rows (:class:`helpers.tuning.Contest`): ({read-out: [test probabilities per seed]},
     the table's rows in order). Each loss contributes its paper-default row and its tuned row, then, for focal and
-    ASL, the same two models read through φ."""
-    probs = {tuned_readout(name): p for name, p in trained_probabilities(runs, [t for _, t in rows], seeds).items()}
+    ASL, the same two models read through φ. A loss whose choice kept the paper value (tuned row ``None``) shows
+    its paper rows only."""
+    moved = [tuned for _, tuned in rows if tuned is not None]
+    probs = {tuned_readout(name): p for name, p in trained_probabilities(runs, moved, seeds).items()}
     order = []
     for default, tuned in rows:
-        order += [default, tuned]
-        if f"{tuned_readout(tuned + '+φ')}" in probs:
+        order += [default] if tuned is None else [default, tuned]
+        if tuned is not None and tuned_readout(tuned + "+φ") in probs:
             order += [f"{default}+φ", tuned_readout(tuned + "+φ")]
     return probs, order

@@ -382,6 +382,7 @@ def _contest(
     multilabel: bool,
     tuned_runs: Callable[[dict[str, float]], dict[Any, experiments.TrainedRun]],
     default_row: Callable[[str], str],
+    split_seed: int,
 ) -> tuning.Contest:
     """Choose on the grids that are complete (while runs are only planned, a loss whose grid is not trained yet
     declares no tuned runs), then load or train the chosen values at every seed."""
@@ -393,13 +394,18 @@ def _contest(
         labels,
         lambda run: run.val_probs,
         multilabel=multilabel,
+        split_seed=split_seed,
     )
-    rows = [(default_row(loss), tuning.tuned_label(loss, grids[loss], value)) for loss, value in choices.items()]
+    rows = [
+        (default_row(loss), None if value == grids[loss].default else tuning.tuned_label(loss, grids[loss], value))
+        for loss, value in choices.items()
+    ]
     return tuning.Contest(table, choices, tuned_runs(choices), rows, grid_runs)
 
 
-def multiclass_contest(cfg: Any, bundle: Any) -> tuning.Contest:
-    """Notebook 06's fair contest (:mod:`helpers.tuning`) in the well-regularised recipe."""
+def multiclass_contest(cfg: Any, bundle: Any, split_seed: int | None = None) -> tuning.Contest:
+    """Notebook 06's fair contest (:mod:`helpers.tuning`) in the well-regularised recipe; the selection half is
+    that of ``posthoc.split_calibration(..., seed=split_seed)`` (default: the configuration's ``seed``, as 06)."""
     return _contest(
         tuning.MULTICLASS_GRIDS,
         multiclass_grid_runs(cfg, bundle),
@@ -407,11 +413,13 @@ def multiclass_contest(cfg: Any, bundle: Any) -> tuning.Contest:
         False,
         lambda choices: tuned_multiclass_runs(cfg, bundle, choices),
         lambda loss: multiclass_loss_name(loss, cfg),
+        cfg.seed if split_seed is None else split_seed,
     )
 
 
-def multilabel_contest(cfg: Any, bundle: Any) -> tuning.Contest:
-    """Notebook 11's fair contest (:mod:`helpers.tuning`) on ``bundle``."""
+def multilabel_contest(cfg: Any, bundle: Any, split_seed: int = 0) -> tuning.Contest:
+    """Notebook 11's fair contest (:mod:`helpers.tuning`) on ``bundle``; the selection half is that of
+    ``posthoc.split_calibration(..., seed=split_seed)`` (11's calibration split seed, 0)."""
     return _contest(
         tuning.MULTILABEL_GRIDS,
         multilabel_grid_runs(cfg, bundle),
@@ -419,6 +427,7 @@ def multilabel_contest(cfg: Any, bundle: Any) -> tuning.Contest:
         True,
         lambda choices: tuned_multilabel_runs(cfg, bundle, choices),
         lambda loss: loss,
+        split_seed,
     )
 
 

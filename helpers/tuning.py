@@ -84,10 +84,11 @@ def tuned_label(loss: str, grid: Grid, value: float) -> str:
     return f"{value_label(loss, grid, value)} (tuned)"
 
 
-def selection_nll(probs: torch.Tensor, labels: torch.Tensor, multilabel: bool) -> float:
-    """NLL on the selection half of validation (:func:`helpers.posthoc.split_calibration`, split seed 0)."""
+def selection_nll(probs: torch.Tensor, labels: torch.Tensor, multilabel: bool, split_seed: int = 0) -> float:
+    """NLL on the selection half of validation: :func:`helpers.posthoc.split_calibration` with ``split_seed``, the
+    split the notebook fits its calibrators with (stratified by class for multi-class labels, as there)."""
     stratify = None if multilabel else labels
-    selection, _ = posthoc.split_calibration(len(labels), seed=0, labels=stratify)
+    selection, _ = posthoc.split_calibration(len(labels), seed=split_seed, labels=stratify)
     score = metrics.multilabel_nll if multilabel else metrics.nll
     return float(score(probs[selection], labels[selection]))
 
@@ -118,19 +119,19 @@ def multilabel_loss(name: str, value: float | None = None) -> nn.Module:
 @dataclasses.dataclass
 class Contest:
     """A fair contest's outcome: the grid table (:func:`grid_table`), the chosen value per loss, the runs at the
-    chosen values (every seed), the table rows, (paper-default row, tuned row) per loss, and the grid's runs
-    ((loss, value) → run at the tuning seed)."""
+    chosen values (every seed), the table rows, (paper-default row, tuned row) per loss — tuned row ``None`` where
+    the choice kept the paper value (the same runs) — and the grid's runs ((loss, value) → run at the tuning seed)."""
 
     grid: pd.DataFrame
     choices: dict[str, float]
     runs: dict[Any, Any]
-    rows: list[tuple[str, str]]
+    rows: list[tuple[str, str | None]]
     grid_runs: dict[tuple[str, float], Any]
 
     @property
     def row_names(self) -> list[str]:
-        """Every loss's paper-default row followed by its tuned row."""
-        return [name for pair in self.rows for name in pair]
+        """Every loss's paper-default row followed by its tuned row where the choice moved."""
+        return [name for pair in self.rows for name in pair if name is not None]
 
 
 def grid_table(
@@ -139,12 +140,13 @@ def grid_table(
     labels: torch.Tensor,
     probabilities: Callable[[Any], torch.Tensor],
     multilabel: bool,
+    split_seed: int = 0,
 ) -> tuple[pd.DataFrame, dict[str, float]]:
     """One row per (loss, value): its selection-half NLL, whether it is the default and whether it was chosen;
     and the choice per loss. ``probabilities(run)`` gives a run's validation probabilities."""
     scores: dict[str, dict[float, float]] = {}
     for (loss, value), run in grid_runs.items():
-        scores.setdefault(loss, {})[value] = selection_nll(probabilities(run), labels, multilabel)
+        scores.setdefault(loss, {})[value] = selection_nll(probabilities(run), labels, multilabel, split_seed)
     choices = {loss: choose(by_value, grids[loss].default) for loss, by_value in scores.items()}
     rows = [
         {

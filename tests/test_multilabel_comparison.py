@@ -153,9 +153,17 @@ def test_the_contest_rows_pair_each_paper_row_with_its_tuned_row_and_name_phi_be
     base = fake_runs(data)
     tuned = {("BCE+LPR λ=3 (tuned)", s): base[("BCE", s)] for s in (0, 1)}
     tuned.update({("focal γ⁻=2 (tuned)", s): base[("focal", s)] for s in (0, 1)})
-    rows = [("BCE+LPR", "BCE+LPR λ=3 (tuned)"), ("focal", "focal γ⁻=2 (tuned)")]
+    rows = [("BCE+LPR", "BCE+LPR λ=3 (tuned)"), ("focal", "focal γ⁻=2 (tuned)"), ("SPA", None)]
     probs, order = mc.contest_probabilities(tuned, rows, [0, 1])
     assert set(probs) == {"BCE+LPR λ=3 (tuned)", "focal γ⁻=2 (tuned)", "focal+φ γ⁻=2 (tuned)"}
-    assert order == ["BCE+LPR", "BCE+LPR λ=3 (tuned)", "focal", "focal γ⁻=2 (tuned)", "focal+φ", "focal+φ γ⁻=2 (tuned)"]
+    assert order == [
+        "BCE+LPR",
+        "BCE+LPR λ=3 (tuned)",
+        "focal",
+        "focal γ⁻=2 (tuned)",
+        "focal+φ",
+        "focal+φ γ⁻=2 (tuned)",
+        "SPA",  # kept its paper value: the paper row only
+    ]
     assert mc.raw_readout("focal+φ γ⁻=2 (tuned)") == "focal γ⁻=2 (tuned)"
     assert not torch.equal(probs["focal+φ γ⁻=2 (tuned)"][0], probs["focal γ⁻=2 (tuned)"][0])

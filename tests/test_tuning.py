@@ -46,6 +46,16 @@ def test_the_choice_reads_the_selection_half_only(multilabel):
     assert tuning.selection_nll(changed, labels, multilabel) != pytest.approx(score)
 
 
+def test_the_selection_half_is_the_notebooks_split_for_any_split_seed():
+    labels = torch.arange(40) % 2
+    probs = torch.softmax(torch.randn(40, 2, generator=torch.Generator().manual_seed(3)), 1)
+    for split_seed in (0, 7):
+        selection, _ = posthoc.split_calibration(40, seed=split_seed, labels=labels)
+        expected = float(torch.nn.functional.nll_loss(probs[selection].log(), labels[selection]))
+        assert tuning.selection_nll(probs, labels, False, split_seed) == pytest.approx(expected, rel=1e-6)
+    assert tuning.selection_nll(probs, labels, False, 0) != tuning.selection_nll(probs, labels, False, 7)
+
+
 def test_the_grid_table_marks_the_default_and_the_choice():
     labels = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2])
     sharp = torch.nn.functional.one_hot(labels, 3).double() * 0.9 + 0.1 / 3
