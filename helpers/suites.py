@@ -313,28 +313,34 @@ def _multiclass_at(cfg: Any, bundle: Any, loss: str, value: float, seeds: Iterab
     return {seed: run for (_, name, seed), run in runs.items() if name != "cross-entropy"}
 
 
+def _grid_runs(cfg: Any, grids: dict[str, tuning.Grid], losses: Iterable[str], at: Callable[..., dict[int, Any]]):
+    """(loss, value) → ``at(loss, value, [tuning seed])``'s run, for every value of every loss's grid."""
+    seed = tuning_seed(cfg)
+    return {(loss, value): at(loss, value, [seed])[seed] for loss in losses for value in grids[loss].values}
+
+
+def _tuned_runs(cfg: Any, grids: dict[str, tuning.Grid], choices: dict[str, float], at: Callable[..., dict[int, Any]]):
+    """(tuned label, seed) → ``at(loss, chosen value, every seed)``'s runs."""
+    return {
+        (tuning.tuned_label(loss, grids[loss], value), seed): run
+        for loss, value in choices.items()
+        for seed, run in at(loss, value, seeds_of(cfg)).items()
+    }
+
+
 @summarised
 def multiclass_grid_runs(
     cfg: Any, bundle: Any, losses: Iterable[str] = tuple(tuning.MULTICLASS_GRIDS)
 ) -> dict[tuple[str, float], experiments.TrainedRun]:
     """(loss, value) → the run at the tuning seed, for every value of every loss's grid (notebook 06)."""
-    seed = tuning_seed(cfg)
-    return {
-        (loss, value): _multiclass_at(cfg, bundle, loss, value, [seed])[seed]
-        for loss in losses
-        for value in tuning.MULTICLASS_GRIDS[loss].values
-    }
+    return _grid_runs(cfg, tuning.MULTICLASS_GRIDS, losses, lambda *point: _multiclass_at(cfg, bundle, *point))
 
 
 @summarised
 def tuned_multiclass_runs(cfg: Any, bundle: Any, choices: dict[str, float]) -> dict[RunKey, experiments.TrainedRun]:
     """(recipe, "<loss> <symbol>=<value> (tuned)", seed) → run: each loss at its chosen value, every seed."""
-    runs = {}
-    for loss, value in choices.items():
-        label = tuning.tuned_label(loss, tuning.MULTICLASS_GRIDS[loss], value)
-        for seed, run in _multiclass_at(cfg, bundle, loss, value, seeds_of(cfg)).items():
-            runs[(tuning.TUNING_RECIPE, label, seed)] = run
-    return runs
+    runs = _tuned_runs(cfg, tuning.MULTICLASS_GRIDS, choices, lambda *point: _multiclass_at(cfg, bundle, *point))
+    return {(tuning.TUNING_RECIPE, label, seed): run for (label, seed), run in runs.items()}
 
 
 def _multilabel_at(cfg: Any, bundle: Any, loss: str, value: float, seeds: Iterable[int]) -> dict[int, Any]:
@@ -354,12 +360,7 @@ def multilabel_grid_runs(
     cfg: Any, bundle: Any, losses: Iterable[str] = tuple(tuning.MULTILABEL_GRIDS)
 ) -> dict[tuple[str, float], experiments.TrainedRun]:
     """(loss, value) → the multi-label run at the tuning seed, for every value of every loss's grid (notebook 11)."""
-    seed = tuning_seed(cfg)
-    return {
-        (loss, value): _multilabel_at(cfg, bundle, loss, value, [seed])[seed]
-        for loss in losses
-        for value in tuning.MULTILABEL_GRIDS[loss].values
-    }
+    return _grid_runs(cfg, tuning.MULTILABEL_GRIDS, losses, lambda *point: _multilabel_at(cfg, bundle, *point))
 
 
 @summarised
@@ -367,12 +368,7 @@ def tuned_multilabel_runs(
     cfg: Any, bundle: Any, choices: dict[str, float]
 ) -> dict[tuple[str, int], experiments.TrainedRun]:
     """("<loss> <symbol>=<value> (tuned)", seed) → run: each loss at its chosen value, every seed."""
-    runs = {}
-    for loss, value in choices.items():
-        label = tuning.tuned_label(loss, tuning.MULTILABEL_GRIDS[loss], value)
-        for seed, run in _multilabel_at(cfg, bundle, loss, value, seeds_of(cfg)).items():
-            runs[(label, seed)] = run
-    return runs
+    return _tuned_runs(cfg, tuning.MULTILABEL_GRIDS, choices, lambda *point: _multilabel_at(cfg, bundle, *point))
 
 
 def _contest(
