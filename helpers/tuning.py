@@ -8,9 +8,11 @@ default value is handicapped. Here every loss gets the same budget:
 2. **Choice** — the value with the lowest NLL on the *selection half* of validation
    (:func:`helpers.posthoc.split_calibration`, the half that post-hoc calibrators are not fitted on). NLL is a
    proper score: it rewards calibration and discrimination together, so a value cannot win by flattening every
-   prediction. Ties go to the paper's default. The test split is never read.
-3. **Evaluation** — the chosen value trained with every seed (:func:`tuned_multiclass_runs`,
-   :func:`tuned_multilabel_runs`); the notebooks put these rows beside the paper-default rows.
+   prediction. Ties go to the paper's default. The test split is never read. (Every run keeps the epoch of best
+   NLL on the *whole* validation split, so both halves took part in choosing checkpoints; only the test split is
+   untouched.)
+3. **Evaluation** — the chosen value trained with every seed (:func:`helpers.suites.tuned_multiclass_runs`,
+   :func:`helpers.suites.tuned_multilabel_runs`); the notebooks put these rows beside the paper-default rows.
 
 The grid run at the default value and the tuning seed *is* the paper-default run of that seed (same definition,
 same key), so it is loaded, not retrained, and the chosen value's tuning run is one of its evaluation runs. The
@@ -38,7 +40,8 @@ from .losses import ASL, BCE, LPR, SPA, AsymmetricFocal, Composite
 
 @dataclasses.dataclass(frozen=True)
 class Grid:
-    """One loss's hyper-parameter: the configuration knob that sets it, its symbol, the values tried, the default."""
+    """One loss's hyper-parameter: its name (for a multi-class loss the configuration knob that sets it; a
+    multi-label value goes to :func:`multilabel_loss`), its symbol, the values tried, and the paper's default."""
 
     knob: str
     symbol: str
