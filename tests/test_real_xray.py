@@ -59,11 +59,14 @@ def test_without_the_folder_the_runs_raise_and_the_declaration_warns_instead_of_
     with pytest.raises(real_xray.XrayDataMissing):
         suites.xray_runs(cfg)
     declared = []
+    contests = []
     monkeypatch.setattr(suites, "multilabel_runs", lambda cfg, bundle, losses: declared.append(bundle))
+    monkeypatch.setattr(suites, "multilabel_contest", lambda cfg, bundle, split_seed=0: contests.append(bundle))
     monkeypatch.setattr(suites, "load_bundle", lambda cfg, name=None: name or cfg.dataset)
     with pytest.warns(UserWarning, match="real-X-ray runs are not declared.*ChestXray14"):
         suites.DECLARED_RUNS["11_multilabel_comparison"](cfg)
     assert declared == ["synthetic_chestmnist", "synthetic_chestmnist_independent"]  # no X-ray bundle, no fall-back
+    assert contests == ["synthetic_chestmnist"]  # the fair contest (helpers.tuning) on the coupled set only
 
 
 def test_with_the_folder_the_declaration_loads_the_real_xrays(tmp_path, monkeypatch):
@@ -71,6 +74,7 @@ def test_with_the_folder_the_declaration_loads_the_real_xrays(tmp_path, monkeypa
     cfg = notebook_11_config(tmp_path)
     declared = []
     monkeypatch.setattr(suites, "multilabel_runs", lambda cfg, bundle, losses: declared.append((bundle, losses)))
+    monkeypatch.setattr(suites, "multilabel_contest", lambda cfg, bundle, split_seed=0: None)
     monkeypatch.setattr(suites, "load_bundle", lambda cfg, name=None: name or cfg.dataset)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
