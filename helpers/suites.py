@@ -301,46 +301,39 @@ def tuning_seed(cfg: Any) -> int:
     return seeds_of(cfg)[0]
 
 
-def _with_value(cfg: Any, knob: str, value: float, seeds: Iterable[int]) -> Any:
-    return dataclasses.replace(cfg, extra={**cfg.extra, knob: value, "seeds": [int(s) for s in seeds]})
-
-
-def _multiclass_at(cfg: Any, bundle: Any, loss: str, value: float, seeds: Iterable[int]) -> dict[int, Any]:
-    grid = tuning.MULTICLASS_GRIDS[loss]
-    runs = multiclass_runs(
-        _with_value(cfg, grid.knob, value, seeds), bundle, ("cross-entropy", loss), (tuning.TUNING_RECIPE,)
-    )
-    return {seed: run for (_, name, seed), run in runs.items() if name != "cross-entropy"}
-
-
-def _grid_runs(cfg: Any, grids: dict[str, tuning.Grid], losses: Iterable[str], at: Callable[..., dict[int, Any]]):
-    """(loss, value) → ``at(loss, value, [tuning seed])``'s run, for every value of every loss's grid."""
-    seed = tuning_seed(cfg)
-    return {(loss, value): at(loss, value, [seed])[seed] for loss in losses for value in grids[loss].values}
-
-
-def _tuned_runs(cfg: Any, grids: dict[str, tuning.Grid], choices: dict[str, float], at: Callable[..., dict[int, Any]]):
-    """(tuned label, seed) → ``at(loss, chosen value, every seed)``'s runs."""
-    return {
-        (tuning.tuned_label(loss, grids[loss], value), seed): run
-        for loss, value in choices.items()
-        for seed, run in at(loss, value, seeds_of(cfg)).items()
+def _multiclass_points(cfg: Any, bundle: Any, values: dict[str, float], seeds: Iterable[int]) -> dict[Any, Any]:
+    """(loss, seed) → run of every loss of ``values`` at its value, through one :func:`multiclass_runs` call, so
+    cross-entropy (which LS+ needs) is loaded once a seed. A run not declared yet (LS+ while its cross-entropy run is
+    only planned) is absent."""
+    seeds = [int(seed) for seed in seeds]
+    knobs = {tuning.MULTICLASS_GRIDS[loss].knob: value for loss, value in values.items()}
+    point = dataclasses.replace(cfg, extra={**cfg.extra, **knobs, "seeds": seeds})
+    runs = multiclass_runs(point, bundle, ("cross-entropy", *values), (tuning.TUNING_RECIPE,))
+    keys = {
+        (loss, seed): (tuning.TUNING_RECIPE, multiclass_loss_name(loss, point), seed)
+        for loss in values
+        for seed in seeds
     }
+    return {key: runs[found] for key, found in keys.items() if found in runs}
 
 
-@summarised
-def multiclass_grid_runs(
-    cfg: Any, bundle: Any, losses: Iterable[str] = tuple(tuning.MULTICLASS_GRIDS)
-) -> dict[tuple[str, float], experiments.TrainedRun]:
-    """(loss, value) → the run at the tuning seed, for every value of every loss's grid (notebook 06)."""
-    return _grid_runs(cfg, tuning.MULTICLASS_GRIDS, losses, lambda *point: _multiclass_at(cfg, bundle, *point))
+def multiclass_grid_runs(cfg: Any, bundle: Any) -> dict[tuple[str, float], experiments.TrainedRun]:
+    """(loss, value) → the run at the tuning seed, for every value of every loss's grid (notebook 06): the i-th
+    values of all grids share one :func:`multiclass_runs` call."""
+    seed, grids = tuning_seed(cfg), tuning.MULTICLASS_GRIDS
+    runs = {}
+    for index in range(max(len(grid.values) for grid in grids.values())):
+        values = {loss: grid.values[index] for loss, grid in grids.items() if index < len(grid.values)}
+        points = _multiclass_points(cfg, bundle, values, [seed])
+        runs.update({(loss, values[loss]): run for (loss, _), run in points.items()})
+    return runs
 
 
-@summarised
 def tuned_multiclass_runs(cfg: Any, bundle: Any, choices: dict[str, float]) -> dict[RunKey, experiments.TrainedRun]:
     """(recipe, "<loss> <symbol>=<value> (tuned)", seed) → run: each loss at its chosen value, every seed."""
-    runs = _tuned_runs(cfg, tuning.MULTICLASS_GRIDS, choices, lambda *point: _multiclass_at(cfg, bundle, *point))
-    return {(tuning.TUNING_RECIPE, label, seed): run for (label, seed), run in runs.items()}
+    label = {loss: tuning.tuned_label(loss, tuning.MULTICLASS_GRIDS[loss], value) for loss, value in choices.items()}
+    points = _multiclass_points(cfg, bundle, choices, seeds_of(cfg))
+    return {(tuning.TUNING_RECIPE, label[loss], seed): run for (loss, seed), run in points.items()}
 
 
 def _multilabel_at(cfg: Any, bundle: Any, loss: str, value: float, seeds: Iterable[int]) -> dict[int, Any]:
@@ -355,20 +348,25 @@ def _multilabel_at(cfg: Any, bundle: Any, loss: str, value: float, seeds: Iterab
     return runs
 
 
-@summarised
-def multilabel_grid_runs(
-    cfg: Any, bundle: Any, losses: Iterable[str] = tuple(tuning.MULTILABEL_GRIDS)
-) -> dict[tuple[str, float], experiments.TrainedRun]:
+def multilabel_grid_runs(cfg: Any, bundle: Any) -> dict[tuple[str, float], experiments.TrainedRun]:
     """(loss, value) → the multi-label run at the tuning seed, for every value of every loss's grid (notebook 11)."""
-    return _grid_runs(cfg, tuning.MULTILABEL_GRIDS, losses, lambda *point: _multilabel_at(cfg, bundle, *point))
+    seed = tuning_seed(cfg)
+    return {
+        (loss, value): _multilabel_at(cfg, bundle, loss, value, [seed])[seed]
+        for loss, grid in tuning.MULTILABEL_GRIDS.items()
+        for value in grid.values
+    }
 
 
-@summarised
 def tuned_multilabel_runs(
     cfg: Any, bundle: Any, choices: dict[str, float]
 ) -> dict[tuple[str, int], experiments.TrainedRun]:
     """("<loss> <symbol>=<value> (tuned)", seed) → run: each loss at its chosen value, every seed."""
-    return _tuned_runs(cfg, tuning.MULTILABEL_GRIDS, choices, lambda *point: _multilabel_at(cfg, bundle, *point))
+    return {
+        (tuning.tuned_label(loss, tuning.MULTILABEL_GRIDS[loss], value), seed): run
+        for loss, value in choices.items()
+        for seed, run in _multilabel_at(cfg, bundle, loss, value, seeds_of(cfg)).items()
+    }
 
 
 def _contest(
@@ -399,6 +397,7 @@ def _contest(
     return tuning.Contest(table, choices, tuned_runs(choices), rows, grid_runs)
 
 
+@summarised
 def multiclass_contest(cfg: Any, bundle: Any, split_seed: int | None = None) -> tuning.Contest:
     """Notebook 06's fair contest (:mod:`helpers.tuning`) in the well-regularised recipe; the selection half is
     that of ``posthoc.split_calibration(..., seed=split_seed)`` (default: the configuration's ``seed``, as 06)."""
@@ -413,6 +412,7 @@ def multiclass_contest(cfg: Any, bundle: Any, split_seed: int | None = None) -> 
     )
 
 
+@summarised
 def multilabel_contest(cfg: Any, bundle: Any, split_seed: int = 0) -> tuning.Contest:
     """Notebook 11's fair contest (:mod:`helpers.tuning`) on ``bundle``; the selection half is that of
     ``posthoc.split_calibration(..., seed=split_seed)`` (11's calibration split seed, 0)."""

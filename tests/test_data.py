@@ -14,9 +14,10 @@ import pytest
 import torch
 from medmnist import INFO
 from PIL import Image
+from tiny_bundles import three_class_bundle
 
 from helpers import data
-from helpers.data import DATA_DIR_ENV, DatasetBundle, Split, data_dir, load_dataset, load_isic2018, load_medmnist
+from helpers.data import DATA_DIR_ENV, Split, data_dir, load_dataset, load_isic2018, load_medmnist
 
 DERMA_COUNTS = {
     "train": [228, 359, 769, 80, 779, 4693, 99],
@@ -318,19 +319,7 @@ def test_unknown_names_and_sizes_are_rejected(tmp_path):
 
 def test_bundle_properties_and_describe():
     images = torch.zeros(5, 3, 8, 8, dtype=torch.uint8)
-    split = Split(images, torch.tensor([0, 2, 2, 1, 2]))
-    bundle = DatasetBundle(
-        name="tiny",
-        task="multi-class",
-        class_names=["a", "b", "c"],
-        train=split,
-        val=split,
-        test=split,
-        source="memory",
-        licence="none",
-        image_size=8,
-        true_posteriors=None,
-    )
+    bundle = three_class_bundle(Split(images, torch.tensor([0, 2, 2, 1, 2])), source="memory")
     assert bundle.n_classes == 3 and bundle.n_channels == 3 and bundle.class_counts() == [1, 1, 3]
     text = bundle.describe()
     assert "tiny" in text and "a 1, b 1, c 3" in text and "train 5" in text and "Licence: none" in text

@@ -1,6 +1,7 @@
 """The fair contest (helpers.tuning and its suites): one budget per loss, the choice on the selection half of
 validation only, and the paper-default grid point is the paper-default run itself."""
 
+import dataclasses
 import types
 
 import pytest
@@ -84,6 +85,11 @@ def test_the_multilabel_default_grid_point_is_the_paper_default_loss(name):
     assert _fingerprint(tuning.multilabel_loss(name, other)) != _fingerprint(paper)
 
 
+def with_knob(cfg, knob, value):
+    """The configuration a grid point trains with (as helpers.suites._multiclass_points sets it)."""
+    return dataclasses.replace(cfg, extra={**cfg.extra, knob: value})
+
+
 @pytest.mark.parametrize("name", list(tuning.MULTICLASS_GRIDS))
 def test_the_multiclass_default_grid_point_is_the_paper_default_run(name):
     """The notebook's paper-default loss and the grid's default point have one definition, hence one run key."""
@@ -94,8 +100,8 @@ def test_the_multiclass_default_grid_point_is_the_paper_default_run(name):
     accuracy = torch.linspace(0.2, 0.9, 7)
     make = suites._make_multiclass_loss
     paper = make(name, cfg, bundle, "small_cnn", accuracy, 0)
-    at_default = make(name, suites._with_value(cfg, grid.knob, grid.default, [0]), bundle, "small_cnn", accuracy, 0)
+    at_default = make(name, with_knob(cfg, grid.knob, grid.default), bundle, "small_cnn", accuracy, 0)
     assert _fingerprint(at_default) == _fingerprint(paper)
     other = next(v for v in grid.values if v != grid.default)
-    moved = make(name, suites._with_value(cfg, grid.knob, other, [0]), bundle, "small_cnn", accuracy, 0)
+    moved = make(name, with_knob(cfg, grid.knob, other), bundle, "small_cnn", accuracy, 0)
     assert _fingerprint(moved) != _fingerprint(paper)
