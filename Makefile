@@ -26,9 +26,11 @@ $(VENV)/.installed: pyproject.toml
 course: venv
 	$(if $(RETRAIN),CALIBMED_RETRAIN=1) $(PY) -m helpers.course run $(if $(PROFILE),--profile $(PROFILE))
 
-# every run the notebooks declare in the reference profile, one at a time, each stored as it finishes (resumable)
+# every run the notebooks declare in the reference profile, one at a time, each stored as it finishes (resumable).
+# Selectors: NOTEBOOKS="02 03", and with RETRAIN=1 ONLY="recipe=well-regularised dataset=dermamnist" (retrain only
+# those older runs; the others are loaded as they are). In the background of a session: nice, one torch thread.
 reference-runs: venv
-	$(if $(RETRAIN),CALIBMED_RETRAIN=1) $(PY) -m helpers.suites train --profile reference $(if $(WORKERS),--workers $(WORKERS))
+	$(if $(RETRAIN),CALIBMED_RETRAIN=1) $(if $(ONLY),CALIBMED_RETRAIN_ONLY="$(ONLY)") $(PY) -m helpers.suites train --profile reference $(if $(NOTEBOOKS),--notebooks $(NOTEBOOKS)) $(if $(WORKERS),--workers $(WORKERS))
 
 test: lint unit notebooks-smoke site-test
 

@@ -37,6 +37,8 @@ runs of other profiles, with their weights, keyed by the definition *and* the tr
 behaviour retrains.
 ``CALIBMED_NO_CACHE=1`` bypasses the local cache; ``CALIBMED_RETRAIN=1`` also retrains (and re-stores) every stored
 run whose training version is not today's, and loads the others: a retrain ends, and resumes where it stopped.
+``CALIBMED_RETRAIN_ONLY`` narrows a retrain (:func:`retrain_selected`): ``"recipe=well-regularised
+dataset=dermamnist"`` retrains only the older runs of that recipe on that data set and loads the rest as they are.
 A trained run whose file cannot be written (a read-only or full folder) is returned all the same, with one
 :class:`RunNotSavedWarning` per folder.
 """
@@ -502,6 +504,42 @@ def is_current(meta: dict[str, Any]) -> bool:
     return meta.get("training_version") == training_version()
 
 
+RETRAIN_ONLY_ENV = "CALIBMED_RETRAIN_ONLY"
+_SELECTOR_KEYS = ("recipe", "dataset", "model")
+
+
+def parse_retrain_selector(text: str) -> dict[str, set[str]]:
+    """``"recipe=well-regularised dataset=dermamnist dataset=isic2018_heldout"`` → ``{key: allowed values}``.
+    Terms are separated by spaces (or commas); a run is selected when every named key matches one of its values."""
+    selector: dict[str, set[str]] = {}
+    for term in text.replace(",", " ").split():
+        key, sep, value = term.partition("=")
+        if not sep or key not in _SELECTOR_KEYS or not value:
+            raise ValueError(
+                f"{RETRAIN_ONLY_ENV}: {term!r} is not a selector term; write key=value with key one of "
+                f"{_SELECTOR_KEYS}, e.g. 'recipe=well-regularised dataset=dermamnist'"
+            )
+        if key == "recipe" and value not in RECIPES:
+            raise ValueError(f"{RETRAIN_ONLY_ENV}: unknown recipe {value!r}; choose one of {list(RECIPES)}")
+        selector.setdefault(key, set()).add(value)
+    return selector
+
+
+def config_recipe(config: train.TrainConfig) -> str | None:
+    """The recipe whose settings ``config`` has (:data:`RECIPES`), or ``None`` for a configuration of its own."""
+    for recipe, settings in RECIPES.items():
+        if all(getattr(config, name) == value for name, value in settings.items() if name != "lr_scale"):
+            return recipe
+    return None
+
+
+def retrain_selected(bundle: Any, model_name: str, config: train.TrainConfig) -> bool:
+    """Whether ``CALIBMED_RETRAIN_ONLY`` (unset: everything) selects this run for retraining."""
+    selector = parse_retrain_selector(os.environ.get(RETRAIN_ONLY_ENV, ""))
+    values = {"recipe": config_recipe(config), "dataset": bundle.name, "model": model_name}
+    return all(values[key] in allowed for key, allowed in selector.items())
+
+
 def _from_older_code(path: Path) -> bool:
     """Whether a stored run was trained by older training code (or its metadata cannot be read): what
     ``CALIBMED_RETRAIN=1`` retrains. Runs of today's code are kept, so a retrain ends and resumes where it stopped."""
@@ -546,7 +584,7 @@ def train_run(
     :mod:`helpers.run_log` (a line per run outside a suite, one summary line per suite), so every notebook output
     says whether its numbers were trained here. A damaged file is named and the run retrained.
     """
-    retrain = _flag("CALIBMED_RETRAIN")
+    retrain = _flag("CALIBMED_RETRAIN") and retrain_selected(bundle, model_name, config)
     cache = cache and not _flag("CALIBMED_NO_CACHE") and not retrain
     key = run_key(bundle, model_name, loss, config)
     store_path = stored_run_path(bundle, key, stored_dir)

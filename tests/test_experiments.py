@@ -467,3 +467,31 @@ def test_stored_run_line_keeps_within_the_notebook_line_limit():
     )
     named = experiments._stored_run_line("BCE", "tiny/abc", meta | {"device_name": "NVIDIA H100 80GB HBM3"})
     assert named == "BCE: stored run tiny/abc (trained on NVIDIA H100 80GB HBM3 in 88 s)"
+
+
+def test_a_retrain_selector_retrains_only_the_runs_it_names(tmp_path, monkeypatch):
+    """make reference-runs RETRAIN=1 ONLY="recipe=…" retrains the older runs of one recipe (the CPU tracks) and
+    loads the older runs of the other (the GPU-only over-fitting set) as they are."""
+    bundle = tiny_bundle()
+    over = dict(epochs=2, lr=0.05, batch_size=32, device="cpu", progress=False)
+    overfit_config = experiments.recipe_config("over-fitting", **over)
+    monkeypatch.setattr(experiments, "training_version", lambda: "older-code")
+    for cfg in (config(), overfit_config):
+        experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", cfg, stored=True, stored_dir=tmp_path)
+    monkeypatch.setattr(experiments, "training_version", lambda: "today")
+    monkeypatch.setenv("CALIBMED_RETRAIN", "1")
+    monkeypatch.setenv("CALIBMED_RETRAIN_ONLY", "recipe=well-regularised")
+    with experiments.planning() as plan:
+        for cfg in (config(), overfit_config):
+            experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", cfg, stored=True, stored_dir=tmp_path)
+    assert [experiments.config_recipe(p.config) for p in plan] == ["well-regularised"]
+    monkeypatch.setenv("CALIBMED_RETRAIN_ONLY", f"dataset={bundle.name}-other")
+    with experiments.planning() as plan:
+        experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    assert plan == []
+
+
+@pytest.mark.parametrize("text", ["recipe", "recipe=", "colour=red", "recipe=overfitting"])
+def test_a_wrong_retrain_selector_is_named(text):
+    with pytest.raises(ValueError, match="CALIBMED_RETRAIN_ONLY"):
+        experiments.parse_retrain_selector(text)
