@@ -506,6 +506,7 @@ def is_current(meta: dict[str, Any]) -> bool:
 
 RETRAIN_ONLY_ENV = "CALIBMED_RETRAIN_ONLY"
 _SELECTOR_KEYS = ("recipe", "dataset", "model")
+_NOT_RECIPE = ("lr_scale", "augment")
 
 
 def parse_retrain_selector(text: str) -> dict[str, set[str]]:
@@ -526,9 +527,11 @@ def parse_retrain_selector(text: str) -> dict[str, set[str]]:
 
 
 def config_recipe(config: train.TrainConfig) -> str | None:
-    """The recipe whose settings ``config`` has (:data:`RECIPES`), or ``None`` for a configuration of its own."""
+    """The recipe whose settings ``config`` has (:data:`RECIPES`), or ``None`` for a configuration of its own.
+    Augmentation is a data set's choice (the synthetic multi-label sets train the well-regularised recipe without
+    it), so it does not decide the recipe."""
     for recipe, settings in RECIPES.items():
-        if all(getattr(config, name) == value for name, value in settings.items() if name != "lr_scale"):
+        if all(getattr(config, name) == value for name, value in settings.items() if name not in _NOT_RECIPE):
             return recipe
     return None
 

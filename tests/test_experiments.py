@@ -485,6 +485,7 @@ def test_a_retrain_selector_retrains_only_the_runs_it_names(tmp_path, monkeypatc
         for cfg in (config(), overfit_config):
             experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", cfg, stored=True, stored_dir=tmp_path)
     assert [experiments.config_recipe(p.config) for p in plan] == ["well-regularised"]
+    assert experiments.config_recipe(config(augment=False)) == "well-regularised"  # the synthetic sets' setting
     monkeypatch.setenv("CALIBMED_RETRAIN_ONLY", f"dataset={bundle.name}-other")
     with experiments.planning() as plan:
         experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
