@@ -30,7 +30,7 @@ course: venv
 # Selectors: NOTEBOOKS="02 03", and with RETRAIN=1 ONLY="recipe=well-regularised dataset=dermamnist" (retrain only
 # those older runs; the others are loaded as they are). In the background of a session: nice, one torch thread.
 reference-runs: venv
-	$(if $(RETRAIN),CALIBMED_RETRAIN=1) $(if $(ONLY),CALIBMED_RETRAIN_ONLY="$(ONLY)") $(PY) -m helpers.suites train --profile reference $(if $(NOTEBOOKS),--notebooks $(NOTEBOOKS)) $(if $(WORKERS),--workers $(WORKERS))
+	$(if $(RETRAIN),CALIBMED_RETRAIN=1) $(if $(ONLY),CALIBMED_RETRAIN_ONLY="$(ONLY)") $(PY) -m helpers.course.suites train --profile reference $(if $(NOTEBOOKS),--notebooks $(NOTEBOOKS)) $(if $(WORKERS),--workers $(WORKERS))
 
 test: lint unit notebooks-smoke site-test
 
@@ -71,9 +71,9 @@ browser:
 site-test: book browser
 	CALIBMED_REQUIRE_BROWSER=1 $(PY) -m pytest -m browser -p no:cacheprovider tests/test_site.py
 
-# Student versions: solution cells replaced by stubs, check cells kept (helpers/student.py).
+# Student versions: solution cells replaced by stubs, check cells kept (helpers/course/student.py).
 student: venv
-	$(PY) -m helpers.student --out build/student
+	$(PY) -m helpers.course.student --out build/student
 
 # Strip progress bars, widget state, absolute path prefixes and the execution's paths and times (metadata) from
 # the committed notebooks (in place).

@@ -1,13 +1,13 @@
-"""What deterministic training costs: ``helpers.train.fit`` with and without deterministic mode, side by side
+"""What deterministic training costs: ``helpers.training.train.fit`` with and without deterministic mode, side by side
 (issue 19, item 1).
 
     .venv/bin/python bench/bench_determinism.py [--devices cpu cuda] [--model small_cnn] [--images 512]
                                                 [--epochs 1] [--rounds 5] [--recipe well-regularised]
 
 Each variant trains the course's engine on a generated DermaMNIST-sized set (28 px RGB, 7 classes, ``--images``
-training and 128 validation images) under a recipe of :data:`helpers.experiments.RECIPES`:
+training and 128 validation images) under a recipe of :data:`helpers.training.run_store.RECIPES`:
 
-* ``deterministic``: :func:`helpers.train.fit` as every run is trained now (:mod:`helpers.determinism`:
+* ``deterministic``: :func:`helpers.training.train.fit` as every run is trained now (:mod:`helpers.training.determinism`:
   deterministic algorithms, no cuDNN autotuning, a fixed cuBLAS workspace);
 * ``autotuned``: the same training loop as before issue 19, with ``cudnn.benchmark = True`` and deterministic
   algorithms off.
@@ -32,8 +32,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers import experiments, models, train  # noqa: E402
-from helpers.data import DatasetBundle, Split  # noqa: E402
+from helpers.training import run_store
+from helpers.training import models
+from helpers.training import train  # noqa: E402
+from helpers.data.datasets import DatasetBundle, Split  # noqa: E402
 from helpers.losses import CrossEntropy  # noqa: E402
 
 N_CLASSES, N_VALIDATION, IMAGE_SIZE = 7, 128, 28
@@ -75,10 +77,10 @@ def autotuned() -> Iterator[None]:
 
 
 def make_variants(bundle: DatasetBundle, args: argparse.Namespace, device: str) -> dict[str, Callable[[], None]]:
-    config = experiments.recipe_config(
+    config = run_store.recipe_config(
         args.recipe, epochs=args.epochs, lr=0.1, batch_size=128, device=device, progress=False
     )
-    model_name = experiments.recipe_model(args.recipe, args.model)
+    model_name = run_store.recipe_model(args.recipe, args.model)
 
     def run(fit: Callable[..., train.FitResult]) -> Callable[[], None]:
         def once() -> None:
@@ -114,7 +116,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--devices", nargs="*", default=None)
     parser.add_argument("--model", default="small_cnn", choices=models.MODEL_NAMES)
-    parser.add_argument("--recipe", default="well-regularised", choices=list(experiments.RECIPES))
+    parser.add_argument("--recipe", default="well-regularised", choices=list(run_store.RECIPES))
     parser.add_argument("--images", type=int, default=512)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=5)
@@ -123,7 +125,7 @@ def main() -> None:
     bundle = generated_bundle(args.images)
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads; {args.model} "
-        f"({experiments.recipe_model(args.recipe, args.model)}), {args.recipe}, {args.images} images x "
+        f"({run_store.recipe_model(args.recipe, args.model)}), {args.recipe}, {args.images} images x "
         f"{args.epochs} epoch(s), median of {args.rounds} interleaved rounds",
         flush=True,
     )

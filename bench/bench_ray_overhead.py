@@ -6,8 +6,8 @@ Both paths train the same declared runs (by default notebooks 01 and 04 in the `
 epoch on 512 DermaMNIST images, in two rounds because LS+ waits for its cross-entropy run), each into a fresh
 temporary run cache, ``--workers`` runs side by side with one torch thread each:
 
-* ``pool``: ``python -m helpers.suites train --workers N`` (:func:`helpers.suites.train_declared`, forked processes);
-* ``ray``: ``python -m helpers.suites train --engine ray`` (:func:`helpers.scale.train_declared`) on a local Ray
+* ``pool``: ``python -m helpers.course.suites train --workers N`` (:func:`helpers.course.suites.train_declared`, forked processes);
+* ``ray``: ``python -m helpers.course.suites train --engine ray`` (:func:`helpers.course.ray_engine.train_declared`) on a local Ray
   with N CPUs, one CPU per run; starting Ray is timed on its own line.
 
 For each path: the wall time, the seconds the runs themselves trained (``fit``'s own clock, read back from the
@@ -31,7 +31,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers import course, scale, suites  # noqa: E402
+from helpers import course
+from helpers.course import ray_engine
+from helpers.course import suites  # noqa: E402
 
 
 def trained_seconds(cache: Path) -> list[float]:
@@ -44,7 +46,7 @@ def trained_seconds(cache: Path) -> list[float]:
 def run_pool(notebooks: list[str], profile: str, workers: int, cache: Path) -> float:
     os.environ.setdefault("CALIBMED_SUITE_THREADS", "1")
     started = time.perf_counter()
-    with scale.store_roots(None, cache), contextlib.redirect_stdout(io.StringIO()):
+    with ray_engine.store_roots(None, cache), contextlib.redirect_stdout(io.StringIO()):
         suites.train_declared(notebooks, profile, {"device": "cpu"}, workers)
     return time.perf_counter() - started
 
@@ -52,7 +54,7 @@ def run_pool(notebooks: list[str], profile: str, workers: int, cache: Path) -> f
 def run_ray(notebooks: list[str], profile: str, cache: Path) -> float:
     started = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
-        scale.train_declared(notebooks, profile, {"device": "cpu"}, cache_dir=str(cache))
+        ray_engine.train_declared(notebooks, profile, {"device": "cpu"}, cache_dir=str(cache))
     return time.perf_counter() - started
 
 
@@ -73,7 +75,7 @@ def main() -> None:
         pool_cache, ray_cache = Path(folder) / "pool", Path(folder) / "ray"
         pool_wall = run_pool(notebooks, args.profile, args.workers, pool_cache)
         started = time.perf_counter()
-        scale.connect(None, num_cpus=args.workers)
+        ray_engine.connect(None, num_cpus=args.workers)
         ray_start = time.perf_counter() - started
         ray_wall = run_ray(notebooks, args.profile, ray_cache)
         print(

@@ -47,8 +47,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    from helpers import course, data, experiments
-    from helpers import multilabel_analysis as mla
+    from helpers import course, data
+    from helpers.training import run_store
+    from helpers.lessons import multilabel_analysis as mla
 
     profile = course.notebook_profiles("11_multilabel_comparison")["reference"]
     bundle = data.load_dataset(profile["dataset"], image_size=profile["image_size"])
@@ -60,7 +61,7 @@ def main() -> None:
             config = mla.multilabel_train_config(
                 epochs, profile["lr"], profile["batch_size"], seed=args.seed, device="cpu"
             )
-            run = experiments.train_run(
+            run = run_store.train_run(
                 f"{name}, {epochs} epochs, seed {args.seed}", loss, bundle, profile["model"], config
             )
             best = min(range(len(run.history)), key=lambda i: run.history[i]["val_nll"])
@@ -73,9 +74,9 @@ def main() -> None:
         stored = []
         for seed in profile["seeds"]:
             config = mla.multilabel_train_config(profile["epochs"], profile["lr"], profile["batch_size"], seed=seed)
-            path = experiments.stored_run_path(bundle, experiments.run_key(bundle, profile["model"], loss, config))
+            path = run_store.stored_run_path(bundle, run_store.run_key(bundle, profile["model"], loss, config))
             if path.is_file():
-                run = experiments.train_run(
+                run = run_store.train_run(
                     f"{name}, stored, seed {seed}", loss, bundle, profile["model"], config, stored=True
                 )
                 stored.append(test_metrics(run.loss, run.test_logits, bundle))

@@ -57,13 +57,14 @@ def one_run(args):
     import torch
 
     torch.set_num_threads(1)
-    from helpers import data, experiments, metrics
+    from helpers import data, metrics
+    from helpers.training import run_store
     from helpers.losses import CrossEntropy
 
     bundle = data.load_dataset("dermamnist")
     spec = dict(spec)
     overrides = {k: spec.pop(k) for k in ("optimizer",) if k in spec}
-    config = experiments.recipe_config(
+    config = run_store.recipe_config(
         spec["recipe"],
         epochs=spec["epochs"],
         lr=spec["lr"],
@@ -73,7 +74,7 @@ def one_run(args):
         progress=False,
         **overrides,
     )
-    run = experiments.train_run(f"{name[:1]} seed {seed}", CrossEntropy(), bundle, spec["model"], config, cache=False)
+    run = run_store.train_run(f"{name[:1]} seed {seed}", CrossEntropy(), bundle, spec["model"], config, cache=False)
     probs, labels = run.test_probs, bundle.test.labels
     return (
         name,

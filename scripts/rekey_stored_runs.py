@@ -20,7 +20,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers import atomic, course, experiments, suites  # noqa: E402
+from helpers import course
+from helpers.utils import atomic
+from helpers.training import run_store
+from helpers.course import suites  # noqa: E402
 
 COMPARED = ("dataset", "image_size", "split_sizes", "data", "model", "config")
 COMPARED_LOSS = ("class", "state_keys", "extra_state")
@@ -33,8 +36,8 @@ def main() -> None:
     notebooks = [p.stem for p in course.list_notebooks() if p.stem in suites.DECLARED_RUNS]
     missing = suites.declared_runs(notebooks, "reference", {})
     for planned in missing:
-        folder = experiments.STORED_RUNS_DIR / planned.bundle.name
-        new_definition = experiments.run_definition(planned.bundle, planned.model_name, planned.loss, planned.config)
+        folder = run_store.STORED_RUNS_DIR / planned.bundle.name
+        new_definition = run_store.run_definition(planned.bundle, planned.model_name, planned.loss, planned.config)
         matches = []
         for path in sorted(folder.glob("*.npz")):
             with np.load(path) as stored:

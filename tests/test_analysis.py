@@ -1,9 +1,9 @@
-"""Tests of helpers.analysis: logit distances and the expected-loss minimiser against closed forms."""
+"""Tests of helpers.lessons.logit_analysis: logit distances and the expected-loss minimiser against closed forms."""
 
 import pytest
 import torch
 
-from helpers.analysis import logit_distance_summary, logit_distances, optimal_confidence, stationary_confidence
+from helpers.lessons.logit_analysis import logit_distance_summary, logit_distances, optimal_confidence, stationary_confidence
 from helpers.losses import FLSD53, CrossEntropy, FocalLoss, LabelSmoothing
 
 

@@ -1,4 +1,4 @@
-"""Every writer of the course goes through one atomic-write helper (helpers.atomic): unique temporary names, and
+"""Every writer of the course goes through one atomic-write helper (helpers.utils.atomic): unique temporary names, and
 the mode the umask gives a normal file (issue 18, defects 11 and 12)."""
 
 import json
@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import atomic, course, experiments, label_stats, notebook_outputs, synthetic, train
+from helpers import course
+from helpers.utils import atomic
+from helpers.training import run_store
+from helpers.data import label_stats
+from helpers.course import output_rules
+from helpers.data import synthetic
+from helpers.training import train
 from helpers.losses import CrossEntropy
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -28,9 +34,9 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def _a_run() -> experiments.TrainedRun:
+def _a_run() -> run_store.TrainedRun:
     model = torch.nn.Linear(2, 3)
-    return experiments.TrainedRun(
+    return run_store.TrainedRun(
         "ce",
         model,
         CrossEntropy(),
@@ -53,9 +59,9 @@ def _write_label_stats(path: Path) -> None:
 WRITERS = {
     "results JSON (course.write_atomically)": lambda path: course.write_atomically(path, "{}"),
     "summary.json and summary.md": lambda path: course._write_summary(path.parent, [], "smoke", 0.0),
-    "published notebook": lambda path: notebook_outputs.write_notebook_atomically({"cells": []}, path),
-    "cached run": lambda path: experiments._save_cached_run(path, _a_run()),
-    "stored run": lambda path: experiments.save_stored_run(path, _a_run(), {"dataset": "tiny"}),
+    "published notebook": lambda path: output_rules.write_notebook_atomically({"cells": []}, path),
+    "cached run": lambda path: run_store._save_cached_run(path, _a_run()),
+    "stored run": lambda path: run_store.save_stored_run(path, _a_run(), {"dataset": "tiny"}),
     "checkpoint": lambda path: train._save_checkpoint(path, {"format": train.CHECKPOINT_FORMAT}),
     "synthetic data file": lambda path: synthetic._write_npz(path, {"x": np.arange(3)}),
     "label statistics": _write_label_stats,

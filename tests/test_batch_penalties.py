@@ -1,10 +1,10 @@
-"""analysis.calibrated_batch_penalties: the exact expected DCA / MDCA penalty of the calibrated prior predictor
+"""logit_analysis.calibrated_batch_penalties: the exact expected DCA / MDCA penalty of the calibrated prior predictor
 agrees with a Monte-Carlo average of the course's own regularisers on sampled batches."""
 
 import pytest
 import torch
 
-from helpers.analysis import calibrated_batch_penalties
+from helpers.lessons.logit_analysis import calibrated_batch_penalties
 from helpers.losses.multiclass import DCARegulariser, MDCARegulariser
 
 PRIOR = torch.tensor([0.033, 0.051, 0.110, 0.011, 0.111, 0.669, 0.015], dtype=torch.float64)

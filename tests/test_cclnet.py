@@ -1,4 +1,4 @@
-"""Tests for helpers.cclnet (CCL-Net, Wei et al. MICCAI 2020)."""
+"""Tests for helpers.losses.cclnet (CCL-Net, Wei et al. MICCAI 2020)."""
 
 import io
 import math
@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.cclnet import (
+from helpers.losses.cclnet import (
     CCLHead,
     CCLNetLoss,
     DictionaryFreezeRule,

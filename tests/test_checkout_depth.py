@@ -34,7 +34,7 @@ def test_the_course_runner_tests_pass_from_a_checkout_eight_folders_deeper(tmp_p
     assert len(root.parts) >= 8  # "/" and seven folders at least: far from "two folders below /"
     # one process: it must import the copy's helpers (its folder comes first on sys.path), then run the tests
     script = (
-        "import sys, pytest, helpers.course as course\n"
+        "import sys, pytest, helpers.course.runner as course\n"
         f"if str(course.NOTEBOOK_DIR) != {str(root / 'notebooks')!r}:\n"
         "    sys.exit(f'imported the wrong helpers: {course.__file__}')\n"
         "sys.exit(pytest.main(['tests/test_course_runner.py', '-q', '-p', 'no:cacheprovider', "

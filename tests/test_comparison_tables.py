@@ -1,15 +1,16 @@
-"""helpers.comparison_tables: the model tables of notebooks 04 and 05 (human column names, the same numbers as
-helpers.stats, no bootstrap interval for the debiased ECE) and the temperature-scaled rows."""
+"""helpers.lessons.comparison_tables: the model tables of notebooks 04 and 05 (human column names, the same numbers as
+helpers.metrics.stats, no bootstrap interval for the debiased ECE) and the temperature-scaled rows."""
 
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from helpers import comparison_tables as C
+from helpers.lessons import comparison_tables as C
 from helpers import metrics as M
-from helpers import notebook_outputs, stats
-from helpers.temperature import TemperatureScaling
+from helpers.course import output_rules
+from helpers.metrics import stats
+from helpers.calibration.temperature import TemperatureScaling
 
 
 def models(n=400, k=4, seeds=2):
@@ -35,7 +36,7 @@ def test_summary_tables_name_every_column_in_words_and_keep_the_numbers():
     assert list(tables[0].columns) == ["accuracy (%)", "AUROC (one-vs-rest) (%)"]
     assert list(tables[1].columns) == ["mean confidence (%)", "ECE (%)"]
     for table in tables:
-        assert not any(notebook_outputs.RAW_KEY.match(column) for column in table.columns)
+        assert not any(output_rules.RAW_KEY.match(column) for column in table.columns)
 
 
 def test_difference_tables_match_stats_and_count_the_intervals():
@@ -82,4 +83,4 @@ def test_temperature_scaled_fits_one_temperature_per_run_on_the_calibration_half
 def test_interval_note_names_the_level_and_the_resamples():
     note = C.interval_note(1000)
     assert "95 % paired bootstrap intervals" in note and "1000 resamples" in note
-    assert len(note) < 2 * notebook_outputs.MAX_LINE
+    assert len(note) < 2 * output_rules.MAX_LINE

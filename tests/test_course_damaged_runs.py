@@ -98,7 +98,7 @@ def test_course_check_on_a_damaged_folder_exits_non_zero_with_the_message(tmp_pa
     out = a_good_run(tmp_path)
     (out / "summary.json").write_text("not json")
     finished = subprocess.run(
-        [sys.executable, "-m", "helpers.course", "check", str(out)],
+        [sys.executable, "-m", "helpers.course.runner", "check", str(out)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -112,7 +112,7 @@ def test_course_compare_on_a_missing_run_folder_fails_clearly(tmp_path):
     """Defect 3: `python -m helpers.course compare /no/such/run` exited 0 with no output."""
     missing = tmp_path / "no" / "such" / "run"
     finished = subprocess.run(
-        [sys.executable, "-m", "helpers.course", "compare", str(missing)],
+        [sys.executable, "-m", "helpers.course.runner", "compare", str(missing)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

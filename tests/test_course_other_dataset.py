@@ -9,7 +9,8 @@ import os
 import numpy as np
 import pytest
 
-from helpers import course, data, suites
+from helpers import course, data
+from helpers.course import suites
 
 REPO_ROOT = course.REPO_ROOT
 

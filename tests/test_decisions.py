@@ -1,5 +1,5 @@
-"""helpers.decisions: the rule "treat when P(class) ≥ t", its net benefit (Vickers & Elkin 2006) and decision
-curves; helpers.decision_plots draws them."""
+"""helpers.metrics.decisions: the rule "treat when P(class) ≥ t", its net benefit (Vickers & Elkin 2006) and decision
+curves; helpers.plots.decision_plots draws them."""
 
 import math
 
@@ -11,7 +11,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from helpers import decision_plots, decisions, metrics  # noqa: E402
+from helpers import metrics
+from helpers.plots import decision_plots
+from helpers.metrics import decisions  # noqa: E402
 
 
 def _probs_with_column(p_class, k=1, n_classes=3):

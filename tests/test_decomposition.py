@@ -1,4 +1,4 @@
-"""helpers.decomposition: Brier = REL − RES + UNC + WBV − WBC and NLL = calibration + refinement."""
+"""helpers.metrics.decomposition: Brier = REL − RES + UNC + WBV − WBC and NLL = calibration + refinement."""
 
 import math
 
@@ -6,8 +6,9 @@ import pytest
 import torch
 from random_forecasts import random_multiclass, random_multilabel
 
-from helpers import decomposition, metrics
-from helpers.temperature import TemperatureScaling
+from helpers import metrics
+from helpers.metrics import decomposition
+from helpers.calibration.temperature import TemperatureScaling
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ import pytest
 import torch
 from test_experiments import config, tiny_bundle
 
-from helpers import determinism, experiments
+from helpers.training import determinism
+from helpers.training import run_store
 from helpers.losses import CrossEntropy
 
 
@@ -46,7 +47,7 @@ def test_two_runs_of_one_seed_agree_bit_for_bit_and_record_how_they_were_trained
     for folder in ("first", "second"):
         spy = SpyingCE()
         runs.append(
-            experiments.train_run("ce", spy, bundle, "small_cnn", settings, stored=True, stored_dir=tmp_path / folder)
+            run_store.train_run("ce", spy, bundle, "small_cnn", settings, stored=True, stored_dir=tmp_path / folder)
         )
         spies.append(spy)
     first, second = runs
@@ -59,10 +60,10 @@ def test_two_runs_of_one_seed_agree_bit_for_bit_and_record_how_they_were_trained
     # every training step ran in deterministic mode, and the mode is switched off again afterwards
     assert spies[0].modes and set(spies[0].modes) == {(True, False, True)}
     assert not torch.are_deterministic_algorithms_enabled()
-    meta = experiments.load_stored_run(files[0], bundle, CrossEntropy(), first.key)[0]
+    meta = run_store.load_stored_run(files[0], bundle, CrossEntropy(), first.key)[0]
     assert meta["deterministic"] is True and meta["torch"] == torch.__version__
     assert meta["cuda"] == torch.version.cuda and meta["device_name"].startswith("CPU")
-    other_seed = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(epochs=2, seed=4), cache=False)
+    other_seed = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(epochs=2, seed=4), cache=False)
     assert not torch.equal(other_seed.test_logits, first.test_logits)
 
 
@@ -96,7 +97,7 @@ def test_a_cublas_setting_that_is_not_deterministic_is_refused_on_cuda(monkeypat
 
 def test_importing_the_training_engine_sets_the_cublas_workspace_before_cuda_starts():
     environment = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
-    code = "import os, helpers.train, torch; print(os.environ['CUBLAS_WORKSPACE_CONFIG'], torch.cuda.is_initialized())"
+    code = "import os, helpers.training.train, torch; print(os.environ['CUBLAS_WORKSPACE_CONFIG'], torch.cuda.is_initialized())"
     root = Path(determinism.__file__).resolve().parent.parent  # "-c" puts the working folder first on the path
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=root, env=environment, capture_output=True, text=True, timeout=300

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import estimator_bias as eb
+from helpers.metrics import estimator_bias as eb
 from helpers import metrics
 
 

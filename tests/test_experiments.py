@@ -7,8 +7,8 @@ import pytest
 import torch
 from tiny_bundles import three_class_bundle
 
-from helpers import experiments
-from helpers.data import Split
+from helpers.training import run_store
+from helpers.data.datasets import Split
 from helpers.losses import CrossEntropy, LabelSmoothing
 
 
@@ -23,28 +23,28 @@ def tiny_bundle(seed=0, n=96):
 
 def config(**overrides):
     settings = dict(epochs=2, lr=0.05, batch_size=32, device="cpu", progress=False) | overrides
-    return experiments.recipe_config("well-regularised", **settings)
+    return run_store.recipe_config("well-regularised", **settings)
 
 
 def test_recipes_differ_where_the_course_says():
-    regularised = experiments.recipe_config("well-regularised", epochs=3, lr=0.1, batch_size=64)
-    overfitting = experiments.recipe_config("over-fitting", epochs=3, lr=0.1, batch_size=64)
+    regularised = run_store.recipe_config("well-regularised", epochs=3, lr=0.1, batch_size=64)
+    overfitting = run_store.recipe_config("over-fitting", epochs=3, lr=0.1, batch_size=64)
     assert (regularised.weight_decay, regularised.augment, regularised.schedule) == (5e-4, True, "onecycle")
     assert (overfitting.weight_decay, overfitting.augment, overfitting.schedule) == (0.0, False, "constant")
     assert overfitting.lr == pytest.approx(0.05) and overfitting.monitor == "epoch"  # keeps the last epoch
     with pytest.raises(ValueError, match="unknown recipe"):
-        experiments.recipe_config("long", epochs=1, lr=0.1, batch_size=8)
+        run_store.recipe_config("long", epochs=1, lr=0.1, batch_size=8)
 
 
 def test_cached_run_reproduces_the_trained_run(tmp_path):
     bundle = tiny_bundle()
-    trained = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
-    loaded = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    trained = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    loaded = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
     assert not trained.from_cache and loaded.from_cache and trained.key == loaded.key
     assert torch.equal(trained.test_logits, loaded.test_logits)
     assert loaded.history == trained.history
     # the reloaded weights give the stored logits
-    from helpers.train import predict_logits
+    from helpers.training.train import predict_logits
 
     assert torch.allclose(predict_logits(loaded.model, bundle.test.images), loaded.test_logits, atol=1e-5)
     assert torch.allclose(loaded.test_probs.sum(1), torch.ones(len(bundle.test.labels)))
@@ -52,30 +52,30 @@ def test_cached_run_reproduces_the_trained_run(tmp_path):
 
 def test_any_change_of_loss_config_or_data_changes_the_key():
     bundle = tiny_bundle()
-    base = experiments.run_key(bundle, "small_cnn", CrossEntropy(), config())
-    assert base == experiments.run_key(bundle, "small_cnn", CrossEntropy(), config())
-    assert base != experiments.run_key(bundle, "small_cnn", LabelSmoothing(0.1), config())
-    assert experiments.run_key(bundle, "small_cnn", LabelSmoothing(0.1), config()) != experiments.run_key(
+    base = run_store.run_key(bundle, "small_cnn", CrossEntropy(), config())
+    assert base == run_store.run_key(bundle, "small_cnn", CrossEntropy(), config())
+    assert base != run_store.run_key(bundle, "small_cnn", LabelSmoothing(0.1), config())
+    assert run_store.run_key(bundle, "small_cnn", LabelSmoothing(0.1), config()) != run_store.run_key(
         bundle, "small_cnn", LabelSmoothing(0.2), config()
     )
-    assert base != experiments.run_key(bundle, "small_cnn", CrossEntropy(), config(epochs=3))
-    assert base != experiments.run_key(bundle, "resnet18", CrossEntropy(), config())
-    assert base != experiments.run_key(tiny_bundle(seed=1), "small_cnn", CrossEntropy(), config())
+    assert base != run_store.run_key(bundle, "small_cnn", CrossEntropy(), config(epochs=3))
+    assert base != run_store.run_key(bundle, "resnet18", CrossEntropy(), config())
+    assert base != run_store.run_key(tiny_bundle(seed=1), "small_cnn", CrossEntropy(), config())
 
 
 def test_the_key_follows_the_data_content_not_where_the_data_lives_nor_the_code(monkeypatch, tmp_path):
     bundle = tiny_bundle()
-    base = experiments.run_key(bundle, "small_cnn", CrossEntropy(), config())
+    base = run_store.run_key(bundle, "small_cnn", CrossEntropy(), config())
     moved = tiny_bundle()
     moved.source = "/somewhere/else/tiny.npz"
-    assert experiments.run_key(moved, "small_cnn", CrossEntropy(), config()) == base
-    assert experiments.run_key(bundle, "small_cnn", CrossEntropy(), config(device="cuda", progress=True)) == base
-    monkeypatch.setattr(experiments, "training_version", lambda: "edited-code")
-    assert experiments.run_key(bundle, "small_cnn", CrossEntropy(), config()) == base
+    assert run_store.run_key(moved, "small_cnn", CrossEntropy(), config()) == base
+    assert run_store.run_key(bundle, "small_cnn", CrossEntropy(), config(device="cuda", progress=True)) == base
+    monkeypatch.setattr(run_store, "training_version", lambda: "edited-code")
+    assert run_store.run_key(bundle, "small_cnn", CrossEntropy(), config()) == base
     # ... but the local cache is per training version: a change of behaviour retrains
-    experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
-    monkeypatch.setattr(experiments, "training_version", lambda: "edited-again")
-    assert not experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path).from_cache
+    run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    monkeypatch.setattr(run_store, "training_version", lambda: "edited-again")
+    assert not run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path).from_cache
 
 
 def other_test_split(bundle, seed=5):
@@ -87,12 +87,12 @@ def other_test_split(bundle, seed=5):
 
 def test_a_cached_run_never_serves_old_test_logits_when_only_the_test_split_changes(tmp_path):
     """Issue 10, defect 1: the key covered train and validation only, so another test split got stale logits."""
-    from helpers.train import predict_logits
+    from helpers.training.train import predict_logits
 
     bundle = tiny_bundle()
-    first = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    first = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
     changed = other_test_split(bundle)
-    again = experiments.train_run("ce", CrossEntropy(), changed, "small_cnn", config(), cache_dir=tmp_path)
+    again = run_store.train_run("ce", CrossEntropy(), changed, "small_cnn", config(), cache_dir=tmp_path)
     assert again.key != first.key
     assert torch.allclose(again.test_logits, predict_logits(again.model, changed.test.images), atol=1e-5)
 
@@ -101,7 +101,7 @@ def test_a_cached_run_never_serves_old_test_logits_when_only_the_test_split_chan
 def test_a_damaged_cache_entry_is_named_and_retrained(tmp_path, capsys, damage):
     """Issue 10, defect 6: a truncated or empty entry raised a bare torch error for good; bad logits loaded."""
     bundle = tiny_bundle()
-    trained = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    trained = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
     [path] = list(tmp_path.glob("*.pt"))
     if damage == "truncate":
         path.write_bytes(path.read_bytes()[:100])
@@ -114,7 +114,7 @@ def test_a_damaged_cache_entry_is_named_and_retrained(tmp_path, capsys, damage):
         )
         torch.save(payload, path)
     capsys.readouterr()
-    again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    again = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
     out = capsys.readouterr().out
     assert path.name in out and "training it again" in out and not again.from_cache
     assert torch.allclose(again.test_logits, trained.test_logits, atol=1e-5)  # seeded: the same run again
@@ -135,7 +135,7 @@ def test_a_damaged_cache_entry_is_named_and_retrained(tmp_path, capsys, damage):
 def test_a_cached_run_with_missing_or_wrong_entries_is_named_and_retrained(tmp_path, capsys, damage):
     """Issue 18, defect 5: a cached .pt without val_logits raised KeyError, a bare tensor IndexError."""
     bundle = tiny_bundle()
-    trained = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    trained = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
     [path] = list(tmp_path.glob("*.pt"))
     payload = torch.load(path, weights_only=False)
     damaged = {
@@ -149,11 +149,11 @@ def test_a_cached_run_with_missing_or_wrong_entries_is_named_and_retrained(tmp_p
     }[damage]
     torch.save(damaged, path)
     capsys.readouterr()
-    again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    again = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
     out = capsys.readouterr().out
     assert path.name in out and "training it again" in out and again.source == "trained"
     assert torch.allclose(again.test_logits, trained.test_logits, atol=1e-5)
-    assert experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path).from_cache
+    assert run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path).from_cache
 
 
 def _rewrite_stored_meta(path, change):
@@ -175,8 +175,8 @@ def test_stored_run_metadata_that_is_missing_or_wrong_is_named_and_retrained(tmp
     """Issue 18, defect 5: stored metadata without `seconds` raised KeyError, a list AttributeError, `seconds` a
     string ValueError."""
     bundle = tiny_bundle()
-    first = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
-    path = experiments.stored_run_path(bundle, first.key, tmp_path)
+    first = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    path = run_store.stored_run_path(bundle, first.key, tmp_path)
     if damage == "no_loss_state":
         import numpy as np
 
@@ -195,11 +195,11 @@ def test_stored_run_metadata_that_is_missing_or_wrong_is_named_and_retrained(tmp
             }[damage],
         )
     capsys.readouterr()
-    again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    again = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
     out = capsys.readouterr().out
     assert str(path) in out and "training it again" in out and again.source == "trained"
     assert (
-        experiments.train_run(
+        run_store.train_run(
             "ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path
         ).source
         == "stored"
@@ -209,7 +209,7 @@ def test_stored_run_metadata_that_is_missing_or_wrong_is_named_and_retrained(tmp
 @pytest.fixture
 def fresh_warnings(monkeypatch):
     """Forget which folders were already reported as unwritable in this process."""
-    monkeypatch.setattr(experiments, "_unwritable_reported", set())
+    monkeypatch.setattr(run_store, "_unwritable_reported", set())
 
 
 def test_cache_writes_are_atomic(tmp_path, monkeypatch, fresh_warnings):
@@ -220,9 +220,9 @@ def test_cache_writes_are_atomic(tmp_path, monkeypatch, fresh_warnings):
         file.write(b"partial")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(experiments.torch, "save", failing_save)
-    with pytest.warns(experiments.RunNotSavedWarning, match="No space left"):
-        run = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    monkeypatch.setattr(run_store.torch, "save", failing_save)
+    with pytest.warns(run_store.RunNotSavedWarning, match="No space left"):
+        run = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
     assert run.source == "trained" and run.test_logits.shape == (96, 3)
     assert list(tmp_path.iterdir()) == []
 
@@ -231,7 +231,7 @@ def _refuse_writes(monkeypatch, error_number: int) -> None:
     def refuse(path, write):
         raise OSError(error_number, os.strerror(error_number), str(path))
 
-    monkeypatch.setattr(experiments.atomic, "write_atomically_with", refuse)
+    monkeypatch.setattr(run_store.atomic, "write_atomically_with", refuse)
 
 
 @pytest.mark.parametrize("error_number", [errno.EROFS, errno.EACCES, errno.ENOSPC])
@@ -239,9 +239,9 @@ def test_train_run_returns_the_run_when_the_cache_is_read_only(tmp_path, monkeyp
     """Issue 18, defect 1: a read-only or full cache folder discarded the trained run with a bare OSError."""
     _refuse_writes(monkeypatch, error_number)
     bundle = tiny_bundle()
-    with pytest.warns(experiments.RunNotSavedWarning) as caught:
-        run = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
-        second = experiments.train_run("ls", LabelSmoothing(0.1), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    with pytest.warns(run_store.RunNotSavedWarning) as caught:
+        run = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+        second = run_store.train_run("ls", LabelSmoothing(0.1), bundle, "small_cnn", config(), cache_dir=tmp_path)
     assert run.source == second.source == "trained" and run.model is not None
     assert torch.isfinite(run.test_logits).all() and run.test_logits.shape == (96, 3)
     [warning] = caught  # once per folder, not once per run
@@ -251,8 +251,8 @@ def test_train_run_returns_the_run_when_the_cache_is_read_only(tmp_path, monkeyp
 
 def test_train_run_returns_the_run_when_the_stored_runs_folder_is_read_only(tmp_path, monkeypatch, fresh_warnings):
     _refuse_writes(monkeypatch, errno.EROFS)
-    with pytest.warns(experiments.RunNotSavedWarning, match="stored_dir"):
-        run = experiments.train_run(
+    with pytest.warns(run_store.RunNotSavedWarning, match="stored_dir"):
+        run = run_store.train_run(
             "ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), stored=True, stored_dir=tmp_path
         )
     assert run.source == "trained" and run.test_logits.shape == (96, 3)
@@ -262,16 +262,16 @@ def test_train_run_returns_the_run_when_the_stored_runs_folder_is_read_only(tmp_
 def test_a_cache_file_path_that_is_a_folder_is_named_before_training(tmp_path, monkeypatch, capsys, stored):
     """Issue 18, defect 1: a folder in the cache file's place was 'damaged', retrained, then IsADirectoryError."""
     bundle = tiny_bundle()
-    key = experiments.run_key(bundle, "small_cnn", CrossEntropy(), config())
+    key = run_store.run_key(bundle, "small_cnn", CrossEntropy(), config())
     folder = (
-        experiments.stored_run_path(bundle, key, tmp_path)
+        run_store.stored_run_path(bundle, key, tmp_path)
         if stored
-        else tmp_path / f"{key}-{experiments.training_version()}.pt"
+        else tmp_path / f"{key}-{run_store.training_version()}.pt"
     )
     (folder / "inside").mkdir(parents=True)
-    monkeypatch.setattr(experiments.train, "fit", lambda *a, **k: pytest.fail("trained before checking the path"))
+    monkeypatch.setattr(run_store.train, "fit", lambda *a, **k: pytest.fail("trained before checking the path"))
     with pytest.raises(IsADirectoryError, match=rf"{folder.name} is a folder.*remove it"):
-        experiments.train_run(
+        run_store.train_run(
             "ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path, stored=stored, stored_dir=tmp_path
         )
     assert "training it again" not in capsys.readouterr().out  # a folder is not a damaged run file
@@ -280,20 +280,20 @@ def test_a_cache_file_path_that_is_a_folder_is_named_before_training(tmp_path, m
 def test_the_cache_folder_can_be_moved_by_an_environment_variable(tmp_path, monkeypatch):
     """Issue 18, defect 1: the cache was fixed at <repo>/runs/cache, so a read-only checkout could not cache."""
     monkeypatch.setenv("CALIBMED_CACHE_DIR", str(tmp_path / "elsewhere"))
-    assert experiments.default_cache_dir() == tmp_path / "elsewhere"
-    run = experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config())
-    assert [p.name for p in (tmp_path / "elsewhere").iterdir()] == [f"{run.key}-{experiments.training_version()}.pt"]
-    assert experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config()).source == "cache"
+    assert run_store.default_cache_dir() == tmp_path / "elsewhere"
+    run = run_store.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config())
+    assert [p.name for p in (tmp_path / "elsewhere").iterdir()] == [f"{run.key}-{run_store.training_version()}.pt"]
+    assert run_store.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config()).source == "cache"
     monkeypatch.delenv("CALIBMED_CACHE_DIR")
-    assert experiments.default_cache_dir() == experiments.CACHE_DIR
+    assert run_store.default_cache_dir() == run_store.CACHE_DIR
 
 
 def test_stored_run_round_trip_without_weights(tmp_path, capsys):
-    from helpers.cclnet import CCLNetLoss
+    from helpers.losses.cclnet import CCLNetLoss
 
     bundle = tiny_bundle()
     torch.manual_seed(0)
-    trained = experiments.train_run(
+    trained = run_store.train_run(
         "ccl",
         CCLNetLoss(feature_dim=128, num_classes=3),
         bundle,
@@ -305,7 +305,7 @@ def test_stored_run_round_trip_without_weights(tmp_path, capsys):
     [path] = list((tmp_path / "tiny").glob("*.npz"))
     assert path.stem == trained.key and trained.source == "trained"
     torch.manual_seed(0)
-    loaded = experiments.train_run(
+    loaded = run_store.train_run(
         "ccl",
         CCLNetLoss(feature_dim=128, num_classes=3),
         bundle,
@@ -321,8 +321,8 @@ def test_stored_run_round_trip_without_weights(tmp_path, capsys):
     assert torch.equal(loaded.loss.head.dictionary, trained.loss.head.dictionary)
     assert loaded.loss.epoch_log == trained.loss.epoch_log
     assert "stored run tiny/" in capsys.readouterr().out
-    meta = experiments.load_stored_run(path, bundle, CCLNetLoss(feature_dim=128, num_classes=3), trained.key)[0]
-    assert meta["training_version"] == experiments.training_version()
+    meta = run_store.load_stored_run(path, bundle, CCLNetLoss(feature_dim=128, num_classes=3), trained.key)[0]
+    assert meta["training_version"] == run_store.training_version()
     assert meta["deterministic"] is True and meta["torch"] == torch.__version__ and meta["device_name"]
     assert {"cuda", "cudnn"} <= meta.keys()
     assert meta["definition"]["split_sizes"] == {"train": 96, "val": 96, "test": 96}
@@ -330,12 +330,12 @@ def test_stored_run_round_trip_without_weights(tmp_path, capsys):
 
 def test_a_stored_run_from_older_code_is_loaded_with_one_warning(tmp_path, capsys, monkeypatch):
     bundle = tiny_bundle()
-    experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
-    monkeypatch.setattr(experiments, "training_version", lambda: "newer-code")
-    monkeypatch.setattr(experiments.run_log, "_warned_stale", False)
+    run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    monkeypatch.setattr(run_store, "training_version", lambda: "newer-code")
+    monkeypatch.setattr(run_store.run_log, "_warned_stale", False)
     capsys.readouterr()
     for _ in range(2):
-        loaded = experiments.train_run(
+        loaded = run_store.train_run(
             "ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path
         )
     out = capsys.readouterr().out
@@ -346,38 +346,38 @@ def test_a_stored_run_from_older_code_is_loaded_with_one_warning(tmp_path, capsy
 
 def test_a_stored_run_for_other_test_images_or_a_damaged_file_is_not_served(tmp_path, capsys, monkeypatch):
     bundle = tiny_bundle()
-    first = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
-    other = experiments.train_run(
+    first = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    other = run_store.train_run(
         "ce", CrossEntropy(), other_test_split(bundle), "small_cnn", config(), stored=True, stored_dir=tmp_path
     )
     assert other.source == "trained" and other.key != first.key
-    path = experiments.stored_run_path(bundle, first.key, tmp_path)
+    path = run_store.stored_run_path(bundle, first.key, tmp_path)
     path.write_bytes(path.read_bytes()[:200])
     capsys.readouterr()
-    again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    again = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
     assert again.source == "trained" and str(path) in capsys.readouterr().out
 
 
 def test_retrain_replaces_stored_runs_of_older_code_and_keeps_current_ones(tmp_path, monkeypatch):
     """CALIBMED_RETRAIN=1 (make reference-runs RETRAIN=1) retrained every stored run in every planning round of
-    helpers.suites.train_declared, so the command never ended; now it retrains the runs whose training version is
+    helpers.course.suites.train_declared, so the command never ended; now it retrains the runs whose training version is
     not today's, so it ends, and an interrupted retrain resumes where it stopped."""
     bundle = tiny_bundle()
-    monkeypatch.setattr(experiments, "training_version", lambda: "older-code")
-    experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
-    monkeypatch.setattr(experiments, "training_version", lambda: "today")
+    monkeypatch.setattr(run_store, "training_version", lambda: "older-code")
+    run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    monkeypatch.setattr(run_store, "training_version", lambda: "today")
     monkeypatch.setenv("CALIBMED_RETRAIN", "1")
-    with experiments.planning() as plan:
-        experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    with run_store.planning() as plan:
+        run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
     assert len(plan) == 1  # planned: its stored run is older code
-    retrained = experiments.train_run(
+    retrained = run_store.train_run(
         "ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path
     )
     assert retrained.source == "trained"
-    path = experiments.stored_run_path(bundle, retrained.key, tmp_path)
-    assert experiments.load_stored_run(path, bundle, CrossEntropy(), retrained.key)[0]["training_version"] == "today"
-    with experiments.planning() as plan:
-        again = experiments.train_run(
+    path = run_store.stored_run_path(bundle, retrained.key, tmp_path)
+    assert run_store.load_stored_run(path, bundle, CrossEntropy(), retrained.key)[0]["training_version"] == "today"
+    with run_store.planning() as plan:
+        again = run_store.train_run(
             "ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path
         )
     assert plan == [] and again.source == "stored"
@@ -385,36 +385,36 @@ def test_retrain_replaces_stored_runs_of_older_code_and_keeps_current_ones(tmp_p
 
 def test_cache_can_be_disabled(tmp_path, monkeypatch):
     bundle = tiny_bundle()
-    experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
     monkeypatch.setenv("CALIBMED_NO_CACHE", "1")
-    again = experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
+    again = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
     assert not again.from_cache
 
 
 def test_ccl_net_loss_with_non_tensor_extra_state_has_a_key():
-    from helpers.cclnet import CCLNetLoss
+    from helpers.losses.cclnet import CCLNetLoss
 
     bundle = tiny_bundle()
     torch.manual_seed(0)
-    slow = experiments.run_key(bundle, "small_cnn", CCLNetLoss(feature_dim=128, num_classes=3), config())
+    slow = run_store.run_key(bundle, "small_cnn", CCLNetLoss(feature_dim=128, num_classes=3), config())
     torch.manual_seed(0)
-    same = experiments.run_key(bundle, "small_cnn", CCLNetLoss(feature_dim=128, num_classes=3), config())
+    same = run_store.run_key(bundle, "small_cnn", CCLNetLoss(feature_dim=128, num_classes=3), config())
     torch.manual_seed(0)
-    fast = experiments.run_key(bundle, "small_cnn", CCLNetLoss(feature_dim=128, num_classes=3, lr_ccl=5e-2), config())
+    fast = run_store.run_key(bundle, "small_cnn", CCLNetLoss(feature_dim=128, num_classes=3, lr_ccl=5e-2), config())
     assert slow == same and slow != fast
 
 
 def test_ccl_net_run_round_trips_through_the_cache(tmp_path):
     """CCL-Net's non-tensor state (optimiser, freeze rule, epoch log) is stored with the run and restored."""
-    from helpers.cclnet import CCLNetLoss
+    from helpers.losses.cclnet import CCLNetLoss
 
     bundle = tiny_bundle()
     torch.manual_seed(0)
-    trained = experiments.train_run(
+    trained = run_store.train_run(
         "ccl", CCLNetLoss(feature_dim=128, num_classes=3), bundle, "small_cnn", config(), cache_dir=tmp_path
     )
     torch.manual_seed(0)
-    loaded = experiments.train_run(
+    loaded = run_store.train_run(
         "ccl", CCLNetLoss(feature_dim=128, num_classes=3), bundle, "small_cnn", config(), cache_dir=tmp_path
     )
     assert loaded.from_cache and not trained.from_cache
@@ -426,27 +426,27 @@ def test_ccl_net_run_round_trips_through_the_cache(tmp_path):
 
 def test_the_loss_fingerprint_does_not_depend_on_how_pytorch_prints_its_own_layers(monkeypatch):
     """Keys computed with another PyTorch version must match: BatchNorm1d's printed form gained ``bias=True``."""
-    from helpers.cclnet import CCLNetLoss
+    from helpers.losses.cclnet import CCLNetLoss
     from helpers.losses import DCA
 
     torch.manual_seed(0)
     loss = CCLNetLoss(feature_dim=16, num_classes=3)
-    before = experiments._loss_fingerprint(loss)
+    before = run_store._loss_fingerprint(loss)
     monkeypatch.setattr(torch.nn.BatchNorm1d, "extra_repr", lambda self: "printed differently")
-    assert experiments._loss_fingerprint(loss) == before
-    assert experiments._stable_repr(DCA(beta=2.0)) == repr(DCA(beta=2.0))  # the course's own losses print as usual
-    assert experiments._stable_repr(LabelSmoothing(0.1)) != experiments._stable_repr(LabelSmoothing(0.2))
+    assert run_store._loss_fingerprint(loss) == before
+    assert run_store._stable_repr(DCA(beta=2.0)) == repr(DCA(beta=2.0))  # the course's own losses print as usual
+    assert run_store._stable_repr(LabelSmoothing(0.1)) != run_store._stable_repr(LabelSmoothing(0.2))
 
 
 def test_a_cache_dir_that_is_a_file_fails_before_training(tmp_path, monkeypatch):
     """Issue 10, defect 13: a cache_dir that is a file failed only after training."""
     blocker = tmp_path / "cache"
     blocker.write_text("not a folder")
-    monkeypatch.setattr(experiments.train, "fit", lambda *a, **k: pytest.fail("trained before checking the folder"))
+    monkeypatch.setattr(run_store.train, "fit", lambda *a, **k: pytest.fail("trained before checking the folder"))
     with pytest.raises(NotADirectoryError, match="is not a folder"):
-        experiments.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), cache_dir=blocker)
+        run_store.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), cache_dir=blocker)
     with pytest.raises(NotADirectoryError, match="is not a folder"):
-        experiments.train_run(
+        run_store.train_run(
             "ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), stored=True, stored_dir=blocker
         )
 
@@ -454,18 +454,18 @@ def test_a_cache_dir_that_is_a_file_fails_before_training(tmp_path, monkeypatch)
 def test_stored_run_line_keeps_within_the_notebook_line_limit():
     """The multi-label runs' names and data set names made this line 121-150 characters (notebook 11's outputs);
     a long line is split before the parenthesis, a short one stays whole, and "stored run" is never split."""
-    from helpers import notebook_outputs
+    from helpers.course import output_rules
 
     meta = {"device": "cuda:0", "seconds": 88.4}
     where = "synthetic_chestmnist_independent/" + "0123456789abcdef0123"
-    long_line = experiments._stored_run_line("SPA+LPR, synthetic_chestmnist_independent, seed 0", where, meta)
+    long_line = run_store._stored_run_line("SPA+LPR, synthetic_chestmnist_independent, seed 0", where, meta)
     lines = long_line.splitlines()
-    assert len(lines) == 2 and max(len(line) for line in lines) <= notebook_outputs.MAX_LINE
+    assert len(lines) == 2 and max(len(line) for line in lines) <= output_rules.MAX_LINE
     assert "stored run synthetic_chestmnist_independent/" in lines[0] and lines[1] == "  (trained on cuda:0 in 88 s)"
     assert (
-        experiments._stored_run_line("BCE", "tiny/abc", meta) == "BCE: stored run tiny/abc (trained on cuda:0 in 88 s)"
+        run_store._stored_run_line("BCE", "tiny/abc", meta) == "BCE: stored run tiny/abc (trained on cuda:0 in 88 s)"
     )
-    named = experiments._stored_run_line("BCE", "tiny/abc", meta | {"device_name": "NVIDIA H100 80GB HBM3"})
+    named = run_store._stored_run_line("BCE", "tiny/abc", meta | {"device_name": "NVIDIA H100 80GB HBM3"})
     assert named == "BCE: stored run tiny/abc (trained on NVIDIA H100 80GB HBM3 in 88 s)"
 
 
@@ -474,25 +474,25 @@ def test_a_retrain_selector_retrains_only_the_runs_it_names(tmp_path, monkeypatc
     loads the older runs of the other (the GPU-only over-fitting set) as they are."""
     bundle = tiny_bundle()
     over = dict(epochs=2, lr=0.05, batch_size=32, device="cpu", progress=False)
-    overfit_config = experiments.recipe_config("over-fitting", **over)
-    monkeypatch.setattr(experiments, "training_version", lambda: "older-code")
+    overfit_config = run_store.recipe_config("over-fitting", **over)
+    monkeypatch.setattr(run_store, "training_version", lambda: "older-code")
     for cfg in (config(), overfit_config):
-        experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", cfg, stored=True, stored_dir=tmp_path)
-    monkeypatch.setattr(experiments, "training_version", lambda: "today")
+        run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", cfg, stored=True, stored_dir=tmp_path)
+    monkeypatch.setattr(run_store, "training_version", lambda: "today")
     monkeypatch.setenv("CALIBMED_RETRAIN", "1")
     monkeypatch.setenv("CALIBMED_RETRAIN_ONLY", "recipe=well-regularised")
-    with experiments.planning() as plan:
+    with run_store.planning() as plan:
         for cfg in (config(), overfit_config):
-            experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", cfg, stored=True, stored_dir=tmp_path)
-    assert [experiments.config_recipe(p.config) for p in plan] == ["well-regularised"]
-    assert experiments.config_recipe(config(augment=False)) == "well-regularised"  # the synthetic sets' setting
+            run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", cfg, stored=True, stored_dir=tmp_path)
+    assert [run_store.config_recipe(p.config) for p in plan] == ["well-regularised"]
+    assert run_store.config_recipe(config(augment=False)) == "well-regularised"  # the synthetic sets' setting
     monkeypatch.setenv("CALIBMED_RETRAIN_ONLY", f"dataset={bundle.name}-other")
-    with experiments.planning() as plan:
-        experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    with run_store.planning() as plan:
+        run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
     assert plan == []
 
 
 @pytest.mark.parametrize("text", ["recipe", "recipe=", "colour=red", "recipe=overfitting"])
 def test_a_wrong_retrain_selector_is_named(text):
     with pytest.raises(ValueError, match="CALIBMED_RETRAIN_ONLY"):
-        experiments.parse_retrain_selector(text)
+        run_store.parse_retrain_selector(text)

@@ -8,7 +8,11 @@ import pytest
 import torch
 from medmnist import INFO
 
-from helpers import course, data, experiments, models, multilabel_analysis, train
+from helpers import course, data
+from helpers.training import run_store
+from helpers.training import models
+from helpers.lessons import multilabel_analysis
+from helpers.training import train
 from helpers.losses import BCE, CrossEntropy
 
 HANDFUL = 2  # two images: BatchNorm needs more than one value per channel
@@ -56,7 +60,7 @@ def training_configs(cfg: course.RunConfig, task: str) -> dict[str, train.TrainC
         }
     epochs = {"well-regularised": cfg.epochs, "over-fitting": cfg.extra.get("overfit_epochs", cfg.epochs)}
     return {
-        recipe: experiments.recipe_config(
+        recipe: run_store.recipe_config(
             recipe, epochs=n, lr=cfg.lr, batch_size=cfg.batch_size, seed=cfg.seed, device="cpu", progress=False
         )
         for recipe, n in epochs.items()

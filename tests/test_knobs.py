@@ -1,9 +1,10 @@
-"""Knob values are checked centrally (helpers.knobs through course.configure): a clear error naming the knob, the
+"""Knob values are checked centrally (helpers.course.knobs through course.configure): a clear error naming the knob, the
 value and what is allowed (issue 18, defect 2)."""
 
 import pytest
 
-from helpers import course, knobs
+from helpers import course
+from helpers.course import knobs
 
 PROFILES = {
     name: dict(

@@ -1,12 +1,12 @@
-"""helpers.loss_comparison: notebook 06's primary table, its census of comparisons and the DCA diagnostics."""
+"""helpers.lessons.loss_comparison: notebook 06's primary table, its census of comparisons and the DCA diagnostics."""
 
 import pandas as pd
 import pytest
 import torch
 
-from helpers import loss_comparison as lc
+from helpers.lessons import loss_comparison as lc
 from helpers.losses.multiclass import DCA
-from helpers.metrics import PairedBootstrapResult
+from helpers.metrics.functional import PairedBootstrapResult
 
 
 def result(estimate, low, high, samples=None):
@@ -143,7 +143,7 @@ class _Run:
 
 @pytest.mark.filterwarnings("ignore:temperature scaling")  # random logits: no informative temperature
 def test_posthoc_probabilities_scale_every_run_and_map_cross_entropy():
-    from helpers import posthoc
+    from helpers.calibration import posthoc
 
     generator = torch.Generator().manual_seed(2)
     runs = {("r", loss, s): _Run(generator) for loss in ("cross-entropy", "LS") for s in (0, 1)}

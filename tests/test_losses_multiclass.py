@@ -250,10 +250,10 @@ def test_class_accuracy_from_model_uses_predict_logits(monkeypatch):
     import sys
     import types
 
-    fake = types.ModuleType("helpers.train")
+    fake = types.ModuleType("helpers.training.train")
     fixed = torch.tensor([[2.0, 0.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 1.0], [5.0, 0.0, 0.0]])
     fake.predict_logits = lambda model, images, device=None, batch_size=1024: fixed
-    monkeypatch.setitem(sys.modules, "helpers.train", fake)
+    monkeypatch.setitem(sys.modules, "helpers.training.train", fake)
     acc = class_accuracy_from_model(None, torch.zeros(4, 1, 2, 2, dtype=torch.uint8), torch.tensor([0, 1, 1, 2]))
     torch.testing.assert_close(acc, torch.tensor([1.0, 0.5, 0.0]))  # preds 0,1,2,0
 
@@ -425,7 +425,7 @@ def test_regularisers_called_directly_check_their_inputs():
 def test_every_integer_target_dtype_gives_the_int64_value_and_gradient(name, dtype):
     """Issue 10 #11: int32 targets raised a raw torch error (CE, MbLS, DCA, MDCA) and uint8 ones were read as a
     mask (LS, focal, FLSD-53, MDCA, LS+, CCL-Net)."""
-    from helpers.cclnet import CCLNetLoss
+    from helpers.losses.cclnet import CCLNetLoss
 
     torch.manual_seed(0)
     extra = {
@@ -454,7 +454,7 @@ def test_regularisers_called_directly_accept_every_integer_target_dtype():
 @pytest.mark.parametrize("name", list(all_losses()) + ["ccl_net"])
 def test_empty_batches_and_non_finite_logits_raise_instead_of_returning_nan(name):
     """Issue 10 #12: every multi-class loss returned NaN on an empty batch and on infinite logits."""
-    from helpers.cclnet import CCLNetLoss
+    from helpers.losses.cclnet import CCLNetLoss
 
     loss = CCLNetLoss(8, K) if name == "ccl_net" else all_losses()[name]
     with pytest.raises(ValueError, match="empty batch"):
@@ -481,7 +481,7 @@ def test_predict_proba_of_an_infinite_logit_raises_instead_of_a_nan_row():
 def test_multiclass_losses_refuse_a_single_logit_column(name):
     """Issue 18 #7: a binary task passed as one logit column made every multi-class loss return exactly 0 (the
     softmax of one column is 1); the metrics and temperature scaling refuse K < 2, so the losses must too."""
-    from helpers.cclnet import CCLNetLoss
+    from helpers.losses.cclnet import CCLNetLoss
 
     loss = {"ccl_net": CCLNetLoss(8, K), "dca_term": DCARegulariser(), "mdca_term": MDCARegulariser()}.get(
         name
@@ -513,7 +513,7 @@ def test_the_single_column_hint_gives_the_binary_softmax_of_the_sigmoid():
 def test_multiclass_losses_accept_numpy_arrays_like_the_metrics(name):
     """Issue 18 #10: numpy logits failed with "isfinite(): argument 'input' must be Tensor"; the losses now take
     numpy arrays as the metrics do (converted, the same value) and say clearly what else they cannot take."""
-    from helpers.cclnet import CCLNetLoss
+    from helpers.losses.cclnet import CCLNetLoss
 
     torch.manual_seed(0)
     loss = {"ccl_net": CCLNetLoss(8, K), "dca_term": DCARegulariser(), "mdca_term": MDCARegulariser()}.get(

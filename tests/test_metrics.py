@@ -1,4 +1,4 @@
-"""Tests of helpers.metrics: agreement with torchmetrics and scikit-learn, hand-computed examples, bin edges,
+"""Tests of helpers.metrics.functional: agreement with torchmetrics and scikit-learn, hand-computed examples, bin edges,
 bad input, bootstrap and true calibration error."""
 
 import math

@@ -1,11 +1,11 @@
-"""helpers.multilabel_analysis: the shared loss set, Table 1 measured, label correlation, bootstrap tables."""
+"""helpers.lessons.multilabel_analysis: the shared loss set, Table 1 measured, label correlation, bootstrap tables."""
 
 import numpy as np
 import pytest
 import torch
 
 from helpers import metrics
-from helpers import multilabel_analysis as mla
+from helpers.lessons import multilabel_analysis as mla
 from helpers.losses import ASL, BCE, SPA, AsymmetricFocal, Composite, phi_recovery
 
 
@@ -92,12 +92,12 @@ def test_bootstrap_table_restores_the_thread_setting():
 
 
 def test_binned_calibration_with_counts_agrees_with_the_metrics_and_counts_bins():
-    """ACE / MCE / per-label ACE equal helpers.metrics' values; the counts are those of an independent numpy
+    """ACE / MCE / per-label ACE equal helpers.metrics.functional' values; the counts are those of an independent numpy
     binning (equal-width bins, (lo, hi], 0 in the first bin)."""
     import numpy as np
 
     from helpers import metrics
-    from helpers.multilabel_analysis import binned_calibration_with_counts
+    from helpers.lessons.multilabel_analysis import binned_calibration_with_counts
 
     generator = torch.Generator().manual_seed(3)
     probs = torch.rand(400, 5, generator=generator) ** 3
@@ -117,7 +117,7 @@ def test_binned_calibration_with_counts_agrees_with_the_metrics_and_counts_bins(
 
 
 def test_ideal_output_is_the_conditional_risk_minimiser_read_out_and_keeps_the_ranking():
-    from helpers.properness import conditional_risk_minimiser
+    from helpers.losses.properness import conditional_risk_minimiser
 
     g = torch.Generator().manual_seed(3)
     eta = torch.sigmoid(torch.randn(40, 3, dtype=torch.float64, generator=g) * 3)
@@ -150,7 +150,7 @@ def test_equal_mass_reliability_puts_equal_counts_where_the_forecasts_are():
 def test_evaluation_of_stored_runs_against_bce_gives_tables_with_headers_in_words():
     from types import SimpleNamespace
 
-    from helpers import notebook_outputs
+    from helpers.course import output_rules
 
     generator = torch.Generator().manual_seed(3)
     truth = torch.rand(120, 4, generator=generator, dtype=torch.float64) * 0.3 + 0.06  # above ASL's margin
@@ -172,4 +172,4 @@ def test_evaluation_of_stored_runs_against_bce_gives_tables_with_headers_in_word
     assert len(tables) == 5 and tables[3][1].startswith("Δ = model − BCE")
     headers = [str(h) for table, _ in tables for h in table.columns]
     assert "RMS error vs exact posteriors (%)" in headers and "ACE (%)" in headers
-    assert not any(notebook_outputs.RAW_KEY.match(h) for h in headers)
+    assert not any(output_rules.RAW_KEY.match(h) for h in headers)

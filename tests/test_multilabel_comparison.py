@@ -1,4 +1,4 @@
-"""helpers.multilabel_comparison: notebook 11's read-outs, reference and post-hoc rows, answer table, per-label
+"""helpers.lessons.multilabel_comparison: notebook 11's read-outs, reference and post-hoc rows, answer table, per-label
 view."""
 
 from types import SimpleNamespace
@@ -6,10 +6,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from helpers import multilabel_comparison as mc
-from helpers import posthoc, stats
+from helpers.lessons import multilabel_comparison as mc
+from helpers.calibration import posthoc
+from helpers.metrics import stats
 from helpers.losses import BCE, AsymmetricFocal
-from helpers.metrics import PairedBootstrapResult
+from helpers.metrics.functional import PairedBootstrapResult
 
 
 def fake_data(n=200, t=3, seed=0, posteriors=True):
@@ -114,7 +115,7 @@ def test_per_label_view_shows_what_pooling_cancels():
 
 
 def test_variant_runs_load_both_data_sets_under_one_summary(monkeypatch):
-    from helpers import suites
+    from helpers.course import suites
 
     calls = []
     monkeypatch.setattr(suites, "multilabel_runs", lambda cfg, bundle, losses: calls.append(bundle) or {bundle: 1})

@@ -1,4 +1,4 @@
-"""The output and structure rules of helpers.notebook_outputs: each rule on a notebook that breaks it and on one
+"""The output and structure rules of helpers.course.output_rules: each rule on a notebook that breaks it and on one
 that keeps it, the clean-up, and every committed notebook against every rule."""
 
 import json
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import notebook_outputs as rules
+from helpers.course import output_rules as rules
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -351,7 +351,7 @@ def test_clean_files_writes_atomically_and_keeps_the_layout(tmp_path):
 
 
 def test_run_log_rule_counts_listing_lines_marks_summaries_and_warnings():
-    """Issue 16, items 2 and 9: runs load quietly. The rule counts what helpers.run_log and train_run print."""
+    """Issue 16, items 2 and 9: runs load quietly. The rule counts what helpers.training.run_log and train_run print."""
     nb = good_notebook()
     assert rules.run_log_counts(nb) == {"listing": 0, "summaries": 1, "marks": 0, "warnings": 0}
     outputs = nb["cells"][4]["outputs"]

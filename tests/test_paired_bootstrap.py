@@ -12,7 +12,7 @@ import torch
 from random_forecasts import random_multiclass, random_multilabel
 
 from helpers import metrics as M
-from helpers import selective
+from helpers.metrics import selective
 
 
 def resample_indices(n_rows, n, seed):

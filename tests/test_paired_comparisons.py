@@ -6,7 +6,8 @@ import functools
 import pytest
 import torch
 
-from helpers import metrics, stats
+from helpers import metrics
+from helpers.metrics import stats
 
 
 def random_models(n, k, n_models, n_seeds, seed):

@@ -1,4 +1,4 @@
-"""Tests of the multi-class plot functions appended to helpers.plots (Agg backend, no display)."""
+"""Tests of the multi-class plot functions appended to helpers.plots.figures (Agg backend, no display)."""
 
 import matplotlib
 
@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from helpers import plots  # noqa: E402
-from helpers.selective import confidence_by_correctness, r_auc, retention_curve  # noqa: E402
+from helpers.metrics.selective import confidence_by_correctness, r_auc, retention_curve  # noqa: E402
 
 
 @pytest.fixture

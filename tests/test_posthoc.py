@@ -15,7 +15,7 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
-from helpers.posthoc import (
+from helpers.calibration.posthoc import (
     DirichletCalibration,
     IsotonicCalibration,
     MatrixScaling,
@@ -25,7 +25,7 @@ from helpers.posthoc import (
     VectorScaling,
     split_calibration,
 )
-from helpers.temperature import TemperatureScaling
+from helpers.calibration.temperature import TemperatureScaling
 
 
 def affine_miscalibrated(n, k=4, seed=0):

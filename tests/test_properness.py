@@ -1,4 +1,4 @@
-"""Tests for helpers.properness: measured strict properness of the multi-label losses (SPA paper sec. 3.3)."""
+"""Tests for helpers.losses.properness: measured strict properness of the multi-label losses (SPA paper sec. 3.3)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
-from helpers import properness
+from helpers.losses import properness
 from helpers.losses.base import Composite
 from helpers.losses.multilabel import ASL, BCE, LDACE, LPR, SPA, AsymmetricFocal, phi_recovery
-from helpers.properness import (
+from helpers.losses.properness import (
     conditional_risk,
     conditional_risk_minimiser,
     independent_label_distribution,
@@ -246,7 +246,7 @@ def _moments(configs, weights):
 def test_pairwise_risk_minimiser_agrees_with_the_enumerated_ldace_risk(diagonal):
     """LDACE's risk depends on y only through η and π = E[y yᵀ]: the moment-based minimiser must find what
     joint_risk_minimiser finds by evaluating the real loss on every label vector."""
-    from helpers.properness import pairwise_risk_minimiser
+    from helpers.losses.properness import pairwise_risk_minimiser
 
     dependent = (
         torch.tensor([[0.0, 0, 0], [1, 0, 0], [0, 1, 1], [1, 1, 0], [1, 1, 1]], dtype=torch.float64),
@@ -261,7 +261,7 @@ def test_pairwise_risk_minimiser_agrees_with_the_enumerated_ldace_risk(diagonal)
 
 
 def test_pairwise_risk_minimiser_reproduces_five_twelfths_and_the_p_reading_is_proper_under_independence():
-    from helpers.properness import pairwise_risk_minimiser
+    from helpers.losses.properness import pairwise_risk_minimiser
 
     found = pairwise_risk_minimiser(torch.tensor([[0.5, 0.5]]), torch.tensor([[[0.5, 0.25], [0.25, 0.5]]]))
     torch.testing.assert_close(found.proba, torch.full((1, 2), 5 / 12, dtype=torch.float64), rtol=0, atol=1e-10)
@@ -273,7 +273,7 @@ def test_pairwise_risk_minimiser_reproduces_five_twelfths_and_the_p_reading_is_p
 
 
 def test_closed_form_ldace_gradient_and_hessian_match_autograd():
-    from helpers.properness import _ldace_gradient_and_hessian, pairwise_expected_ldace
+    from helpers.losses.properness import _ldace_gradient_and_hessian, pairwise_expected_ldace
 
     g = torch.Generator().manual_seed(1)
     eta = torch.rand(4, 5, dtype=torch.float64, generator=g) * 0.8 + 0.1

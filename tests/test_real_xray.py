@@ -7,7 +7,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from helpers import course, metrics, multilabel_comparison, real_xray, suites
+from helpers import course, metrics
+from helpers.lessons import multilabel_comparison
+from helpers.lessons import real_xray
+from helpers.course import suites
 
 
 def test_require_folder_names_the_missing_folder_and_how_to_fix_it(tmp_path):
@@ -66,7 +69,7 @@ def test_without_the_folder_the_runs_raise_and_the_declaration_warns_instead_of_
     with pytest.warns(UserWarning, match="real-X-ray runs are not declared.*ChestXray14"):
         suites.DECLARED_RUNS["11_multilabel_comparison"](cfg)
     assert declared == ["synthetic_chestmnist", "synthetic_chestmnist_independent"]  # no X-ray bundle, no fall-back
-    assert contests == ["synthetic_chestmnist"]  # the fair contest (helpers.tuning) on the coupled set only
+    assert contests == ["synthetic_chestmnist"]  # the fair contest (helpers.lessons.tuning) on the coupled set only
 
 
 def test_with_the_folder_the_declaration_loads_the_real_xrays(tmp_path, monkeypatch):
@@ -118,7 +121,7 @@ def test_the_table_needs_bce_as_its_reference():
 
 
 def test_test_probabilities_add_the_phi_read_outs_of_focal_and_asl():
-    from helpers import multilabel_analysis as mla
+    from helpers.lessons import multilabel_analysis as mla
 
     losses = mla.course_losses(["BCE", "focal"])
     logits = torch.linspace(-3, 3, 12).reshape(6, 2)
@@ -130,7 +133,7 @@ def test_test_probabilities_add_the_phi_read_outs_of_focal_and_asl():
 
 
 def test_run_facts_count_the_test_positives_of_each_label_and_the_line_names_them():
-    from helpers.data import DatasetBundle, Split
+    from helpers.data.datasets import DatasetBundle, Split
 
     labels = torch.tensor([[1, 0, 0], [1, 1, 0], [0, 0, 0]], dtype=torch.float32)
     split = Split(torch.zeros(3, 1, 4, 4, dtype=torch.uint8), labels)
@@ -154,7 +157,7 @@ def test_run_facts_count_the_test_positives_of_each_label_and_the_line_names_the
 
 
 def test_probabilities_add_the_constant_prevalence_row_from_the_training_labels():
-    from helpers import multilabel_analysis as mla
+    from helpers.lessons import multilabel_analysis as mla
 
     train_labels = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 0.0], [1.0, 1.0]])
     test_labels = torch.zeros(3, 2)

@@ -8,7 +8,8 @@ import statistics
 
 import pytest
 
-from helpers import course, suites
+from helpers import course
+from helpers.course import suites
 
 PATH = course.REPO_ROOT / "results" / "reference" / "06_multiclass_comparison.json"
 RECIPES = ("well-regularised", "over-fitting")
@@ -84,7 +85,7 @@ def test_paired_differences_against_ce_and_ce_ts(payload, loss_names):
 def test_the_fair_contest_chose_by_the_selection_nll_and_kept_three_seeds(payload):
     """Issue 20 item 4: every tuned loss's grid, the choice the lowest selection NLL (a tie keeps the paper
     value), the tuned rows with three seeds, and an answer row against CE + TS for the paper and the tuned value."""
-    from helpers import tuning
+    from helpers.lessons import tuning
 
     contest = payload["results"]["fair_contest"]
     assert contest["recipe"] == tuning.TUNING_RECIPE and contest["tuning_seed"] == 0

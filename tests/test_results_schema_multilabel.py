@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from helpers.paths import REPO_ROOT
+from helpers.utils.paths import REPO_ROOT
 
 RESULTS = REPO_ROOT / "results" / "reference" / "11_multilabel_comparison.json"
 TRAINED = ["BCE", "focal", "focal+φ", "ASL", "ASL+φ", "SPA", "SPA+LPR", "BCE+LPR", "LDACE", "LDACE+CCL"]
@@ -89,7 +89,7 @@ def test_monotone_read_outs_keep_the_ranking(results):
 
 def test_the_fair_contest_chose_by_the_selection_nll_and_kept_three_seeds(results):
     """Issue 20 item 4 on the multi-label side: as notebook 06's contest (tests/test_results_schema.py)."""
-    from helpers import tuning
+    from helpers.lessons import tuning
 
     contest = results["fair_contest"]
     assert contest["tuning_seed"] == 0 and set(contest["choices"]) == set(tuning.MULTILABEL_GRIDS)

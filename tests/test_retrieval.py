@@ -1,4 +1,4 @@
-"""Tests for helpers.retrieval: query enumeration, eq. (23) scores, AP against scikit-learn."""
+"""Tests for helpers.metrics.retrieval: query enumeration, eq. (23) scores, AP against scikit-learn."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 from sklearn.metrics import average_precision_score
 
-from helpers.retrieval import (
+from helpers.metrics.retrieval import (
     average_precision,
     count_queries,
     enumerate_queries,
@@ -201,7 +201,7 @@ def _random_pairwise_model(n_labels, n_images, seed):
 
 
 def _brute_force_joint(fields, couplings):
-    """P(y | h) over every configuration by an explicit loop (independent of helpers.synthetic's factorisation)."""
+    """P(y | h) over every configuration by an explicit loop (independent of helpers.data.synthetic's factorisation)."""
     configs = np.array(list(itertools.product((0.0, 1.0), repeat=fields.shape[1])))
     energy = fields @ configs.T + 0.5 * np.einsum("ci,ij,cj->c", configs, couplings, configs)[None, :]
     joint = np.exp(energy - energy.max(axis=1, keepdims=True))
@@ -209,7 +209,7 @@ def _brute_force_joint(fields, couplings):
 
 
 def test_inclusion_exclusion_gives_the_exact_query_probability_of_a_dependent_joint():
-    from helpers import synthetic
+    from helpers.data import synthetic
 
     fields, couplings = _random_pairwise_model(6, 25, seed=4)
     configs, joint = _brute_force_joint(fields, couplings)
@@ -229,7 +229,7 @@ def test_inclusion_exclusion_gives_the_exact_query_probability_of_a_dependent_jo
 def test_joint_retrieval_map_ranks_by_the_exact_joint_and_equals_eq22_without_couplings():
     from functools import partial
 
-    from helpers import synthetic
+    from helpers.data import synthetic
 
     fields, couplings = _random_pairwise_model(5, 80, seed=6)
     configs, joint = _brute_force_joint(fields, couplings)
@@ -261,7 +261,7 @@ def test_joint_retrieval_map_ranks_by_the_exact_joint_and_equals_eq22_without_co
 
 
 def test_compare_per_query_averages_seeds_counts_ties_and_brackets_the_difference():
-    from helpers.retrieval import compare_per_query
+    from helpers.metrics.retrieval import compare_per_query
 
     g = torch.Generator().manual_seed(0)
     lengths = torch.tensor([1] * 50 + [2] * 150)

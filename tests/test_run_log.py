@@ -4,7 +4,9 @@ import pytest
 import torch
 from test_experiments import config, tiny_bundle
 
-from helpers import determinism, experiments, run_log
+from helpers.training import determinism
+from helpers.training import run_store
+from helpers.training import run_log
 from helpers.losses import CrossEntropy, LabelSmoothing
 
 
@@ -40,21 +42,21 @@ def fresh_log(monkeypatch):
 
 def test_a_suite_prints_one_summary_and_lists_runs_only_on_request(tmp_path, capsys, monkeypatch, fresh_log):
     bundle = tiny_bundle()
-    suite = run_log.summarised(lambda: experiments.training_version())
+    suite = run_log.summarised(lambda: run_store.training_version())
 
     @suite
     def inner(seeds):
         return [
-            experiments.train_run(
+            run_store.train_run(
                 f"ce {s}", CrossEntropy(), bundle, "small_cnn", config(seed=s), stored=True, stored_dir=tmp_path
             )
             for s in seeds
         ]
 
     @suite
-    def outer():  # a suite that calls another (helpers.suites.spa_lpr_runs calls multilabel_runs) prints once
+    def outer():  # a suite that calls another (helpers.course.suites.spa_lpr_runs calls multilabel_runs) prints once
         return inner([0, 1]) + [
-            experiments.train_run(
+            run_store.train_run(
                 "ls", LabelSmoothing(0.1), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path
             )
         ]
@@ -67,7 +69,7 @@ def test_a_suite_prints_one_summary_and_lists_runs_only_on_request(tmp_path, cap
     assert " ".join(out.splitlines()) == (
         f"3 stored runs loaded — tiny, seeds 0–1, trained deterministically on "
         f"{determinism.device_name('cpu')}, training version "
-        f"{experiments.training_version()}"
+        f"{run_store.training_version()}"
     )
     assert len(out.splitlines()) <= 2 and max(map(len, out.splitlines())) <= run_log.LINE_WIDTH
     monkeypatch.setenv("CALIBMED_VERBOSE", "1")
@@ -78,13 +80,13 @@ def test_a_suite_prints_one_summary_and_lists_runs_only_on_request(tmp_path, cap
 
 def test_runs_of_older_code_give_one_warning_per_process_and_no_mark(tmp_path, capsys, monkeypatch, fresh_log):
     bundle = tiny_bundle()
-    monkeypatch.setattr(experiments, "training_version", lambda: "older")
-    experiments.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
-    monkeypatch.setattr(experiments, "training_version", lambda: "today")
+    monkeypatch.setattr(run_store, "training_version", lambda: "older")
+    run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    monkeypatch.setattr(run_store, "training_version", lambda: "today")
     capsys.readouterr()
     for _ in range(3):  # three suites, as notebook 05 loads
         with run_log.collecting(lambda: "today"):
-            loaded = experiments.train_run(
+            loaded = run_store.train_run(
                 "ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path
             )
     lines = capsys.readouterr().out.splitlines()

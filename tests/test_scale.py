@@ -1,4 +1,4 @@
-"""helpers/scale.py without a cluster: grids, atomic writes under content keys, rebuilding a run from its name,
+"""helpers/ray_engine.py without a cluster: grids, atomic writes under content keys, rebuilding a run from its name,
 and the command-line checks of --engine ray (the two-node cluster test is tests/test_scale_cluster.py)."""
 
 from __future__ import annotations
@@ -9,14 +9,17 @@ import sys
 import pytest
 from test_suites import tiny_bundle, tiny_config
 
-from helpers import course, experiments, scale, suites
+from helpers import course
+from helpers.training import run_store
+from helpers.course import ray_engine
+from helpers.course import suites
 
 
 def test_a_grid_is_parsed_as_json_values_and_expands_to_every_combination_in_order():
-    grid = scale.parse_grid(["seed=0,1", "dataset=dermamnist,synthetic_dermamnist", "alpha=0.05"])
+    grid = ray_engine.parse_grid(["seed=0,1", "dataset=dermamnist,synthetic_dermamnist", "alpha=0.05"])
     assert grid == {"seed": [0, 1], "dataset": ["dermamnist", "synthetic_dermamnist"], "alpha": [0.05]}
-    points = scale.grid_points(grid)
-    assert [scale.point_folder(p) for p in points] == [
+    points = ray_engine.grid_points(grid)
+    assert [ray_engine.point_folder(p) for p in points] == [
         "seed=0,dataset=dermamnist,alpha=0.05",
         "seed=0,dataset=synthetic_dermamnist,alpha=0.05",
         "seed=1,dataset=dermamnist,alpha=0.05",
@@ -36,19 +39,19 @@ def test_a_grid_is_parsed_as_json_values_and_expands_to_every_combination_in_ord
 )
 def test_a_malformed_grid_is_refused_with_the_form_it_needs(items, message):
     with pytest.raises(ValueError, match=message):
-        scale.parse_grid(items)
+        ray_engine.parse_grid(items)
 
 
 def test_a_grid_value_that_is_no_folder_name_is_refused():
     with pytest.raises(ValueError, match="folder name"):
-        scale.point_folder({"data_dir": "/tmp/x"})
+        ray_engine.point_folder({"data_dir": "/tmp/x"})
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])
 def test_files_are_written_atomically_with_the_permissions_the_umask_gives(tmp_path, umask):
     previous = os.umask(umask)
     try:
-        assert scale.keep_file(tmp_path, "a/run.npz", b"logits") == "kept"
+        assert ray_engine.keep_file(tmp_path, "a/run.npz", b"logits") == "kept"
     finally:
         os.umask(previous)
     assert (tmp_path / "a" / "run.npz").read_bytes() == b"logits"
@@ -57,19 +60,19 @@ def test_files_are_written_atomically_with_the_permissions_the_umask_gives(tmp_p
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary_file(tmp_path):
-    scale.keep_file(tmp_path, "run.npz", b"old")
+    ray_engine.keep_file(tmp_path, "run.npz", b"old")
     with pytest.raises(TypeError):
-        scale.keep_file(tmp_path, "run.npz", "not bytes")
+        ray_engine.keep_file(tmp_path, "run.npz", "not bytes")
     assert (tmp_path / "run.npz").read_bytes() == b"old" and len(list(tmp_path.iterdir())) == 1
 
 
 def test_a_file_sent_twice_is_kept_once_and_names_outside_the_store_are_refused(tmp_path):
-    assert scale.keep_file(tmp_path, "tiny/abc.npz", b"run") == "kept"
-    assert scale.keep_file(tmp_path, "tiny/abc.npz", b"run") == "present"  # a retried task, or a shared folder
+    assert ray_engine.keep_file(tmp_path, "tiny/abc.npz", b"run") == "kept"
+    assert ray_engine.keep_file(tmp_path, "tiny/abc.npz", b"run") == "present"  # a retried task, or a shared folder
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["abc.npz"]
     for name in ("/etc/abc.npz", "../abc.npz", "tiny/../../abc.npz"):
         with pytest.raises(ValueError, match="relative"):
-            scale.keep_file(tmp_path, name, b"run")
+            ray_engine.keep_file(tmp_path, name, b"run")
 
 
 @pytest.fixture
@@ -86,25 +89,25 @@ def tiny_suite(tmp_path, monkeypatch):
 
 
 def test_a_run_is_rebuilt_from_its_name_trained_once_and_its_dependants_declared_in_the_next_round(tiny_suite):
-    with scale.store_roots(tiny_suite["stored_dir"], tiny_suite["cache_dir"]):
-        [(name, planned)] = scale.missing_runs(["tiny"], "reference", {})
+    with ray_engine.store_roots(tiny_suite["stored_dir"], tiny_suite["cache_dir"]):
+        [(name, planned)] = ray_engine.missing_runs(["tiny"], "reference", {})
     assert (name.notebook, name.profile, name.title) == ("tiny", "reference", "cross-entropy, well-regularised, seed 0")
 
-    outcome = scale.train_named_run(name, **tiny_suite)
+    outcome = ray_engine.train_named_run(name, **tiny_suite)
     assert (outcome["status"], outcome["file"]) == ("trained", f"tiny/{name.key}.npz")
     stored_file = os.path.join(tiny_suite["stored_dir"], outcome["file"])
     assert outcome["payload"] == open(stored_file, "rb").read()
-    assert scale.train_named_run(name, **tiny_suite)["status"] == "already stored"  # a retried task trains nothing
+    assert ray_engine.train_named_run(name, **tiny_suite)["status"] == "already stored"  # a retried task trains nothing
 
-    with scale.store_roots(tiny_suite["stored_dir"], tiny_suite["cache_dir"]):
-        assert [n.title for n, _ in scale.missing_runs(["tiny"], "reference", {})] == ["LS+, well-regularised, seed 0"]
-    assert experiments.STORED_RUNS_DIR == experiments.course.REPO_ROOT / "stored_runs"  # the roots were restored
+    with ray_engine.store_roots(tiny_suite["stored_dir"], tiny_suite["cache_dir"]):
+        assert [n.title for n, _ in ray_engine.missing_runs(["tiny"], "reference", {})] == ["LS+, well-regularised, seed 0"]
+    assert run_store.STORED_RUNS_DIR == run_store.course.REPO_ROOT / "stored_runs"  # the roots were restored
 
 
 def test_a_key_the_node_does_not_declare_is_refused_with_the_reason(tiny_suite):
-    unknown = scale.RunName("tiny", "reference", (), "0" * 20, "LS, made up")
+    unknown = ray_engine.RunName("tiny", "reference", (), "0" * 20, "LS, made up")
     with pytest.raises(LookupError, match="does not declare run 0{20}.*same checkout and the same data"):
-        scale.train_named_run(unknown, **tiny_suite)
+        ray_engine.train_named_run(unknown, **tiny_suite)
 
 
 def test_a_run_trained_with_other_training_code_is_not_kept(tmp_path):
@@ -117,7 +120,7 @@ def test_a_run_trained_with_other_training_code_is_not_kept(tmp_path):
         "payload": b"run",
     }
     with pytest.raises(RuntimeError, match="training version other.*same checkout"):
-        scale.keep_run(outcome, training_version="mine")
+        ray_engine.keep_run(outcome, training_version="mine")
 
 
 def test_ray_options_without_the_ray_engine_are_refused(capsys):
@@ -135,20 +138,20 @@ def test_ray_options_without_the_ray_engine_are_refused(capsys):
 def test_the_ray_engine_without_ray_installed_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
     with pytest.raises(SystemExit, match=r"pip install -e '\.\[scale\]'"):
-        scale.require_ray()
+        ray_engine.require_ray()
 
 
 def test_retraining_through_ray_is_refused_before_anything_starts(monkeypatch):
     monkeypatch.setenv("CALIBMED_RETRAIN", "1")
-    monkeypatch.setattr(scale, "connect", lambda *args: pytest.fail("Ray was started"))
+    monkeypatch.setattr(ray_engine, "connect", lambda *args: pytest.fail("Ray was started"))
     with pytest.raises(SystemExit, match="does not retrain stored runs"):
-        scale.train_declared(["01_measuring_calibration"], "smoke", {})
+        ray_engine.train_declared(["01_measuring_calibration"], "smoke", {})
 
 
 def test_a_run_the_node_did_not_write_is_reported_with_the_setting_that_stopped_it(tiny_suite, monkeypatch):
     monkeypatch.setattr(suites, "reference_config", lambda notebook, profile, **knobs: tiny_config("smoke"))
     monkeypatch.setenv("CALIBMED_NO_CACHE", "1")
-    with scale.store_roots(tiny_suite["stored_dir"], tiny_suite["cache_dir"]):
-        [(name, _)] = scale.missing_runs(["tiny"], "smoke", {})
+    with ray_engine.store_roots(tiny_suite["stored_dir"], tiny_suite["cache_dir"]):
+        [(name, _)] = ray_engine.missing_runs(["tiny"], "smoke", {})
     with pytest.raises(FileNotFoundError, match="unset CALIBMED_NO_CACHE"):
-        scale.train_named_run(name, **tiny_suite)
+        ray_engine.train_named_run(name, **tiny_suite)

@@ -20,7 +20,8 @@ ray = pytest.importorskip("ray", reason="the Ray engine is the optional extra 's
 
 from ray_cluster import Cluster  # noqa: E402
 
-from helpers import course, scale  # noqa: E402
+from helpers import course
+from helpers.course import ray_engine  # noqa: E402
 
 pytestmark = pytest.mark.slow
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +80,7 @@ def _alive_node_ids() -> set[str]:
 
 def test_a_notebook_grid_runs_through_the_same_cluster_one_folder_per_point(cluster, tmp_path):
     started = time.perf_counter()
-    summary = scale.run_grid(
+    summary = ray_engine.run_grid(
         tmp_path / "sweep", {"seed": [0, 1]}, profile="smoke", selection=["00", "07"], address=cluster.address
     )
     print(f"grid of 2 notebooks x 2 seeds in {time.perf_counter() - started:.0f} s")
@@ -114,7 +115,7 @@ def test_a_declared_suite_trains_across_two_nodes_and_every_run_is_stored_once_a
 
     outcomes_seen: list[dict] = []
     started = time.perf_counter()
-    outcomes = scale.train_declared(
+    outcomes = ray_engine.train_declared(
         SUITE,
         "smoke",
         {"device": "cpu"},
@@ -134,5 +135,5 @@ def test_a_declared_suite_trains_across_two_nodes_and_every_run_is_stored_once_a
     files = sorted(cache.glob("*.pt"))
     assert sorted(path.name.split("-")[0] for path in files) == sorted(keys)  # each run stored exactly once
     assert not stored.exists() or not list(stored.rglob("*.npz"))  # the smoke profile caches, it never stores
-    with scale.store_roots(stored, cache):
-        assert scale.missing_runs(SUITE, "smoke", {"device": "cpu"}) == []  # every file loads (else: planned)
+    with ray_engine.store_roots(stored, cache):
+        assert ray_engine.missing_runs(SUITE, "smoke", {"device": "cpu"}) == []  # every file loads (else: planned)

@@ -1,11 +1,11 @@
-"""Tests of helpers.selective: retention curves and R-AUC against closed forms and a brute-force loop."""
+"""Tests of helpers.metrics.selective: retention curves and R-AUC against closed forms and a brute-force loop."""
 
 import math
 
 import pytest
 import torch
 
-from helpers.selective import confidence_by_correctness, r_auc, retention_curve
+from helpers.metrics.selective import confidence_by_correctness, r_auc, retention_curve
 
 
 def _probs_from(confidence: torch.Tensor, predicted: torch.Tensor, k: int = 3) -> torch.Tensor:

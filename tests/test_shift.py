@@ -1,4 +1,4 @@
-"""helpers.shift: the prior-shift correction against exact posteriors, EM's prior estimate, the oracle temperature
+"""helpers.calibration.shift: the prior-shift correction against exact posteriors, EM's prior estimate, the oracle temperature
 and the shift study's per-test-set summaries."""
 
 import numpy as np
@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers import data, shift
-from helpers.temperature import TemperatureScaling
+from helpers import data
+from helpers.calibration import shift
+from helpers.calibration.temperature import TemperatureScaling
 
 
 def gaussian_posteriors(prior, n, seed=0):
@@ -149,7 +150,7 @@ def test_the_across_test_sets_figure_draws_one_marker_per_model_and_test_set():
     import matplotlib
 
     matplotlib.use("Agg")
-    from helpers import shift_plots
+    from helpers.plots import shift_plots
 
     summary = lambda mean: {"ece": {"per_seed": [mean], "mean": mean, "sd": 0.01}}  # noqa: E731
     summaries = {"CE": {"a": summary(0.1), "b": summary(0.2)}, "CE + TS": {"a": summary(0.02)}}

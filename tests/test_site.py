@@ -180,7 +180,7 @@ def test_page_loads_with_figures_and_typeset_math(browser, site_url, path):
 NOTEBOOK_PAGES = [f"notebooks/{p.stem}.html" for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
 
 # every DataFrame of a page: its cells whose text runs over more than one line (a cell spanning several rows aside),
-# whether it is a paired comparison (an index headed "vs <reference>", helpers.stats.difference_table), its width and
+# whether it is a paired comparison (an index headed "vs <reference>", helpers.metrics.stats.difference_table), its width and
 # the width of the main column
 DATAFRAMES_JS = """() => {
     const column = document.querySelector("article.bd-article").clientWidth;
@@ -356,7 +356,7 @@ def test_the_api_reference_is_in_the_navigation_and_documents_the_metrics(browse
     documented = page.eval_on_selector_all("dl.py.function > dt", "els => els.map(e => e.id)")
     page.close()
     for name in ("ece", "adaptive_ece", "paired_bootstrap", "weighted_evaluator"):
-        assert f"helpers.metrics.{name}" in documented
+        assert f"helpers.metrics.functional.{name}" in documented
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""helpers.stats: seed summaries (statistics.stdev), paired differences (= metrics.paired_bootstrap), and the
+"""helpers.metrics.stats: seed summaries (statistics.stdev), paired differences (= metrics.paired_bootstrap), and the
 two tables: cell formats, the beats/worse flag in each metric's direction, and the note's count of comparisons."""
 
 import functools
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from helpers import metrics as M
-from helpers import stats
+from helpers.metrics import stats
 
 
 def models(n=600, k=4, seeds=3):

@@ -6,10 +6,11 @@ import pytest
 import torch
 from tiny_bundles import three_class_bundle
 
-from helpers import experiments, suites
-from helpers.data import Split
+from helpers.training import run_store
+from helpers.course import suites
+from helpers.data.datasets import Split
 from helpers.losses import CrossEntropy
-from helpers.train import TrainConfig
+from helpers.training.train import TrainConfig
 
 
 def tiny_bundle(n=64):
@@ -26,7 +27,7 @@ def test_records_come_from_each_stored_runs_metadata(tmp_path):
     runs = {}
     for epochs in (1, 2):
         config = TrainConfig(epochs=epochs, batch_size=32, lr=0.05, device="cpu", progress=False)
-        runs[epochs] = experiments.train_run(
+        runs[epochs] = run_store.train_run(
             f"ce {epochs}", CrossEntropy(), bundle, "small_cnn", config, stored=True, stored_dir=tmp_path
         )
     records = suites.stored_run_records(tmp_path)
@@ -40,7 +41,7 @@ def test_records_come_from_each_stored_runs_metadata(tmp_path):
 def test_a_damaged_file_is_named(tmp_path):
     (tmp_path / "tiny").mkdir()
     (tmp_path / "tiny" / "broken.npz").write_bytes(b"not a zip file")
-    with pytest.raises(experiments.DamagedRunError, match="broken.npz"):
+    with pytest.raises(run_store.DamagedRunError, match="broken.npz"):
         suites.stored_run_records(tmp_path)
 
 
@@ -58,7 +59,7 @@ def test_stored_run_records_names_a_truncated_empty_or_inconsistent_file(tmp_pat
     import numpy as np
 
     config = TrainConfig(epochs=1, batch_size=32, lr=0.05, device="cpu", progress=False)
-    run = experiments.train_run(
+    run = run_store.train_run(
         "ce", CrossEntropy(), tiny_bundle(), "small_cnn", config, stored=True, stored_dir=tmp_path
     )
     path = tmp_path / "tiny" / f"{run.key}.npz"
@@ -75,7 +76,7 @@ def test_stored_run_records_names_a_truncated_empty_or_inconsistent_file(tmp_pat
         }[damage]
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         np.savez_compressed(path, **arrays)
-    with pytest.raises(experiments.DamagedRunError, match=rf"{run.key}\.npz"):
+    with pytest.raises(run_store.DamagedRunError, match=rf"{run.key}\.npz"):
         suites.stored_run_records(tmp_path)
 
 
@@ -84,10 +85,10 @@ def test_records_say_which_runs_come_from_older_training_code(tmp_path, monkeypa
     keys when their cross-entropy run is retrained): the train command names them for deletion."""
     bundle = tiny_bundle()
     config = TrainConfig(epochs=1, batch_size=32, lr=0.05, device="cpu", progress=False)
-    monkeypatch.setattr(experiments, "training_version", lambda: "older")
-    old = experiments.train_run("old", CrossEntropy(), bundle, "small_cnn", config, stored=True, stored_dir=tmp_path)
-    monkeypatch.setattr(experiments, "training_version", lambda: "today")
-    experiments.train_run(
+    monkeypatch.setattr(run_store, "training_version", lambda: "older")
+    old = run_store.train_run("old", CrossEntropy(), bundle, "small_cnn", config, stored=True, stored_dir=tmp_path)
+    monkeypatch.setattr(run_store, "training_version", lambda: "today")
+    run_store.train_run(
         "new", CrossEntropy(), bundle, "small_cnn", replace(config, seed=1), stored=True, stored_dir=tmp_path
     )
     records = suites.stored_run_records(tmp_path)
@@ -100,7 +101,7 @@ def test_records_say_which_runs_come_from_older_training_code(tmp_path, monkeypa
 
 
 def test_time_recipes_and_the_tables_of_notebook_00():
-    from helpers import notebook_outputs
+    from helpers.course import output_rules
 
     bundle = tiny_bundle()
     timing = suites.time_recipes(
@@ -145,4 +146,4 @@ def test_time_recipes_and_the_tables_of_notebook_00():
     expected = 2 * 30 * (64 / row["train images/s"] + 64 / row["validation images/s"]) / 3600
     assert hours[("DermaMNIST", "small CNN", 30)] == pytest.approx(expected)
     headers = [*table.columns, *table.index.names, *(label for level in table.index.levels for label in level)]
-    assert not any(notebook_outputs.RAW_KEY.match(str(header)) for header in headers)
+    assert not any(output_rules.RAW_KEY.match(str(header)) for header in headers)

@@ -1,4 +1,4 @@
-"""helpers.student: a synthetic notebook with two exercises; its check cells pass on the instructor version and
+"""helpers.course.student: a synthetic notebook with two exercises; its check cells pass on the instructor version and
 fail on the student stubs (both executed with nbclient); layout errors; the committed notebooks' student versions."""
 
 import json
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import student
+from helpers.course import student
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,11 +1,13 @@
-"""The run declarations shared by the notebooks and `python -m helpers.suites`: planning, dependencies, profiles."""
+"""The run declarations shared by the notebooks and `python -m helpers.course.suites`: planning, dependencies, profiles."""
 
 import pytest
 import torch
 from tiny_bundles import three_class_bundle
 
-from helpers import course, experiments, suites
-from helpers.data import Split
+from helpers import course
+from helpers.training import run_store
+from helpers.course import suites
+from helpers.data.datasets import Split
 
 
 def tiny_bundle(n=64):
@@ -37,18 +39,18 @@ def tiny_config(profile="reference", seeds=(0,)):
 
 
 def test_planning_records_missing_runs_and_declares_ls_plus_once_its_cross_entropy_run_exists(tmp_path, monkeypatch):
-    monkeypatch.setattr(experiments, "STORED_RUNS_DIR", tmp_path)
+    monkeypatch.setattr(run_store, "STORED_RUNS_DIR", tmp_path)
     cfg, bundle = tiny_config(), tiny_bundle()
     losses = ("cross-entropy", "LS", "LS+")
-    with experiments.planning() as plan:
+    with run_store.planning() as plan:
         runs = suites.multiclass_runs(cfg, bundle, losses, recipes=("well-regularised",))
     assert [p.name for p in plan] == ["cross-entropy, well-regularised, seed 0", "LS α=0.1, well-regularised, seed 0"]
     assert all(run.source == "planned" for run in runs.values()) and not list(tmp_path.rglob("*.npz"))
     for planned in plan:
-        experiments.train_run(
+        run_store.train_run(
             planned.name, planned.loss, planned.bundle, planned.model_name, planned.config, stored=planned.stored
         )
-    with experiments.planning() as plan:
+    with run_store.planning() as plan:
         suites.multiclass_runs(cfg, bundle, losses, recipes=("well-regularised",))
     assert [p.name for p in plan] == ["LS+, well-regularised, seed 0"]
     runs = suites.multiclass_runs(cfg, bundle, losses, recipes=("well-regularised",))
@@ -62,11 +64,11 @@ def test_planning_records_missing_runs_and_declares_ls_plus_once_its_cross_entro
 
 def test_a_validation_split_without_some_class_trains_every_loss_but_ls_plus(tmp_path, monkeypatch):
     """Only LS+ needs each class's validation accuracy (notebook 12's Vienna split may lack a rare class there)."""
-    monkeypatch.setattr(experiments, "STORED_RUNS_DIR", tmp_path)
+    monkeypatch.setattr(run_store, "STORED_RUNS_DIR", tmp_path)
     bundle = tiny_bundle()
     no_class_2 = bundle.val.labels != 2
     bundle.val = Split(bundle.val.images[no_class_2], bundle.val.labels[no_class_2])
-    with experiments.planning() as plan:
+    with run_store.planning() as plan:
         suites.multiclass_runs(tiny_config(), bundle, ("cross-entropy", "LS"), recipes=("well-regularised",))
     assert [p.name for p in plan] == ["cross-entropy, well-regularised, seed 0", "LS α=0.1, well-regularised, seed 0"]
 
@@ -80,11 +82,11 @@ def test_only_the_reference_profile_stores_runs_and_seeds_default_to_the_seed_kn
 
 
 def test_the_over_fitting_recipe_widens_only_the_small_cnn():
-    assert experiments.recipe_model("over-fitting", "small_cnn") == "small_cnn_wide"
-    assert experiments.recipe_model("well-regularised", "small_cnn") == "small_cnn"
-    assert experiments.recipe_model("over-fitting", "resnet18") == "resnet18"
+    assert run_store.recipe_model("over-fitting", "small_cnn") == "small_cnn_wide"
+    assert run_store.recipe_model("well-regularised", "small_cnn") == "small_cnn"
+    assert run_store.recipe_model("over-fitting", "resnet18") == "resnet18"
     with pytest.raises(ValueError, match="unknown recipe"):
-        experiments.recipe_model("long", "small_cnn")
+        run_store.recipe_model("long", "small_cnn")
 
 
 @pytest.mark.parametrize("notebook", [nb.stem for nb in course.list_notebooks()])
@@ -130,7 +132,7 @@ def test_notebooks_01_to_06_define_their_runs_alike_in_every_profile_so_each_run
 
 
 def _planned_models(cfg, bundle):
-    with experiments.planning() as plan:
+    with run_store.planning() as plan:
         suites.multiclass_runs(cfg, bundle, ("cross-entropy",))
         cfg.extra.update(sweep_recipe="over-fitting", sweep_margins=[2.0], mbls_lambda=0.1)
         suites.margin_sweep_runs(cfg, bundle)
@@ -138,7 +140,7 @@ def _planned_models(cfg, bundle):
 
 
 def test_the_overfit_model_knob_replaces_the_widened_cnn_in_every_over_fitting_run(tmp_path, monkeypatch):
-    monkeypatch.setattr(experiments, "STORED_RUNS_DIR", tmp_path)
+    monkeypatch.setattr(run_store, "STORED_RUNS_DIR", tmp_path)
     bundle = tiny_bundle()
     assert _planned_models(tiny_config(), bundle) == {
         "cross-entropy, well-regularised, seed 0": "small_cnn",
@@ -158,21 +160,21 @@ def test_suites_train_fails_clearly_when_a_trained_run_cannot_be_stored(tmp_path
     store runs, must then fail naming the file instead of planning the same run again for ever."""
     import errno
 
-    monkeypatch.setattr(experiments, "STORED_RUNS_DIR", tmp_path)
-    monkeypatch.setattr(experiments, "_unwritable_reported", set())
+    monkeypatch.setattr(run_store, "STORED_RUNS_DIR", tmp_path)
+    monkeypatch.setattr(run_store, "_unwritable_reported", set())
 
     def refuse(path, write):
         raise OSError(errno.EROFS, "Read-only file system", str(path))
 
-    monkeypatch.setattr(experiments.atomic, "write_atomically_with", refuse)
-    config = experiments.recipe_config(
+    monkeypatch.setattr(run_store.atomic, "write_atomically_with", refuse)
+    config = run_store.recipe_config(
         "well-regularised", epochs=1, lr=0.05, batch_size=32, device="cpu", progress=False
     )
     bundle, loss = tiny_bundle(), suites.CrossEntropy()
-    key = experiments.run_key(bundle, "small_cnn", loss, config)
-    planned = experiments.PlannedRun("ce", loss, bundle, "small_cnn", config, True, key)
+    key = run_store.run_key(bundle, "small_cnn", loss, config)
+    planned = run_store.PlannedRun("ce", loss, bundle, "small_cnn", config, True, key)
     monkeypatch.setattr(suites, "_pending", [planned])
-    with pytest.warns(experiments.RunNotSavedWarning), pytest.raises(OSError, match=rf"ce: trained.*{key}.npz"):
+    with pytest.warns(run_store.RunNotSavedWarning), pytest.raises(OSError, match=rf"ce: trained.*{key}.npz"):
         suites._train_planned(0)
 
 

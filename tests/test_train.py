@@ -9,10 +9,10 @@ import torch.nn.functional as F
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from helpers import metrics
-from helpers.data import DatasetBundle, Split
+from helpers.data.datasets import DatasetBundle, Split
 from helpers.losses.base import MultiClassLoss, MultiLabelLoss
-from helpers.models import SmallCNN
-from helpers.train import (
+from helpers.training.models import SmallCNN
+from helpers.training.train import (
     Augmentation,
     TrainConfig,
     affine_sampling_grid,
@@ -515,7 +515,7 @@ def test_flips_happen_on_the_interpolating_path_too():
 
 def test_config_augment_false_trains_without_augmentation(monkeypatch):
     calls = []
-    import helpers.train as train
+    import helpers.training.train as train
 
     original = train.augment_batch
     monkeypatch.setattr(train, "augment_batch", lambda x, g, a: calls.append(a) or original(x, g, a))
@@ -582,7 +582,7 @@ def test_device_resolution():
 
 
 def test_mixed_precision_only_on_cuda():
-    from helpers.train import _amp_dtype
+    from helpers.training.train import _amp_dtype
 
     assert _amp_dtype(torch.device("cpu"), True) is None
     assert _amp_dtype(torch.device("cuda"), False) is None
@@ -702,7 +702,7 @@ def test_unusable_checkpoint_paths_fail_before_training_and_leave_nothing(tmp_pa
 
 
 def test_a_failed_checkpoint_write_leaves_no_temporary_file(tmp_path, monkeypatch):
-    from helpers import train
+    from helpers.training import train
 
     def failing_save(payload, target):  # target: the open temporary file
         target.write(b"partial")

@@ -10,27 +10,30 @@ from pathlib import Path
 
 import torch
 
-from helpers import experiments, metrics, training_version
+from helpers import metrics
+from helpers.training import run_store
+from helpers.training import version
 from helpers.losses import FocalLoss
 
-HELPERS = Path(training_version.__file__).resolve().parent
+HELPERS = Path(version.__file__).resolve().parent
 FOCAL_LINE = "        return _focal_terms(log_pt, self.gamma).mean()\n"
 FOCAL_EDITED = "        return _focal_terms(log_pt, self.gamma + 0.5).mean()\n"
 
 
 def test_the_version_is_computed_once_per_process_and_is_stable():
-    first = training_version.training_version()
+    first = version.training_version()
     assert len(first) == 16 and int(first, 16) >= 0
-    assert training_version.training_version() == first
-    assert training_version.training_version.cache_info().misses <= 1
-    assert training_version.compute_training_version() == first  # the probe is deterministic
-    assert experiments.training_version is training_version.training_version
+    assert version.training_version() == first
+    assert version.training_version.cache_info().misses <= 1
+    assert version.compute_training_version() == first  # the probe is deterministic
+    assert run_store.training_version is version.training_version
 
 
 def test_the_probe_covers_every_trained_loss_and_model():
-    from helpers import multilabel_analysis, suites
+    from helpers.lessons import multilabel_analysis
+    from helpers.course import suites
 
-    names = [name for name, _ in training_version.probe_outputs()]
+    names = [name for name, _ in version.probe_outputs()]
     assert {f"loss {n}" for n in multilabel_analysis.LOSS_NAMES} <= set(names)
     multiclass = set(suites.MULTICLASS_LOSSES) - {"CCL-Net"}  # CCL-Net's hooks are probed through fit
     assert {f"loss {n}" for n in multiclass} <= set(names) and "CCL-Net head step" in names
@@ -38,20 +41,20 @@ def test_the_probe_covers_every_trained_loss_and_model():
 
 
 def test_an_unused_metric_leaves_the_version_and_a_loss_edit_changes_it(monkeypatch):
-    today = training_version.training_version()
+    today = version.training_version()
     monkeypatch.setattr(metrics, "true_rms", lambda *args: -1.0)
     monkeypatch.setattr(metrics, "brier", lambda *args: -1.0)
-    assert training_version.compute_training_version() == today
+    assert version.compute_training_version() == today
     real_forward = FocalLoss.forward
     monkeypatch.setattr(FocalLoss, "forward", lambda self, logits, target: 1.0001 * real_forward(self, logits, target))
-    assert training_version.compute_training_version() != today
+    assert version.compute_training_version() != today
 
 
 def test_rounding_hides_last_bits_only_also_near_zero():
     a = torch.tensor([1e-12, -0.0, 0.5, -0.123456789, float("nan")], dtype=torch.float64)
     b = a + torch.tensor([3e-12, 0.0, 1e-12, -1e-12, 0.0], dtype=torch.float64)
-    assert training_version._rounded(a, 4) == training_version._rounded(b, 4) == "1:0,0,5000,-1235,nan"
-    assert training_version._rounded(a * 1.001, 4) != training_version._rounded(a, 4)
+    assert version._rounded(a, 4) == version._rounded(b, 4) == "1:0,0,5000,-1235,nan"
+    assert version._rounded(a * 1.001, 4) != version._rounded(a, 4)
 
 
 def test_the_version_is_the_same_with_plain_and_vectorised_cpu_kernels():
@@ -74,7 +77,7 @@ def test_the_version_is_the_same_with_plain_and_vectorised_cpu_kernels():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
-    assert outcome == {"version": training_version.training_version(), "cpu": "DEFAULT"}
+    assert outcome == {"version": version.training_version(), "cpu": "DEFAULT"}
 
 
 def _copy_of_helpers(root: Path) -> Path:
@@ -90,15 +93,15 @@ def _edit(root: Path, relative: str, old: str, new: str) -> None:
 
 
 VERSION_SCRIPT = """
-import json, pathlib, helpers, helpers.experiments as ex
+import json, pathlib, helpers, helpers.training.run_store as ex
 assert pathlib.Path(helpers.__file__).resolve().parent == pathlib.Path.cwd().resolve() / "helpers", helpers.__file__
 print(json.dumps({"version": ex.training_version()}))
 """
 
 # imports the code, then the files change on disk (an edit in another window), then it trains, stores and caches
 OLD_PROCESS_SCRIPT = """
-import json, pathlib, sys, torch, helpers, helpers.experiments as ex
-from helpers.data import DatasetBundle, Split
+import json, pathlib, sys, torch, helpers, helpers.training.run_store as ex
+from helpers.data.datasets import DatasetBundle, Split
 from helpers.losses import FocalLoss
 assert pathlib.Path(helpers.__file__).resolve().parent == pathlib.Path.cwd().resolve() / "helpers", helpers.__file__
 source = pathlib.Path("helpers/losses/multiclass.py")
@@ -132,7 +135,7 @@ def test_versions_of_edited_copies_and_a_process_that_imported_older_code(tmp_pa
     """Runs the probe in fresh processes over modified copies of the package: a docstring, a comment and an unused
     metric keep the version; a loss's arithmetic changes it. A process that imported the code before the loss was
     edited on disk stores and caches its runs under the version of the code it loaded, never the edited one."""
-    today = training_version.training_version()
+    today = version.training_version()
 
     cosmetic = _copy_of_helpers(tmp_path / "cosmetic")
     _edit(

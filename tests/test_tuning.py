@@ -1,4 +1,4 @@
-"""The fair contest (helpers.tuning and its suites): one budget per loss, the choice on the selection half of
+"""The fair contest (helpers.lessons.tuning and its suites): one budget per loss, the choice on the selection half of
 validation only, and the paper-default grid point is the paper-default run itself."""
 
 import dataclasses
@@ -7,7 +7,11 @@ import types
 import pytest
 import torch
 
-from helpers import experiments, multilabel_analysis, posthoc, suites, tuning
+from helpers.training import run_store
+from helpers.lessons import multilabel_analysis
+from helpers.calibration import posthoc
+from helpers.course import suites
+from helpers.lessons import tuning
 
 
 def test_a_grid_must_hold_its_default():
@@ -74,7 +78,7 @@ def test_the_grid_table_marks_the_default_and_the_choice():
 
 
 def _fingerprint(loss):
-    return experiments._loss_fingerprint(loss)
+    return run_store._loss_fingerprint(loss)
 
 
 @pytest.mark.parametrize("name", list(tuning.MULTILABEL_GRIDS))
@@ -86,7 +90,7 @@ def test_the_multilabel_default_grid_point_is_the_paper_default_loss(name):
 
 
 def with_knob(cfg, knob, value):
-    """The configuration a grid point trains with (as helpers.suites._multiclass_points sets it)."""
+    """The configuration a grid point trains with (as helpers.course.suites._multiclass_points sets it)."""
     return dataclasses.replace(cfg, extra={**cfg.extra, knob: value})
 
 

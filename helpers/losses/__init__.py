@@ -2,11 +2,11 @@
 
 Multi-class (``multiclass.py``): cross-entropy, label smoothing, focal / FLSD-53, MbLS, LS+, DCA / MDCA.
 Multi-label (``multilabel.py``): BCE, asymmetric focal, ASL, phi recovery, SPA, LPR, LDACE, canonical calibration
-loss. CCL-Net has its own module, ``helpers.cclnet``.
+loss. CCL-Net has its own module, ``helpers.losses.cclnet``.
 """
 
-from .base import MULTI_CLASS, MULTI_LABEL, Composite, MultiClassLoss, MultiLabelLoss
-from .multiclass import (
+from helpers.losses.base import MULTI_CLASS, MULTI_LABEL, Composite, MultiClassLoss, MultiLabelLoss
+from helpers.losses.multiclass import (
     DCA,
     FLSD53,
     MDCA,
@@ -22,7 +22,7 @@ from .multiclass import (
     class_frequencies,
     lsplus_soft_targets,
 )
-from .multilabel import (
+from helpers.losses.multilabel import (
     ASL,
     BCE,
     LDACE,

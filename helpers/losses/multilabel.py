@@ -10,7 +10,7 @@ Conventions shared by every class here:
 
 * ``loss(logits (N, T), targets (N, T) in {0, 1})`` returns the MEAN over all N×T entries (per-element losses) or
   over the batch of per-example normalised sums (LPR, LDACE); where a reference sums, the class says so.
-* Per-element losses expose ``partial_losses(logits) -> (ℓ₊(v), ℓ₋(v))`` elementwise; ``helpers.properness``
+* Per-element losses expose ``partial_losses(logits) -> (ℓ₊(v), ℓ₋(v))`` elementwise; ``helpers.losses.properness``
   uses them to minimise the conditional risk ``η ℓ₊ + (1 − η) ℓ₋`` (eq. 11).
 * ``predict_proba(logits)`` is the loss's own estimate of P(y = 1): the sigmoid for BCE / focal / ASL, SPA's
   inverse link, σ² or σ for LDACE.
@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from .base import (
+from helpers.losses.base import (
     MULTI_LABEL,
     Composite,
     MultiLabelLoss,
@@ -361,7 +361,7 @@ class LPR(nn.Module):
     ``base.predict_proba`` returns (SPA's link, LDACE's p², ...). Under label independence (Assumption 1) the
     pairwise risk P(10)(−log β̂) + P(01)(−log(1 − β̂)) is minimised by β̂ = β (eq. 18), which η̂ = η already
     gives, so base + λ·LPR stays strictly proper; with dependent labels β differs from its plug-in value and LPR
-    pulls the marginals (``helpers.properness.joint_risk_minimiser`` shows both). Probabilities exactly 0 or 1
+    pulls the marginals (``helpers.losses.properness.joint_risk_minimiser`` shows both). Probabilities exactly 0 or 1
     (float saturation) are evaluated at the nearest representable value inside (0, 1) — the smallest normal
     float and 1 − eps/2 — value and gradient alike (the gradient there is finite; a saturated sigmoid upstream
     multiplies it by 0). T = 1 has no pairs and gives 0.
@@ -465,7 +465,7 @@ class LDACE(MultiLabelLoss):
     def partial_losses(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Elementwise (ℓ₊, ℓ₋) of the single-label case T = 1, where LDACE is its diagonal term alone:
         (−log p², −log(1 − p²)) under "p_squared", BCE's (−log p, −log(1 − p)) under "p". With T ≥ 2 the loss
-        couples labels and has no per-label partial losses (see helpers.properness.joint_risk_minimiser)."""
+        couples labels and has no per-label partial losses (see helpers.losses.properness.joint_risk_minimiser)."""
         log_p, log_1mp = F.logsigmoid(logits), F.logsigmoid(-logits)
         if self.diagonal == "p_squared":
             return -2.0 * log_p, -(log_1mp + torch.log1p(torch.exp(log_p)))

@@ -1,0 +1,718 @@
+"""The rules every committed notebook keeps, and a clean-up that strips what can be stripped without changing results.
+
+Rules (``check_notebook`` returns the problems per rule; ``tests/test_notebook_outputs.py`` enforces them):
+
+============================  ==========================================================================================
+``no_progress_bars``          no tqdm redraws stored (``helpers.utils.progress`` prints one final line in headless runs)
+``no_absolute_paths``         no absolute path of the executing machine anywhere in the notebook's JSON: text outputs
+                              (``helpers.utils.paths``), cell sources, and notebook, cell and output metadata (images aside)
+``no_timestamps``             no date-and-time anywhere in the notebook's JSON (papermill's and Jupyter's execution
+                              times in the metadata are removed by ``clean_notebook``)
+``no_raw_warnings``           no stderr output containing "Warning", no ``file.py:12: UserWarning`` line anywhere
+``no_long_lines``             no printed line longer than ``MAX_LINE`` characters (tables: DataFrames or markdown)
+``no_widget_state``           no saved ipywidgets state (``metadata.widgets``)
+``outputs_size``              at most ``MAX_OUTPUT_BYTES`` of stored outputs
+``no_errors``                 no error output
+``profile_and_data_named``    the profile and dataset are printed (``course.configure``) and named in a markdown cell
+                              among the first ``TOP_CELLS`` cells
+``title_summary_licence``     the first cell: ``# title``, a summary paragraph, the licences
+``one_parameters_cell``       exactly one cell tagged ``parameters``
+``takeaway_cell``             a markdown cell headed "Takeaway"
+``results_json_written``      a cell calls ``course.save_results`` and printed "results written to"
+``quiet_run_logs``            runs load quietly (``helpers.training.run_log``): no per-run listing, no "(*)" mark, at most
+                              ``MAX_RUN_SUMMARIES`` summary lines and one warning about older training code
+``no_run_folder_injected``    papermill's injected cell names no folder of one run (``runs/…``), no
+                              absolute or home path (``course publish`` names the committed results JSON instead)
+``parameters_hidden``         the ``parameters`` and ``injected-parameters`` cells are tagged ``remove-cell``: the
+                              website does not show them (``clean_notebook`` adds the tag)
+``solutions_collapsed``       every cell tagged ``solution`` is also tagged ``hide-input``: the website shows its code
+                              folded under a "Show code cell source" toggle (``clean_notebook`` adds the tag)
+``main_flow_words``           at most ``MAX_MAIN_FLOW_WORDS`` words of main-flow markdown (``MAX_MAIN_FLOW_WORDS_00`` in
+                              notebook 00): prose inside an expert block (``<details>`` … ``</details>``) does not count
+``main_flow_cells``           no main-flow markdown cell over ``MAX_CELL_WORDS`` words
+``no_printed_lists``          no Python list or dict of strings printed as a result (``['a', 'b']``, ``{'a': …}``)
+``human_table_headers``       no raw key (``val_ece``, ``map_per_class (%)``) as a column or row header of a table
+============================  ==========================================================================================
+
+**Two layers** (issue 16): the main flow is what a student reads in one sitting; expert material is folded. In
+markdown, an expert block is HTML that JupyterLab and the website both fold::
+
+    <details class="expert"><summary>For the expert: why the debiased ECE is not bootstrapped</summary>
+
+    Markdown and $math$ as anywhere else (the blank lines around it matter).
+
+    </details>
+
+A code cell whose output is expert material (a per-seed table, a robustness check) is tagged ``expert``:
+``clean_notebook`` adds ``hide-cell`` (the website folds source and outputs under one toggle) and JupyterLab's
+``source_hidden`` / ``outputs_hidden`` flags.
+
+``clean_notebook`` (command line: ``python -m helpers.course clean-outputs``) only removes or rewrites what carries
+no result: tqdm redraws (the last one is kept as the one-line summary a headless run now prints), whitespace-only
+stderr outputs, saved widget state, the executing checkout's absolute path prefix in text outputs, and what
+an execution writes into the metadata: papermill's ``input_path``, ``output_path``, start and end times and
+duration (notebook and cells) and Jupyter's per-cell ``execution`` timestamps. It also tags the parameter
+cells ``remove-cell`` (MyST-NB leaves them off the website) and the solution cells ``hide-input`` (folded there).
+``course publish`` cleans every notebook this way and points the injected ``results_path`` at the committed results
+JSON (``settle_injected_results_path``), so the committed notebooks stay free of machine paths, run folders and
+timestamps after each re-execution.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from helpers.utils.atomic import write_text_atomically
+from helpers.utils.paths import REPO_ROOT
+from helpers.utils.progress import final_line, format_duration
+
+MAX_LINE = 120
+MAX_OUTPUT_BYTES = 1_000_000
+TOP_CELLS = 4
+TEXT_MIMES = ("text/plain", "text/html", "text/markdown", "text/latex")
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+# a tqdm text bar: "epochs:  43%|████▎     | 13/30 [07:22<06:37, 23.37s/it, ...]"
+TQDM_BAR = re.compile(r"\d+%\|[^|\n]*\|\s*\d+/\d+|\[\d+:\d+(?::\d+)?<|\d(?:it/s|s/it)[,\]]")
+TQDM_FINAL = re.compile(
+    r"(?P<desc>[^\r\n:]*): *\d+%\|[^|]*\| *(?P<n>\d+)/(?P<total>\d+) "
+    r"\[(?P<elapsed>[\d:]+)<[^,\]]*(?:, *[^,\]]*(?:it/s|s/it))?(?:, *(?P<postfix>[^\]]*))?\]"
+)
+# an absolute POSIX path with at least one folder ("/work/x/…"), not inside a URL or a relative path
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~$/:-])/(?:[\w.+-]+/)+[\w.+-]*|\b[A-Za-z]:\\\\?[\w.-]+\\")
+LICENCE = re.compile(r"licen[cs]e|\bCC[- ]BY|\bCC0\b|\bMIT\b", re.IGNORECASE)
+RAW_WARNING = re.compile(r"\.py:\d+: \w*Warning")
+# a date and a time, as papermill and Jupyter write them ("2026-11-22T20:37:32.775667+00:00") or printed
+TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
+# what executing a notebook writes into its metadata: where the machine read and wrote it, and when (None: the
+# whole entry); removed by clean_notebook
+RUN_METADATA = {"papermill": ("input_path", "output_path", "start_time", "end_time", "duration")}
+CELL_RUN_METADATA = {"papermill": ("start_time", "end_time", "duration"), "execution": None}
+PRINTED_CONFIG = [
+    re.compile(r"profile '(?P<profile>[\w-]+)', dataset '(?P<dataset>[\w-]+)'"),
+    re.compile(r"profile='(?P<profile>[\w-]+)'.*?dataset='(?P<dataset>[\w-]+)'"),
+]
+
+# run logs (issue 16, items 2 and 9): a per-run line of helpers.training.run_store.train_run (and its wrapped second
+# line), a suite's summary line (helpers.training.run_log.summary_line) and the once-per-process warning
+RUN_LISTING_LINE = re.compile(
+    r"^.+: (?:stored run \S+/[0-9a-f]{20}|loaded from the run cache \()|^  \(trained on .+ s\)"
+)
+RUN_SUMMARY_LINE = re.compile(r"^\d+ (?:stored runs loaded|runs loaded from the run cache|runs trained here)\b")
+STALE_RUN_WARNING = "come from older training code"
+STALE_MARK = "(*)"
+MAX_RUN_SUMMARIES = 4  # one per suite of runs a notebook loads (05 loads three)
+
+RULES = (
+    "no_progress_bars",
+    "no_absolute_paths",
+    "no_timestamps",
+    "no_raw_warnings",
+    "no_long_lines",
+    "no_widget_state",
+    "outputs_size",
+    "no_errors",
+    "profile_and_data_named",
+    "title_summary_licence",
+    "one_parameters_cell",
+    "takeaway_cell",
+    "results_json_written",
+    "quiet_run_logs",
+    "no_run_folder_injected",
+    "parameters_hidden",
+    "solutions_collapsed",
+    "main_flow_words",
+    "main_flow_cells",
+    "no_printed_lists",
+    "human_table_headers",
+)
+
+MAX_MAIN_FLOW_WORDS = 2_500
+MAX_MAIN_FLOW_WORDS_00 = 1_800
+MAX_CELL_WORDS = 350
+EXPERT_TAG = "expert"
+EXPERT_SITE_TAG = "hide-cell"  # MyST-NB: source and outputs folded under one toggle
+EXPERT_BLOCK = re.compile(r"<details\b.*?</details>", re.DOTALL | re.IGNORECASE)
+WORD = re.compile(r"[^\W_](?:[\w'’-]*\w)?")
+# a Python list or dict of strings as repr() prints it: "['LS α=0.1 +4.4', …]", "{'ece': 0.1}"
+PRINTED_LIST = re.compile(r"[\[{(]\s*'[^'\n]*'\s*[,:]|[\[{]\s*\"[^\"\n]*\"\s*[,:]")
+# a header that is a snake_case key, alone or with a unit: "val_ece", "map_per_class (%)", "multilabel_brier"
+RAW_KEY = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?:\s*\([^)]*\))?$")
+TABLE_HEADER = re.compile(r"<th\b[^>]*>(.*?)</th>", re.DOTALL | re.IGNORECASE)
+
+PARAMETER_TAGS = ("parameters", "injected-parameters")
+HIDDEN_TAG = "remove-cell"  # MyST-NB: the website shows neither the cell nor its outputs
+SOLUTION_TAG = "solution"
+COLLAPSED_TAG = "hide-input"  # MyST-NB: the code folded under a toggle, the outputs shown
+INJECTED_TAG = "injected-parameters"
+#: where a published notebook's results JSON lives, relative to notebooks/ (the folder a notebook executes in)
+PUBLISHED_RESULTS_PATH = "../results/reference/{stem}.json"
+# a value naming one run's folder, an absolute path or a home folder
+LOCAL_FOLDER = re.compile(r"(?:^|/)runs/|^/|^~")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# reading
+
+
+def _text(value: Any) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def text_outputs(nb: dict) -> Iterator[tuple[int, dict, str, str]]:
+    """(cell index, output, kind, text) for every text an output stores: ``stdout``/``stderr`` streams,
+    the text MIME types of results and displays, and error tracebacks."""
+    for index, cell in enumerate(nb.get("cells", [])):
+        for output in cell.get("outputs", []):
+            kind = output.get("output_type")
+            if kind == "stream":
+                yield index, output, output.get("name", "stdout"), _text(output.get("text", ""))
+            elif kind in ("execute_result", "display_data"):
+                for mime in TEXT_MIMES:
+                    if mime in output.get("data", {}):
+                        yield index, output, mime, _text(output["data"][mime])
+            elif kind == "error":
+                yield index, output, "error", "\n".join(output.get("traceback", []))
+
+
+def _strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for position, item in enumerate(value):
+            yield from _strings(item, f"{where}[{position}]")
+    elif isinstance(value, str):
+        yield where, value
+
+
+def notebook_strings(nb: dict) -> Iterator[tuple[str, str]]:
+    """(where, text) for every string of the notebook's JSON — metadata, cell sources, outputs and their metadata —
+    except image data (base64 PNGs, SVG drawings), which holds no path or time; ``where`` reads like
+    ``metadata.papermill.input_path`` or ``cells[3].outputs[0].text[2]``."""
+    for key, value in nb.items():
+        if key != "cells":
+            yield from _strings(value, key)
+    for index, cell in enumerate(nb.get("cells", [])):
+        for key, value in cell.items():
+            if key != "outputs":
+                yield from _strings(value, f"cells[{index}].{key}")
+                continue
+            for number, output in enumerate(value):
+                for field, content in output.items():
+                    if field == "data":
+                        content = {mime: data for mime, data in content.items() if not mime.startswith("image/")}
+                    yield from _strings(content, f"cells[{index}].outputs[{number}].{field}")
+
+
+def _found_in_strings(nb: dict, pattern: re.Pattern) -> list[str]:
+    """One problem per place (a text output, a cell's source, a metadata entry) where ``pattern`` matches."""
+    found: dict[str, set[str]] = {}
+    for where, text in notebook_strings(nb):
+        matches = pattern.findall(text)
+        if matches:
+            place = re.sub(r"\[\d+\]$", "", where)  # the lines of one source or one stream count once
+            found.setdefault(place, set()).update(matches)
+    return [
+        f"{place}: {', '.join(sorted(matches)[:3])}" + (" …" if len(matches) > 3 else "")
+        for place, matches in found.items()
+    ]
+
+
+def output_bytes(nb: dict) -> int:
+    """Bytes of all stored outputs, as compact UTF-8 JSON."""
+    return sum(
+        len(json.dumps(cell.get("outputs", []), ensure_ascii=False, separators=(",", ":")).encode())
+        for cell in nb.get("cells", [])
+    )
+
+
+def _markdown(cell: dict) -> str:
+    return _text(cell.get("source", "")) if cell.get("cell_type") == "markdown" else ""
+
+
+def _is_progress_output(output: dict) -> bool:
+    if output.get("output_type") == "stream":
+        text = _text(output.get("text", ""))
+        return bool(TQDM_BAR.search(text)) or "\r" in text
+    plain = _text(output.get("data", {}).get("text/plain", ""))
+    return WIDGET_VIEW in output.get("data", {}) and ("Progress(" in plain or plain.startswith("HBox("))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the rules: each returns a list of problems, empty when the notebook keeps the rule
+
+
+def no_progress_bars(nb: dict) -> list[str]:
+    cells = sorted(
+        {
+            index
+            for index, cell in enumerate(nb["cells"])
+            for output in cell.get("outputs", [])
+            if _is_progress_output(output)
+        }
+    )
+    count = sum(_is_progress_output(o) for cell in nb["cells"] for o in cell.get("outputs", []))
+    return [f"{count} progress-bar outputs in cells {cells}"] if count else []
+
+
+def no_absolute_paths(nb: dict) -> list[str]:
+    return _found_in_strings(nb, ABSOLUTE_PATH)
+
+
+def no_timestamps(nb: dict) -> list[str]:
+    return _found_in_strings(nb, TIMESTAMP)
+
+
+def no_raw_warnings(nb: dict) -> list[str]:
+    problems = []
+    for index, _, kind, text in text_outputs(nb):
+        if (kind == "stderr" and "Warning" in text) or RAW_WARNING.search(text):
+            first = next(line for line in text.splitlines() if "Warning" in line)
+            problems.append(f"cell {index} ({kind}): {first[:100]}")
+    return problems
+
+
+def no_long_lines(nb: dict) -> list[str]:
+    problems = []
+    for index, output, kind, text in text_outputs(nb):
+        rich = set(output.get("data", {})) - {"text/plain"}
+        if kind not in ("stdout", "stderr", "text/plain") or (kind == "text/plain" and rich):
+            continue  # a text/plain that stands beside an HTML table or an image is not what is shown
+        longest = max((len(line) for line in re.split(r"[\r\n]", text)), default=0)
+        if longest > MAX_LINE:
+            problems.append(f"cell {index} ({kind}): a line of {longest} characters")
+    return problems
+
+
+def no_widget_state(nb: dict) -> list[str]:
+    state = nb.get("metadata", {}).get("widgets")
+    return [f"metadata.widgets holds {len(json.dumps(state)):,} bytes of widget state"] if state else []
+
+
+def outputs_size(nb: dict) -> list[str]:
+    size = output_bytes(nb)
+    return [f"{size:,} bytes of outputs > {MAX_OUTPUT_BYTES:,}"] if size > MAX_OUTPUT_BYTES else []
+
+
+def no_errors(nb: dict) -> list[str]:
+    return [
+        f"cell {index}: {output.get('ename')}: {output.get('evalue', '')[:100]}"
+        for index, output, kind, _ in text_outputs(nb)
+        if kind == "error"
+    ]
+
+
+def printed_profile_and_dataset(nb: dict) -> tuple[str, str] | None:
+    """The (profile, dataset) that ``course.configure`` printed, or None."""
+    for _, _, kind, text in text_outputs(nb):
+        if kind == "stdout":
+            for pattern in PRINTED_CONFIG:
+                match = pattern.search(text)
+                if match:
+                    return match["profile"], match["dataset"]
+    return None
+
+
+def profile_and_data_named(nb: dict) -> list[str]:
+    printed = printed_profile_and_dataset(nb)
+    if printed is None:
+        return ["no printed configuration naming the profile and dataset (course.configure prints it)"]
+    profile, dataset = printed
+    top = [_markdown(cell).lower() for cell in nb["cells"][:TOP_CELLS]]
+    named = any(
+        "profile" in text
+        and re.search(rf"\b{re.escape(profile.lower())}\b", text)
+        and dataset.lower() in text.replace("\\_", "_")
+        for text in top
+    )
+    return (
+        []
+        if named
+        else [
+            f"no markdown cell among the first {TOP_CELLS} names the profile {profile!r} "
+            f"and the dataset {dataset!r} that produced the outputs"
+        ]
+    )
+
+
+def title_summary_licence(nb: dict) -> list[str]:
+    text = _markdown(nb["cells"][0]) if nb["cells"] else ""
+    lines = [line for line in text.splitlines() if line.strip()]
+    problems = []
+    if not lines or not lines[0].startswith("# "):
+        problems.append("the first cell is not a markdown cell starting with a '# title'")
+    prose = [line for line in lines[1:] if not LICENCE.search(line)]
+    if len(" ".join(prose)) < 100:
+        problems.append("the first cell has no summary paragraph under the title")
+    if not LICENCE.search(text):
+        problems.append("the first cell does not state the licences (no 'licence', CC BY… or MIT)")
+    return problems
+
+
+def one_parameters_cell(nb: dict) -> list[str]:
+    tagged = [i for i, cell in enumerate(nb["cells"]) if "parameters" in cell.get("metadata", {}).get("tags", [])]
+    return [] if len(tagged) == 1 else [f"{len(tagged)} cells tagged 'parameters' ({tagged}); exactly one is needed"]
+
+
+def takeaway_cell(nb: dict) -> list[str]:
+    headed = any(re.search(r"^#+ .*takeaway", _markdown(cell), re.IGNORECASE | re.MULTILINE) for cell in nb["cells"])
+    return [] if headed else ["no markdown cell headed 'Takeaway'"]
+
+
+def results_json_written(nb: dict) -> list[str]:
+    for cell in nb["cells"]:
+        if cell.get("cell_type") == "code" and "save_results(" in _text(cell.get("source", "")):
+            printed = any(
+                o.get("output_type") == "stream" and "results written to" in _text(o.get("text", ""))
+                for o in cell.get("outputs", [])
+            )
+            return [] if printed else ["the save_results cell did not print 'results written to'"]
+    return ["no cell calls course.save_results"]
+
+
+def run_log_counts(nb: dict) -> dict[str, int]:
+    """Printed run-log lines of a notebook: per-run listing lines, summary lines, "(*)" marks, stale-run warnings."""
+    lines = [line for _, _, kind, text in text_outputs(nb) if kind == "stdout" for line in text.splitlines()]
+    return {
+        "listing": sum(bool(RUN_LISTING_LINE.search(line)) for line in lines),
+        "summaries": sum(bool(RUN_SUMMARY_LINE.search(line)) for line in lines),
+        "marks": sum(line.count(STALE_MARK) for line in lines),
+        "warnings": sum(STALE_RUN_WARNING in line for line in lines),
+    }
+
+
+def quiet_run_logs(nb: dict) -> list[str]:
+    counts = run_log_counts(nb)
+    limits = {"listing": 0, "summaries": MAX_RUN_SUMMARIES, "marks": 0, "warnings": 1}
+    what = {
+        "listing": "per-run log lines (list them only with CALIBMED_VERBOSE=1)",
+        "summaries": "run summaries",
+        "marks": '"(*)" marks',
+        "warnings": "warnings about older training code",
+    }
+    return [f"{counts[key]} {what[key]}, at most {limit}" for key, limit in limits.items() if counts[key] > limit]
+
+
+def _tags(cell: dict) -> list[str]:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def _injected_cells(nb: dict) -> list[dict]:
+    return [cell for cell in nb["cells"] if INJECTED_TAG in _tags(cell)]
+
+
+def no_run_folder_injected(nb: dict) -> list[str]:
+    problems = []
+    for cell in _injected_cells(nb):
+        try:
+            tree = ast.parse(_text(cell.get("source", "")))
+        except SyntaxError as error:
+            problems.append(f"the injected cell cannot be parsed ({error.msg}): re-execute the notebook")
+            continue
+        problems += [
+            f"the injected cell names a local folder: {node.value!r} (course publish names the committed results)"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and LOCAL_FOLDER.search(node.value)
+        ]
+    recorded = nb.get("metadata", {}).get("papermill", {}).get("parameters", {})
+    problems += [
+        f"metadata.papermill.parameters.{name} names a local folder: {value!r} (course publish names the committed "
+        "results)"
+        for name, value in recorded.items()
+        if isinstance(value, str) and LOCAL_FOLDER.search(value)
+    ]
+    return problems
+
+
+def parameters_hidden(nb: dict) -> list[str]:
+    shown = [i for i, cell in enumerate(nb["cells"]) if set(PARAMETER_TAGS) & set(_tags(cell))]
+    shown = [i for i in shown if HIDDEN_TAG not in _tags(nb["cells"][i])]
+    return [f"parameter cells {shown} are not tagged {HIDDEN_TAG!r} (clean-outputs adds it)"] if shown else []
+
+
+def solutions_collapsed(nb: dict) -> list[str]:
+    shown = [
+        i for i, cell in enumerate(nb["cells"]) if SOLUTION_TAG in _tags(cell) and COLLAPSED_TAG not in _tags(cell)
+    ]
+    return [f"solution cells {shown} are not tagged {COLLAPSED_TAG!r} (clean-outputs adds it)"] if shown else []
+
+
+def _tag_for_the_site(cell: dict) -> int:
+    """Add the tags that hide a parameter cell, fold a solution and fold an expert code cell on the website (and
+    the expert cell in JupyterLab); how many were added."""
+    wanted = [HIDDEN_TAG] if set(PARAMETER_TAGS) & set(_tags(cell)) else []
+    wanted += [COLLAPSED_TAG] if SOLUTION_TAG in _tags(cell) else []
+    expert = EXPERT_TAG in _tags(cell) and cell.get("cell_type") == "code"
+    wanted += [EXPERT_SITE_TAG] if expert else []
+    missing = [tag for tag in wanted if tag not in _tags(cell)]
+    if missing:
+        cell.setdefault("metadata", {})["tags"] = [*_tags(cell), *missing]
+    if expert:
+        folded = cell.setdefault("metadata", {}).setdefault("jupyter", {})
+        changed = not (folded.get("source_hidden") and folded.get("outputs_hidden"))
+        folded.update(source_hidden=True, outputs_hidden=True)
+        return len(missing) + changed
+    return len(missing)
+
+
+def _notebook_number(nb: dict) -> str | None:
+    title = _markdown(nb["cells"][0]) if nb.get("cells") else ""
+    found = re.match(r"#\s*(\d{2})\b", title)
+    return found.group(1) if found else None
+
+
+def main_flow_text(cell: dict) -> str:
+    """The markdown a student reads in the main flow: the cell's prose outside its expert blocks."""
+    if EXPERT_TAG in _tags(cell):
+        return ""
+    return EXPERT_BLOCK.sub(" ", _markdown(cell))
+
+
+def count_words(text: str) -> int:
+    """Words of markdown prose (math symbols and markup are not words; a number is)."""
+    return len(WORD.findall(re.sub(r"<[^>]+>|\]\([^)]*\)", " ", text)))
+
+
+def main_flow_word_counts(nb: dict) -> list[int]:
+    """Main-flow words of each cell (0 for code cells and expert material)."""
+    return [count_words(main_flow_text(cell)) for cell in nb.get("cells", [])]
+
+
+def main_flow_words(nb: dict) -> list[str]:
+    limit = MAX_MAIN_FLOW_WORDS_00 if _notebook_number(nb) == "00" else MAX_MAIN_FLOW_WORDS
+    total = sum(main_flow_word_counts(nb))
+    return (
+        [f"{total:,} words of main-flow markdown > {limit:,}: fold expert material into <details>"]
+        if total > limit
+        else []
+    )
+
+
+def main_flow_cells(nb: dict) -> list[str]:
+    return [
+        f"markdown cell {index} has {words} main-flow words > {MAX_CELL_WORDS}"
+        for index, words in enumerate(main_flow_word_counts(nb))
+        if words > MAX_CELL_WORDS
+    ]
+
+
+def no_printed_lists(nb: dict) -> list[str]:
+    return [
+        f"cell {index} prints a Python list or dict: {found.group()[:40]}…"
+        for index, _, kind, text in text_outputs(nb)
+        if kind in ("stdout", "text/plain")
+        for found in [PRINTED_LIST.search(text)]
+        if found
+    ]
+
+
+def table_headers(nb: dict) -> Iterator[tuple[int, str]]:
+    """(cell index, text) of every header cell of an HTML table in the outputs (pandas' DataFrames)."""
+    for index, _, kind, text in text_outputs(nb):
+        if kind == "text/html":
+            for header in TABLE_HEADER.findall(text):
+                yield index, re.sub(r"<[^>]+>", "", header).strip()
+
+
+def human_table_headers(nb: dict) -> list[str]:
+    return [
+        f"cell {index}: table header {header!r} is a raw key"
+        for index, header in table_headers(nb)
+        if RAW_KEY.match(header)
+    ]
+
+
+def check_notebook(nb: dict) -> dict[str, list[str]]:
+    """Every rule's problems for one notebook (as loaded by ``json.load`` or ``nbformat.read``)."""
+    return {rule: globals()[rule](nb) for rule in RULES}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the clean-up
+
+
+def _summary_of_bars(texts: list[str]) -> str | None:
+    """The one-line summary ``helpers.utils.progress`` prints, rebuilt from the last redraw of a stored tqdm bar."""
+    for text in reversed(texts):
+        matches = list(TQDM_FINAL.finditer(text))
+        if matches:
+            last = matches[-1]
+            seconds = 0
+            for part in last["elapsed"].split(":"):
+                seconds = seconds * 60 + int(part)
+            return final_line(
+                last["desc"].strip(),
+                int(last["n"]),
+                int(last["total"]),
+                format_duration(seconds),
+                (last["postfix"] or "").strip(),
+            )
+    return None
+
+
+def _clean_outputs(outputs: list[dict], prefixes: list[str]) -> tuple[list[dict], int]:
+    cleaned: list[dict] = []
+    bars: list[str] = []
+    removed = 0
+
+    def flush() -> None:
+        summary = _summary_of_bars(bars)
+        if summary is not None:
+            cleaned.append({"name": "stdout", "output_type": "stream", "text": [summary + "\n"]})
+        bars.clear()
+
+    for output in outputs:
+        if _is_progress_output(output):
+            bars.append(_text(output.get("text", output.get("data", {}).get("text/plain", ""))))
+            removed += 1
+            continue
+        if (
+            output.get("output_type") == "stream"
+            and output.get("name") == "stderr"
+            and not _text(output.get("text", "")).strip()
+        ):
+            removed += 1
+            continue
+        if bars:
+            flush()
+        cleaned.append(_relative_paths(output, prefixes))
+    if bars:
+        flush()
+    return cleaned, removed
+
+
+def _relative(text: str, prefixes: list[str]) -> str:
+    for prefix in prefixes:
+        prefix = prefix.rstrip("/")
+        text = text.replace(prefix + "/", "")
+        text = re.sub(re.escape(prefix) + r"(?![\w.-])", ".", text)
+    return text
+
+
+def _relative_paths(output: dict, prefixes: list[str]) -> dict:
+    output = copy.deepcopy(output)
+
+    def rewrite(value: str | list[str]) -> str | list[str]:  # keeps the stored layout: one string or a line list
+        return [_relative(line, prefixes) for line in value] if isinstance(value, list) else _relative(value, prefixes)
+
+    if output.get("output_type") == "stream":
+        output["text"] = rewrite(output["text"])
+    for mime in TEXT_MIMES:
+        if mime in output.get("data", {}):
+            output["data"][mime] = rewrite(output["data"][mime])
+    return output
+
+
+def _remove_run_metadata(metadata: dict, entries: dict[str, tuple[str, ...] | None]) -> int:
+    """Remove the listed keys of each entry (or the whole entry for None) from ``metadata``; how many were there."""
+    removed = 0
+    for entry, keys in entries.items():
+        if entry not in metadata:
+            continue
+        if keys is None:
+            del metadata[entry]
+            removed += 1
+        elif isinstance(metadata[entry], dict):
+            removed += sum(metadata[entry].pop(key, None) is not None for key in keys)
+    return removed
+
+
+def clean_notebook(nb: dict, repo_roots: list[str] | None = None) -> tuple[dict, dict[str, Any]]:
+    """A copy of ``nb`` without progress-bar redraws, blank stderr outputs, widget state and the execution's
+    paths and times in the metadata (``RUN_METADATA``, ``CELL_RUN_METADATA``), with every ``repo_roots`` prefix
+    (default: this checkout) made relative in text outputs; and what was changed."""
+    prefixes = sorted({os.path.abspath(p) for p in (repo_roots or [str(REPO_ROOT)])}, key=len, reverse=True)
+    nb = copy.deepcopy(nb)
+    metadata = nb.setdefault("metadata", {})
+    report: dict[str, Any] = {
+        "bytes_before": output_bytes(nb),
+        "outputs_removed": 0,
+        "widget_state_removed": bool(metadata.pop("widgets", None)),
+        "run_metadata_removed": _remove_run_metadata(metadata, RUN_METADATA),
+    }
+    report["site_tags_added"] = 0
+    for cell in nb["cells"]:
+        report["run_metadata_removed"] += _remove_run_metadata(cell.get("metadata", {}), CELL_RUN_METADATA)
+        report["site_tags_added"] += _tag_for_the_site(cell)
+        if cell.get("cell_type") == "code":
+            cell["outputs"], removed = _clean_outputs(cell.get("outputs", []), prefixes)
+            report["outputs_removed"] += removed
+    report["bytes_after"] = output_bytes(nb)
+    return nb, report
+
+
+def settle_injected_results_path(nb: dict, stem: str) -> dict:
+    """A copy of ``nb`` whose injected ``results_path`` names the committed results JSON of notebook ``stem``
+    (:data:`PUBLISHED_RESULTS_PATH`) instead of the folder of the run that executed it: the same value for every
+    run, and where ``course publish`` puts the JSON. The printed outputs that name the run's copy
+    (``runs/<run>/results/<stem>.json``: the resolved configuration, "results written to …") name the committed one
+    too (``results/reference/<stem>.json``, relative to the repository root as they were printed), and so does
+    papermill's record of the injected values (``metadata.papermill.parameters``)."""
+    nb = copy.deepcopy(nb)
+    published = json.dumps(PUBLISHED_RESULTS_PATH.format(stem=stem))
+    run_copy = re.compile(r"\bruns/[\w.+-]+/results/" + re.escape(stem) + r"\.json")
+    committed = PUBLISHED_RESULTS_PATH.format(stem=stem).removeprefix("../")
+    for cell in nb["cells"]:
+        if INJECTED_TAG in _tags(cell):
+            source = re.sub(
+                r"^results_path = .*$",
+                lambda _: f"results_path = {published}",
+                _text(cell.get("source", "")),
+                flags=re.M,
+            )
+            cell["source"] = _stored_like(source, cell.get("source"))
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                output["text"] = _stored_like(run_copy.sub(committed, _text(output.get("text", ""))), output["text"])
+    recorded = nb.get("metadata", {}).get("papermill", {}).get("parameters", {})
+    if "results_path" in recorded:  # papermill's record of the injected values
+        recorded["results_path"] = PUBLISHED_RESULTS_PATH.format(stem=stem)
+    return nb
+
+
+def _stored_like(text: str, stored: Any) -> Any:
+    """``text`` in the form ``stored`` had: papermill and nbformat write a list of lines, a hand-made cell a string."""
+    return text.splitlines(keepends=True) if isinstance(stored, list) else text
+
+
+def write_notebook_atomically(nb: dict, path: Path, trailing_newline: bool = True) -> None:
+    """The layout nbformat and papermill write (indent 1, sorted keys, UTF-8; sources and texts kept as they are,
+    so a clean-up diff shows only what changed), through a temporary file in the same folder."""
+    text = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + ("\n" if trailing_newline else "")
+    write_text_atomically(path, text)
+
+
+def clean_files(paths: list[Path], repo_roots: list[str] | None = None) -> list[dict[str, Any]]:
+    """Clean every notebook in place; return one report row per notebook (with the rules still failing)."""
+    rows = []
+    for path in paths:
+        text = Path(path).read_text(encoding="utf-8")
+        nb = json.loads(text)
+        cleaned, report = clean_notebook(nb, repo_roots)
+        if cleaned != nb:
+            write_notebook_atomically(cleaned, Path(path), trailing_newline=text.endswith("\n"))
+        failing = [rule for rule, problems in check_notebook(cleaned).items() if problems]
+        rows.append({"notebook": Path(path).stem, **report, "rules_failing": failing})
+    return rows
+
+
+def report_table(paths: list[Path]) -> str:
+    """A markdown table: per notebook, bytes of outputs and the problems of each failing rule."""
+    lines = ["| notebook | output bytes | failing rules |", "|---|---:|---|"]
+    for path in paths:
+        nb = json.loads(Path(path).read_text(encoding="utf-8"))
+        failing = {rule: problems for rule, problems in check_notebook(nb).items() if problems}
+        detail = "; ".join(
+            f"{rule}: {problems[0]}" + (f" (+{len(problems) - 1})" if len(problems) > 1 else "")
+            for rule, problems in failing.items()
+        )
+        lines.append(f"| {Path(path).stem} | {output_bytes(nb):,} | {detail or 'none'} |")
+    return "\n".join(lines)

@@ -1,0 +1,177 @@
+"""Notebook 11's real-X-ray section: the multi-label losses on real NIH ChestX-ray14 images, per-label and pooled.
+
+The shared sample (1,000 images of NIH ChestX-ray14, Wang et al., "ChestX-ray8: Hospital-scale Chest X-ray
+Database and Benchmarks on Weakly-Supervised Classification and Localization of Common Thorax Diseases", CVPR
+2017) keeps ChestMNIST's patient-wise split (725 / 94 / 181 images); :func:`helpers.data.datasets.load_chestxray14` reads it.
+This module checks that its folder is there (the section is skipped, and says so, where it is not: never a silent
+fall-back to synthetic data) and builds the section's one table: per loss read-out, macro AUROC, the pooled ECE
+(every (image, label) forecast in one reliability diagram), the per-label ECE and ACE (each label's own
+diagram, averaged over the 14 labels; ACE as in Neumann et al. 2018), mean ± sd over training seeds, beside the
+constant-prevalence predictor, and paired bootstrap intervals of the difference to BCE
+(:func:`helpers.metrics.stats.paired_differences`).
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pandas as pd
+import torch
+
+from helpers import data, metrics
+from helpers.lessons import multilabel_comparison
+from helpers.metrics import stats
+from helpers.utils.paths import display_path
+
+#: the losses the section trains (focal and ASL add their φ read-outs, notebook 07)
+XRAY_LOSSES = ("BCE", "focal", "ASL", "SPA", "SPA+LPR")
+#: data set name → its folder in the data directory
+FOLDERS = {"chestxray14": "ChestXray14"}
+REFERENCE = "BCE"
+#: metrics.macro_auroc's warning for a label with one class (directly, or summarised by a bootstrap)
+AUROC_SKIP_WARNING = r"(.*e\.g\.: )?macro_auroc: skipped \d+ label[(]s[)] with a single class present"
+
+#: the table's metrics, by the names :data:`helpers.metrics.stats.HIGHER_IS_BETTER` knows
+METRICS = {
+    "macro_auroc": metrics.macro_auroc,
+    "multilabel_ece": metrics.multilabel_ece,
+    "multilabel_ece_per_label": functools.partial(metrics.multilabel_ece, per_label=True),
+    "multilabel_average_calibration_error_per_label": functools.partial(
+        metrics.multilabel_average_calibration_error, per_label=True
+    ),
+}
+HEADERS = {
+    "macro_auroc": "macro AUROC (%)",
+    "multilabel_ece": "ECE pooled (%)",
+    "multilabel_ece_per_label": "ECE/label (%)",
+    "multilabel_average_calibration_error_per_label": "ACE/label (%)",
+}
+#: the differences to BCE the table prints (the results JSON keeps every metric's)
+SHOWN_DIFFERENCES = {
+    "macro_auroc": "Δ AUROC",
+    "multilabel_ece": "Δ ECE pooled",
+    "multilabel_ece_per_label": "Δ ECE/label",
+}
+#: the reference row: every image gets each label's training prevalence (calibrated on average, ranks nothing)
+CONSTANT = "constant prevalence"
+
+
+class XrayDataMissing(FileNotFoundError):
+    """The real X-rays' folder is not in the data directory."""
+
+
+def folder(dataset: str, data_dir: str | None = None) -> Path:
+    """Where ``dataset``'s files must be: ``<data dir>/<FOLDERS[dataset]>``."""
+    if dataset not in FOLDERS:
+        raise ValueError(f"the real-X-ray section reads one of {sorted(FOLDERS)}, not {dataset!r}")
+    return data.resolve_data_dir(data_dir) / FOLDERS[dataset]
+
+
+def require_folder(dataset: str, data_dir: str | None = None) -> Path:
+    """The folder of :func:`folder`, or :class:`XrayDataMissing` saying where to put (or link) it."""
+    path = folder(dataset, data_dir)
+    if not path.is_dir():
+        shown = display_path(path)  # no folder of this machine in notebook outputs and results
+        raise XrayDataMissing(
+            f"no {FOLDERS[dataset]} folder in the data directory ({shown} is absent): link the shared sample "
+            f"there (ln -s <shared data>/{FOLDERS[dataset]} {shown}) or pass data_dir; the real-X-ray section is "
+            "skipped"
+        )
+    return path
+
+
+class XrayTable(NamedTuple):
+    """The section's printed table, the note under it, and the numbers for the results JSON."""
+
+    table: pd.DataFrame
+    note: str
+    record: dict[str, Any]
+
+
+def probabilities(
+    runs: Mapping[tuple[str, int], Any], bundle: Any, losses: Sequence[str], seeds: Sequence[int]
+) -> dict[str, list[torch.Tensor]]:
+    """:func:`helpers.lessons.multilabel_comparison.trained_probabilities` (each loss through its own link, focal / ASL also
+    through φ) and the :data:`CONSTANT` row (one "seed"): a model that learnt only each label's
+    prevalence would sit there, so a trained model's ECE is read against it."""
+    prevalence = bundle.train.labels.float().mean(0)
+    return {
+        **multilabel_comparison.trained_probabilities(runs, losses, seeds),
+        CONSTANT: [prevalence.expand_as(bundle.test.labels).clone()],
+    }
+
+
+def _single_class_labels(labels: torch.Tensor, class_names: Sequence[str]) -> list[str]:
+    counts = labels.sum(0)
+    return [name for name, count in zip(class_names, counts.tolist()) if count in (0, len(labels))]
+
+
+def xray_table(probs: Mapping[str, Sequence[torch.Tensor]], bundle: Any, n: int, seed: int) -> XrayTable:
+    """Mean ± sd over seeds of :data:`METRICS` per read-out on ``bundle``'s test split, and paired intervals of each
+    read-out − BCE.
+
+    Macro AUROC averages the labels whose test images hold both classes (``metrics.macro_auroc``). Its warning
+    about the others, repeated for every seed and resample, is replaced by one sentence of the printed note that
+    names the labels; every other warning passes."""
+    if REFERENCE not in probs:
+        raise ValueError(f"the table compares every read-out with {REFERENCE!r}, which is not among {list(probs)}")
+    labels = bundle.test.labels
+    single_class = _single_class_labels(labels, bundle.class_names)
+    with warnings.catch_warnings():
+        if single_class:
+            warnings.filterwarnings("ignore", message=AUROC_SKIP_WARNING, category=RuntimeWarning)
+        summaries = stats.seed_summaries(probs, labels, METRICS)
+        differences = stats.paired_differences(probs, labels, METRICS, REFERENCE, n=n, seed=seed)
+    table = stats.summary_table(summaries, list(METRICS)).set_axis(list(HEADERS.values()), axis=1)
+    deltas = stats.difference_table(differences, REFERENCE, list(SHOWN_DIFFERENCES))
+    for name, header in SHOWN_DIFFERENCES.items():
+        column = deltas.table[f"{name} (%)"]
+        table[f"{header} vs BCE (pp)"] = [column.get(model, "") for model in probs]
+    seeds = len(next(iter(probs.values())))
+    auroc = (
+        f" Macro AUROC leaves out labels with one class in the test images ({', '.join(single_class)}; in a "
+        "resample also any other label that lost its positives)."
+        if single_class
+        else ""
+    )
+    note = (
+        f"{len(labels)} test images × {labels.shape[1]} labels; mean ± sd over {seeds} training "
+        f"seed{'s' if seeds > 1 else ''}; 15 "
+        f"equal-width bins.{auroc} {deltas.note}"
+    )
+    record = {
+        "n_test": len(labels),
+        "models": summaries,
+        "differences_vs_bce": {
+            model: {name: stats.difference_record(result) for name, result in row.items()}
+            for model, row in differences.items()
+        },
+    }
+    return XrayTable(table, note, record)
+
+
+def run_facts(bundle: Any, cfg: Any) -> dict[str, Any]:
+    """What the section trained on, for its printed line and the results JSON: data set, size, epochs, seeds, split
+    sizes and the test positives of each label (the per-label numbers rest on these few)."""
+    return {
+        "dataset": bundle.name,
+        "image_size": int(cfg.xray_image_size),
+        "epochs": int(cfg.xray_epochs),
+        "seeds": [int(s) for s in cfg.xray_seeds],
+        "split_sizes": {name: len(split.labels) for name, split in bundle.splits().items()},
+        "test_positives": dict(zip(bundle.class_names, bundle.test.labels.sum(0).int().tolist())),
+    }
+
+
+def facts_line(facts: Mapping[str, Any]) -> str:
+    """One line of :func:`run_facts`, for the notebook."""
+    sizes = " / ".join(f"{n:,}" for n in facts["split_sizes"].values())
+    positives = ", ".join(f"{name} {count}" for name, count in facts["test_positives"].items())
+    return (
+        f"{facts['dataset']}, {facts['image_size']} px, train / val / test {sizes}, {facts['epochs']} epochs, "
+        f"seeds {facts['seeds']}; test positives per label: {positives}"
+    )

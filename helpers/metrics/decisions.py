@@ -1,0 +1,406 @@
+"""Decisions at a probability threshold: what a calibrated probability is for in the clinic (compute only).
+
+Notebook 00 motivates the course with "P(melanoma) ≥ 0.1 triggers a biopsy". A threshold rule treats a patient
+when the one-vs-rest probability p_k(x) of class k reaches t; the functions here measure that rule:
+
+* :func:`one_vs_rest` -- the forecast p_k and the outcome 1[y = k] of one class, chosen by name or index
+  (:func:`class_index`; :func:`has_class` lets a notebook skip the section on a data set without that class);
+* :func:`threshold_outcome` -- sensitivity, specificity, the number treated per 1,000 patients and the net benefit
+  of the rule "treat when p_k ≥ t";
+* :func:`net_benefit` -- Vickers & Elkin (2006, Med Decis Making 26:565, the net-benefit formula of their
+  "Methods"): NB(t) = TP/N − FP/N · t/(1 − t). The threshold t encodes how the clinician weighs harms: treating
+  at t says a missed case is (1 − t)/t times as bad as an unnecessary treatment (t = 0.1: one missed melanoma
+  weighs as much as nine needless biopsies), so a false positive costs t/(1 − t) true positives;
+* :func:`decision_curve` -- NB over a range of thresholds beside the references "treat all",
+  NB = π − (1 − π) · t/(1 − t) with π the prevalence, and "treat none", NB = 0;
+* :func:`paired_net_benefit` -- paired bootstrap intervals of NB differences between models on the same test
+  images, through :func:`helpers.metrics.stats.paired_differences` (the course's one paired bootstrap);
+* :func:`one_vs_rest_bins` -- the equal-width reliability bins of p_k against 1[y = k], in the
+  :class:`helpers.metrics.functional.ReliabilityBins` that :mod:`helpers.plots.figures` / :mod:`helpers.plots.decision_plots` draw.
+
+Why calibration is what this rule needs: with exact posteriors, treating when P(y = k | x) ≥ t maximises NB(t)
+at every t (the Bayes decision; the expected gain of treating one patient is p − (1 − p) t/(1 − t), positive
+exactly when p > t). A model whose p_k is too high treats too many, one whose p_k is too low misses cases, even
+when its ranking (AUROC) is perfect. Arg-max recall measures ranking-plus-competition, not this decision.
+
+The rule is "treat when p ≥ t" (ties at t are treated), matching "P(melanoma) ≥ 0.1 triggers a biopsy".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from helpers.metrics import class_focus
+from helpers.metrics import functional as metrics
+from helpers.metrics import stats
+from helpers.metrics.functional import PairedBootstrapResult, ReliabilityBins
+
+__all__ = [
+    "BIOPSY_THRESHOLD",
+    "has_class",
+    "class_index",
+    "one_vs_rest",
+    "ThresholdOutcome",
+    "threshold_outcome",
+    "net_benefit",
+    "sensitivity",
+    "specificity",
+    "treated_per_1000",
+    "treat_all_net_benefit",
+    "DecisionCurve",
+    "decision_curve",
+    "threshold_metric",
+    "paired_net_benefit",
+    "one_vs_rest_bins",
+    "THRESHOLD_METRICS",
+]
+
+#: the biopsy threshold notebook 00 names: P(melanoma) ≥ 0.1
+BIOPSY_THRESHOLD = 0.1
+#: thresholds of a decision curve: up to 0.5, beyond which no one would biopsy for melanoma
+DEFAULT_THRESHOLDS = np.round(np.linspace(0.01, 0.5, 50), 4)
+
+
+def has_class(class_names: Sequence[str], name: str) -> bool:
+    """Whether the data set has a class called ``name`` (case-insensitive), e.g. "melanoma" in DermaMNIST."""
+    return class_focus.class_index(class_names, name) is not None
+
+
+def class_index(class_names: Sequence[str], name_or_index: str | int) -> int:
+    """The column of a class given by name (case-insensitive) or by index, with a clear error when absent."""
+    if isinstance(name_or_index, (int, np.integer)) and not isinstance(name_or_index, bool):
+        if not 0 <= name_or_index < len(class_names):
+            raise ValueError(
+                f"class index {name_or_index} is outside [0, {len(class_names) - 1}] for the "
+                f"{len(class_names)} classes {list(class_names)}"
+            )
+        return int(name_or_index)
+    if not isinstance(name_or_index, str):
+        raise TypeError(f"pass a class name (str) or index (int), got {type(name_or_index).__name__}")
+    found = class_focus.class_index(class_names, name_or_index)
+    if found is None:
+        raise ValueError(
+            f"no class named {name_or_index!r} among {list(class_names)}; check has_class(...) first "
+            "and skip the decision analysis on a data set without it"
+        )
+    return found
+
+
+def _check_threshold(threshold: float) -> float:
+    value = float(threshold)
+    if not 0.0 < value < 1.0:
+        raise ValueError(
+            f"threshold must lie strictly between 0 and 1 (a probability at which to treat), got "
+            f"{threshold!r}; net benefit weighs a false positive by t/(1 − t), undefined at 0 and 1"
+        )
+    return value
+
+
+def _check_class(k: int, n_classes: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < n_classes:
+        raise ValueError(
+            f"class_index must be an integer in [0, {n_classes - 1}], got {k!r}; "
+            "use decisions.class_index(class_names, 'melanoma')"
+        )
+    return int(k)
+
+
+def one_vs_rest(probs: Any, labels: Any, class_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(p_k (N,) float64, 1[y = k] (N,) bool) of one class from (N, K) probabilities and (N,) labels."""
+    p, y = metrics._multiclass_inputs(probs, labels)
+    if p.shape[0] == 0:
+        raise ValueError("probs and labels are empty (0 rows); a decision needs at least one patient")
+    k = _check_class(class_index, p.shape[1])
+    return p[:, k].to(torch.float64), y == k
+
+
+@dataclass(frozen=True)
+class ThresholdOutcome:
+    """The rule "treat when p_k ≥ threshold" on N patients: counts and the rates a clinician reads.
+
+    ``sensitivity`` is NaN when no patient has the class, ``specificity`` when every patient has it."""
+
+    threshold: float
+    true_positives: int
+    false_positives: int
+    true_negatives: int
+    false_negatives: int
+
+    @property
+    def n(self) -> int:
+        return self.true_positives + self.false_positives + self.true_negatives + self.false_negatives
+
+    @property
+    def sensitivity(self) -> float:
+        positives = self.true_positives + self.false_negatives
+        return self.true_positives / positives if positives else math.nan
+
+    @property
+    def specificity(self) -> float:
+        negatives = self.true_negatives + self.false_positives
+        return self.true_negatives / negatives if negatives else math.nan
+
+    @property
+    def treated_per_1000(self) -> float:
+        """Patients treated (biopsies) per 1,000 patients of this case mix."""
+        return 1000.0 * (self.true_positives + self.false_positives) / self.n
+
+    @property
+    def net_benefit(self) -> float:
+        """Vickers & Elkin (2006): TP/N − FP/N · t/(1 − t), in true positives per patient."""
+        t = self.threshold
+        return (self.true_positives - self.false_positives * t / (1.0 - t)) / self.n
+
+
+def threshold_outcome(
+    probs: Any, labels: Any, class_index: int, threshold: float = BIOPSY_THRESHOLD
+) -> ThresholdOutcome:
+    """Confusion counts of "treat when p_k ≥ threshold" (see :class:`ThresholdOutcome` for the rates)."""
+    t = _check_threshold(threshold)
+    p, positive = one_vs_rest(probs, labels, class_index)
+    treated = p >= t
+    tp = int((treated & positive).sum())
+    fp = int((treated & ~positive).sum())
+    fn = int((~treated & positive).sum())
+    return ThresholdOutcome(t, tp, fp, int(positive.numel()) - tp - fp - fn, fn)
+
+
+def net_benefit(probs: Any, labels: Any, class_index: int, threshold: float = BIOPSY_THRESHOLD) -> float:
+    """NB(t) = TP/N − FP/N · t/(1 − t) (Vickers & Elkin 2006) of "treat when p_k ≥ t"; a metric(probs, labels)
+    for :mod:`helpers.metrics.stats` through ``functools.partial(net_benefit, class_index=k, threshold=t)``."""
+    return threshold_outcome(probs, labels, class_index, threshold).net_benefit
+
+
+def sensitivity(probs: Any, labels: Any, class_index: int, threshold: float = BIOPSY_THRESHOLD) -> float:
+    """P(p_k ≥ t | y = k); NaN if no patient has class k."""
+    return threshold_outcome(probs, labels, class_index, threshold).sensitivity
+
+
+def specificity(probs: Any, labels: Any, class_index: int, threshold: float = BIOPSY_THRESHOLD) -> float:
+    """P(p_k < t | y ≠ k); NaN if every patient has class k."""
+    return threshold_outcome(probs, labels, class_index, threshold).specificity
+
+
+def treated_per_1000(probs: Any, labels: Any, class_index: int, threshold: float = BIOPSY_THRESHOLD) -> float:
+    """Patients with p_k ≥ t (biopsies) per 1,000 patients."""
+    return threshold_outcome(probs, labels, class_index, threshold).treated_per_1000
+
+
+#: the per-threshold quantities a decision table shows, as metric(probs, labels, class_index, threshold)
+THRESHOLD_METRICS: dict[str, Callable[..., float]] = {
+    "sensitivity": sensitivity,
+    "specificity": specificity,
+    "biopsies_per_1000": treated_per_1000,
+    "net_benefit": net_benefit,
+}
+
+
+def treat_all_net_benefit(prevalence: float, thresholds: Any) -> np.ndarray:
+    """NB of treating everyone: π − (1 − π) · t/(1 − t) (TP/N = π, FP/N = 1 − π)."""
+    if not 0.0 <= prevalence <= 1.0:
+        raise ValueError(f"prevalence must lie in [0, 1], got {prevalence}")
+    t = np.asarray([_check_threshold(v) for v in np.atleast_1d(thresholds)], dtype=np.float64)
+    return prevalence - (1.0 - prevalence) * t / (1.0 - t)
+
+
+@dataclass(frozen=True)
+class DecisionCurve:
+    """Net benefit of a model over thresholds, with the "treat all" and "treat none" (0) references."""
+
+    thresholds: np.ndarray
+    model: np.ndarray
+    treat_all: np.ndarray
+    prevalence: float
+
+    @property
+    def treat_none(self) -> np.ndarray:
+        return np.zeros_like(self.thresholds)
+
+
+def decision_curve(probs: Any, labels: Any, class_index: int, thresholds: Any = DEFAULT_THRESHOLDS) -> DecisionCurve:
+    """NB(t) of "treat when p_k ≥ t" at every threshold (Vickers & Elkin 2006, their Fig. 1 form). ``probs`` is an
+    (N, K) tensor, or a list with one per training seed: the curve is then the mean NB over seeds."""
+    t = np.asarray([_check_threshold(v) for v in np.atleast_1d(thresholds)], dtype=np.float64)
+    if t.size == 0:
+        raise ValueError("thresholds is empty; pass e.g. numpy.linspace(0.01, 0.5, 50)")
+    if isinstance(probs, (list, tuple)):
+        if not probs:
+            raise ValueError("probs is an empty list; pass one (N, K) tensor per training seed")
+        per_seed = [decision_curve(p, labels, class_index, t) for p in probs]
+        return DecisionCurve(
+            t, np.mean([c.model for c in per_seed], axis=0), per_seed[0].treat_all, per_seed[0].prevalence
+        )
+    p, positive = one_vs_rest(probs, labels, class_index)
+    treated = p[None, :] >= torch.as_tensor(t, dtype=torch.float64, device=p.device)[:, None]
+    tp = (treated & positive).sum(1).double().cpu().numpy()
+    fp = (treated & ~positive).sum(1).double().cpu().numpy()
+    n = positive.numel()
+    prevalence = float(positive.double().mean())
+    return DecisionCurve(t, tp / n - fp / n * t / (1.0 - t), treat_all_net_benefit(prevalence, t), prevalence)
+
+
+class _bound:
+    """metric(probs, labels) of one threshold quantity at a fixed class and threshold, with a ``__name__`` such as
+    "net_benefit@0.1" that the bootstrap's messages can name (a ``functools.partial`` has none). It has no weighted
+    form, so :func:`helpers.metrics.functional.paired_bootstrap` calls it once per resample and seed (4.1 s for one
+    comparison of 3 + 3 seeds, N = 2,005, n = 1000, measured on the shared 2-core CPU while a notebook ran)."""
+
+    def __init__(self, function: Callable[..., float], class_index: int, threshold: float) -> None:
+        self.function, self.class_index, self.threshold = function, class_index, threshold
+        self.__name__ = f"{function.__name__}@{threshold:g}"
+
+    def __call__(self, probs: Any, labels: Any) -> float:
+        return self.function(probs, labels, self.class_index, self.threshold)
+
+
+def threshold_metric(name: str, class_index: int, threshold: float = BIOPSY_THRESHOLD) -> Callable[..., float]:
+    """One of :data:`THRESHOLD_METRICS` as a metric(probs, labels) for :func:`helpers.metrics.stats.seed_summaries`."""
+    if name not in THRESHOLD_METRICS:
+        raise ValueError(f"unknown threshold metric {name!r}; choose one of {list(THRESHOLD_METRICS)}")
+    return _bound(THRESHOLD_METRICS[name], class_index, _check_threshold(threshold))
+
+
+def paired_net_benefit(
+    probs_by_model: Mapping[str, Sequence[Any]],
+    labels: Any,
+    class_index: int,
+    reference: str,
+    threshold: float = BIOPSY_THRESHOLD,
+    n: int = 1000,
+    seed: int = 0,
+) -> dict[str, PairedBootstrapResult]:
+    """{model: paired bootstrap of NB(model) − NB(reference)} at one threshold, every model's seeds against the
+    reference's on the same resamples (:func:`helpers.metrics.stats.paired_differences`)."""
+    _check_threshold(threshold)
+    metric = {"net_benefit": _bound(net_benefit, class_index, threshold)}
+    differences = stats.paired_differences(probs_by_model, labels, metric, reference=reference, n=n, seed=seed)
+    return {model: row["net_benefit"] for model, row in differences.items()}
+
+
+def one_vs_rest_bins(
+    probs: Any, labels: Any, class_index: int, class_name: str | None = None, n_bins: int = metrics.DEFAULT_N_BINS
+) -> ReliabilityBins:
+    """Equal-width reliability bins of the forecast p_k against 1[y = k] (the one-vs-rest diagram of one class,
+    the forecasts that :func:`helpers.metrics.functional.classwise_ece` averages over classes); its ``ece`` is that class's
+    one-vs-rest ECE. ``kind`` names the class ("melanoma vs rest")."""
+    metrics._check_n_bins(n_bins)
+    p, positive = one_vs_rest(probs, labels, class_index)
+    sums = metrics._bin_sums(p[:, None], positive[:, None], n_bins)
+    kind = f"{class_name or f'class {class_index}'} vs rest"
+    return ReliabilityBins(
+        metrics.bin_edges(n_bins), sums.counts[0].cpu(), sums.confidence_sum[0].cpu(), sums.outcome_sum[0].cpu(), kind
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the notebooks' decision tables and results record
+# ----------------------------------------------------------------------------------------------------------------
+#: (multiplier, decimals, column header) of each threshold quantity in a decision table
+_COLUMNS = {
+    "sensitivity": (100.0, 1, "sensitivity (%)"),
+    "specificity": (100.0, 1, "specificity (%)"),
+    "biopsies_per_1000": (1.0, 0, "biopsies per 1,000"),
+    "net_benefit": (1000.0, 1, "net benefit per 1,000"),
+}
+
+
+#: the row of the reference rule "treat everyone" in a decision table
+TREAT_ALL = "biopsy everyone (treat all)"
+
+
+def decision_summaries(
+    probs_by_model: Mapping[str, Sequence[Any]],
+    labels: Any,
+    class_index: int,
+    threshold: float = BIOPSY_THRESHOLD,
+    treat_all: bool = True,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """{model: {quantity: seed_summary}} of every :data:`THRESHOLD_METRICS` quantity at one threshold, over the
+    training seeds (:func:`helpers.metrics.stats.seed_summaries`); with ``treat_all`` a last row :data:`TREAT_ALL`, the
+    reference a model must beat (sensitivity 100 %, specificity 0, NB = π − (1 − π) t/(1 − t)). "Treat none" has
+    every value 0 but specificity 100 % and is not listed."""
+    fns = {name: threshold_metric(name, class_index, threshold) for name in THRESHOLD_METRICS}
+    summaries = stats.seed_summaries(probs_by_model, labels, fns)
+    if treat_all:
+        p, _ = metrics._multiclass_inputs(next(iter(_seed_list(probs_by_model))), labels)
+        everyone = torch.zeros_like(p)
+        everyone[:, _check_class(class_index, p.shape[1])] = 1.0  # P(class) = 1: every patient is treated
+        summaries.update(stats.seed_summaries({TREAT_ALL: [everyone]}, labels, fns))
+    return summaries
+
+
+def _seed_list(probs_by_model: Mapping[str, Sequence[Any]]) -> list[Any]:
+    if not probs_by_model:
+        raise ValueError("probs_by_model is empty; pass {model name: [one (N, K) tensor per training seed]}")
+    first = next(iter(probs_by_model.values()))
+    return list(first) if isinstance(first, (list, tuple)) else [first]
+
+
+def decision_table(
+    summaries: Mapping[str, Mapping[str, Any]],
+    differences: Mapping[str, PairedBootstrapResult] | None = None,
+    reference: str | None = None,
+) -> pd.DataFrame:
+    """Rows = models, cells "mean ± sd" over seeds (sensitivity and specificity in %, biopsies and net benefit per
+    1,000 patients); with ``differences`` (from :func:`paired_net_benefit`) a last column "Δ NB vs <reference>"
+    with its paired interval, flagged "beats" / "worse" where it excludes 0, and ``table.attrs["note"]`` the note
+    of :func:`helpers.metrics.stats.difference_table` (resamples, number of comparisons) to print under it."""
+    scale = {name: factor for name, (factor, _, _) in _COLUMNS.items()}
+    digits = {name: decimals for name, (_, decimals, _) in _COLUMNS.items()}
+    table = stats.summary_table(summaries, list(_COLUMNS), scale=scale, digits=digits)
+    table.columns = [header for _, _, header in _COLUMNS.values()]
+    if differences is not None:
+        if reference is None:
+            raise ValueError("pass reference= (the model the differences were taken against) with differences")
+        delta = stats.difference_table(
+            {m: {"net_benefit": r} for m, r in differences.items()},
+            reference,
+            higher_is_better={"net_benefit": True},
+            scale={"net_benefit": 1000.0},
+            digits={"net_benefit": 1},
+        )
+        table[f"Δ NB per 1,000 vs {reference} [95 %]"] = [delta.table.iloc[:, 0].get(m, "—") for m in table.index]
+        table.attrs["note"] = delta.note
+    return table
+
+
+def decision_record(
+    summaries: Mapping[str, Mapping[str, Any]],
+    curves: Mapping[str, DecisionCurve],
+    class_name: str,
+    threshold: float = BIOPSY_THRESHOLD,
+    differences: Mapping[str, PairedBootstrapResult] | None = None,
+    reference: str | None = None,
+) -> dict[str, Any]:
+    """A JSON-ready record of the decision analysis: the class, the threshold, the test prevalence, "treat all"
+    at the threshold, per-model seed summaries, the mean decision curves and the paired NB differences."""
+    first = next(iter(curves.values()))
+    record = {
+        "class": class_name,
+        "threshold": threshold,
+        "rule": "biopsy when P(class) >= threshold",
+        "prevalence": first.prevalence,
+        "treat_all_net_benefit": float(treat_all_net_benefit(first.prevalence, [threshold])[0]),
+        "models": {m: dict(row) for m, row in summaries.items()},
+        "decision_curves": {
+            "thresholds": first.thresholds.tolist(),
+            "treat_all": first.treat_all.tolist(),
+            "net_benefit_mean_over_seeds": {m: c.model.tolist() for m, c in curves.items()},
+        },
+    }
+    if differences is not None:
+        record["net_benefit_differences"] = {
+            "reference": reference,
+            **{m: stats.difference_record(r) for m, r in differences.items()},
+        }
+    return record
+
+
+__all__ += ["DEFAULT_THRESHOLDS", "TREAT_ALL", "decision_summaries", "decision_table", "decision_record"]

@@ -1,0 +1,675 @@
+"""The two training recipes of the course, the stored reference runs, and a local cache of trained runs.
+
+**Recipes.** Calibration losses correct over-confidence; applied to a model that is already calibrated they can
+over-correct. Every comparison therefore runs under two recipes, defined here once (:data:`RECIPES`):
+
+* ``well-regularised`` — SGD with momentum, one-cycle schedule, weight decay 5e-4, batched flips/shifts/rotations;
+  the epoch with the best validation NLL is kept.
+* ``over-fitting`` — no weight decay, no augmentation, a constant learning rate, and the *last* epoch is kept: the
+  regime of the papers' long fine-tuning of large networks, where cross-entropy is over-confident. Its optimiser,
+  rate and model width were chosen from cross-entropy runs alone, before any other loss was trained (see
+  :data:`RECIPES` and notebook 01).
+
+**What defines a run** (:func:`run_definition`): the data set's name, the size and content (a hash) of its
+training, validation *and* test splits, the model, the loss (class, hyper-parameters and initial state), the
+training configuration (recipe settings, epochs, batch size, rate, seed). Where the data live, the device and the
+training version do not define a run: the key (:func:`run_key`) is a hash of the definition.
+
+**Stored reference runs** (``stored_runs/<dataset>/<key>.npz``, committed): the validation and test logits, the
+training history and the loss's final state (e.g. the CCL-Net dictionary), with the definition, the device's name,
+whether it was trained deterministically (:mod:`helpers.training.determinism`), the torch, CUDA and cuDNN versions, and the
+training version that produced them. No weights: every notebook works from logits. A notebook run in the
+``reference`` profile loads a stored run when present and trains and stores it when absent; each suite of runs
+prints one summary line (:mod:`helpers.training.run_log`; ``CALIBMED_VERBOSE=1`` lists every run). ``python -m
+helpers.course.suites train`` trains every declared run, one at a time, storing each as it finishes (so it resumes where
+it stopped).
+
+**Training version** (:func:`training_version`, :mod:`helpers.training.version`): the hash of what the training
+code loaded in this process *does* on a short fixed CPU probe (every loss, the models, a few training steps), not
+of its source text: an edit of a docstring or of a metric that training does not use keeps it, an edit of a loss's
+arithmetic changes it. A stored run is current when its training version equals today's; runs from older code are
+still loaded, and one warning line (once per process) says so, with the command that retrains them. Runs stored
+before the training version existed recorded a ``code_version`` (a hash of the source) instead: they count as
+older code until retrained.
+
+**Local cache** (``runs/cache/<key>-<training version>.pt``, never committed; ``CALIBMED_CACHE_DIR`` moves it):
+runs of other profiles, with their weights, keyed by the definition *and* the training version, so any change of
+behaviour retrains.
+``CALIBMED_NO_CACHE=1`` bypasses the local cache; ``CALIBMED_RETRAIN=1`` also retrains (and re-stores) every stored
+run whose training version is not today's, and loads the others: a retrain ends, and resumes where it stopped.
+``CALIBMED_RETRAIN_ONLY`` narrows a retrain (:func:`retrain_selected`): ``"recipe=well-regularised
+dataset=dermamnist"`` retrains only the older runs of that recipe on that data set and loads the rest as they are.
+A trained run whose file cannot be written (a read-only or full folder) is returned all the same, with one
+:class:`RunNotSavedWarning` per folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import math
+import os
+import pickle
+import time
+import warnings
+import zipfile
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from helpers.utils.paths import REPO_ROOT
+from helpers.utils import atomic
+from helpers.training import determinism
+from helpers.training import models
+from helpers.training import run_log
+from helpers.training import train
+from helpers.utils.paths import display_path
+from helpers.training.version import training_version
+
+RECIPES: dict[str, dict[str, Any]] = {
+    "well-regularised": dict(
+        optimizer="sgd",
+        momentum=0.9,
+        weight_decay=5e-4,
+        schedule="onecycle",
+        augment=True,
+        monitor="val_nll",
+        monitor_mode="min",
+        lr_scale=1.0,
+    ),
+    "over-fitting": dict(
+        optimizer="sgd",
+        momentum=0.9,
+        weight_decay=0.0,
+        schedule="constant",
+        augment=False,
+        monitor="epoch",
+        monitor_mode="max",
+        lr_scale=0.5,
+    ),
+}
+CACHE_DIR = REPO_ROOT / "runs" / "cache"
+#: moves the local run cache (default :data:`CACHE_DIR`), e.g. out of a read-only checkout
+CACHE_DIR_ENV = "CALIBMED_CACHE_DIR"
+STORED_RUNS_DIR = REPO_ROOT / "stored_runs"
+STORE_FORMAT = 1
+# settings of a TrainConfig that do not change what is trained
+_NOT_DEFINING = ("device", "progress", "checkpoint_path", "resume", "eval_batch_size")
+
+
+def recipe_config(
+    recipe: str, *, epochs: int, lr: float, batch_size: int, seed: int = 0, device: str = "auto", **overrides: Any
+) -> train.TrainConfig:
+    """The :class:`~helpers.training.train.TrainConfig` of a named recipe; ``lr`` is the recipe's peak rate before scaling."""
+    if recipe not in RECIPES:
+        raise ValueError(f"unknown recipe {recipe!r}; choose one of {list(RECIPES)}")
+    settings = dict(RECIPES[recipe])
+    lr_scale = settings.pop("lr_scale")
+    settings.update(overrides)
+    return train.TrainConfig(
+        epochs=epochs, lr=lr * lr_scale, batch_size=batch_size, seed=seed, device=device, **settings
+    )
+
+
+@dataclass
+class TrainedRun:
+    """A trained run: its logits on the validation and test splits, history and loss state.
+
+    ``model`` holds the weights for a run trained here or loaded from the local cache, and is ``None`` for a stored
+    reference run (stored runs keep logits, not weights). ``source`` is ``"trained"``, ``"cache"``, ``"stored"``
+    or ``"planned"`` (a placeholder, see :func:`planning`).
+    """
+
+    name: str
+    model: nn.Module | None
+    loss: nn.Module
+    history: list[dict[str, float]]
+    val_logits: torch.Tensor
+    test_logits: torch.Tensor
+    seconds: float
+    source: str
+    key: str
+    device: str = ""
+    software: dict[str, Any] = field(default_factory=dict)  # helpers.training.determinism.software_record when trained
+
+    @property
+    def from_cache(self) -> bool:
+        return self.source in ("cache", "stored")
+
+    @property
+    def val_probs(self) -> torch.Tensor:
+        with torch.no_grad():
+            return self.loss.predict_proba(self.val_logits).float()
+
+    @property
+    def test_probs(self) -> torch.Tensor:
+        with torch.no_grad():
+            return self.loss.predict_proba(self.test_logits).float()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# what defines a run
+
+
+def _tensor_hash(*tensors: torch.Tensor) -> str:
+    digest = hashlib.sha256()
+    for tensor in tensors:
+        digest.update(str((tuple(tensor.shape), tensor.dtype)).encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy())  # the buffer itself, no bytes copy
+    return digest.hexdigest()[:16]
+
+
+def _stable_repr(module: nn.Module) -> str:
+    """``repr(module)`` as ``nn.Module.__repr__`` writes it, except that PyTorch's own layers show only their class
+    name: their ``extra_repr`` changes between PyTorch versions (BatchNorm1d gained ``bias=True``), and a run's key
+    must not. Their sizes are in the state's shapes."""
+    own = not type(module).__module__.startswith("torch.")
+    extra_lines = module.extra_repr().split("\n") if own and module.extra_repr() else []
+    child_lines = []
+    for key, child in module._modules.items():
+        text = _stable_repr(child).replace("\n", "\n  ")
+        child_lines.append(f"({key}): {text}")
+    lines = extra_lines + child_lines
+    body = ""
+    if lines:
+        body = extra_lines[0] if len(extra_lines) == 1 and not child_lines else "\n  " + "\n  ".join(lines) + "\n"
+    return f"{module._get_name()}({body})"
+
+
+def _loss_fingerprint(loss: nn.Module) -> dict[str, Any]:
+    """Class, hyper-parameters and state of a loss; non-tensor state (CCL-Net's optimiser and freeze rule, kept
+    as module extra state) is hashed through pickle."""
+    state = sorted(loss.state_dict().items())
+    tensors = [value for _, value in state if isinstance(value, torch.Tensor)]
+    others = [(key, value) for key, value in state if not isinstance(value, torch.Tensor)]
+    return {
+        "class": type(loss).__name__,
+        "repr": _stable_repr(loss),
+        "state_keys": [k for k, _ in state],
+        "state": _tensor_hash(*tensors),
+        "extra_state": hashlib.sha256(pickle.dumps(others)).hexdigest()[:16],
+    }
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
+
+
+def run_definition(bundle: Any, model_name: str, loss: nn.Module, config: train.TrainConfig) -> dict[str, Any]:
+    """Everything that determines a trained run and its stored logits, as plain JSON values (module docstring)."""
+    splits = {name: getattr(bundle, name) for name in ("train", "val", "test")}
+    config_values = asdict(replace(config, progress=True, checkpoint_path=None, resume=False))
+    return {
+        "dataset": bundle.name,
+        "image_size": bundle.image_size,
+        "split_sizes": {name: len(split.labels) for name, split in splits.items()},
+        "data": {name: _tensor_hash(split.images, split.labels) for name, split in splits.items()},
+        "model": model_name,
+        "loss": _loss_fingerprint(loss),
+        "config": {k: _plain(v) for k, v in config_values.items() if k not in _NOT_DEFINING},
+    }
+
+
+def run_key(bundle: Any, model_name: str, loss: nn.Module, config: train.TrainConfig) -> str:
+    """A hash of :func:`run_definition`."""
+    definition = run_definition(bundle, model_name, loss, config)
+    return hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def default_cache_dir() -> Path:
+    """The local run cache: ``$CALIBMED_CACHE_DIR`` when set, else ``runs/cache/`` in this checkout."""
+    return Path(os.environ.get(CACHE_DIR_ENV) or CACHE_DIR)
+
+
+def stored_run_path(bundle: Any, key: str, root: str | os.PathLike | None = None) -> Path:
+    return Path(root or STORED_RUNS_DIR) / bundle.name / f"{key}.npz"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# files
+
+
+def _state_bytes(loss: nn.Module) -> np.ndarray:
+    """The loss's state for a stored run: ``loss.stored_state()`` where a loss keeps less than its whole state
+    (CCL-Net: the dictionary, not the embedding network), else ``loss.state_dict()``."""
+    state = loss.stored_state() if hasattr(loss, "stored_state") else loss.state_dict()
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return np.frombuffer(buffer.getvalue(), dtype=np.uint8)
+
+
+def _json_bytes(value: Any) -> np.ndarray:
+    return np.frombuffer(json.dumps(value, allow_nan=False, default=_plain).encode(), dtype=np.uint8)
+
+
+def _finite_history(history: list[dict[str, float]]) -> list[dict[str, Any]]:
+    return [
+        {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in record.items()}
+        for record in history
+    ]
+
+
+def save_stored_run(path: Path, run: TrainedRun, definition: dict[str, Any]) -> None:
+    """Write a stored reference run (logits, history, loss state, provenance) atomically."""
+    meta = {
+        "format": STORE_FORMAT,
+        "key": run.key,
+        "name": run.name,
+        "definition": definition,
+        "training_version": training_version(),
+        "device": run.device,
+        "seconds": run.seconds,
+        "torch": torch.__version__,
+        **run.software,
+        "stored_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "history": _finite_history(run.history),
+    }
+    arrays = {
+        "val_logits": run.val_logits.float().numpy(),
+        "test_logits": run.test_logits.float().numpy(),
+        "loss_state": _state_bytes(run.loss),
+        "meta": _json_bytes(meta),
+    }
+    atomic.write_atomically_with(path, lambda file: np.savez_compressed(file, **arrays))
+
+
+class DamagedRunError(RuntimeError):
+    """A stored or cached run file that cannot be read or does not fit the data it is loaded for."""
+
+
+def _expected_shapes(bundle: Any) -> dict[str, tuple[int, int]]:
+    return {
+        "val_logits": (len(bundle.val.labels), bundle.n_classes),
+        "test_logits": (len(bundle.test.labels), bundle.n_classes),
+    }
+
+
+RECIPE_MODELS: dict[str, dict[str, str]] = {"over-fitting": {"small_cnn": "small_cnn_wide"}}
+
+
+def recipe_model(recipe: str, model: str) -> str:
+    """The model a recipe trains: the over-fitting recipe widens the small CNN (4x the parameters) so that it can
+    memorise DermaMNIST; larger models are kept."""
+    if recipe not in RECIPES:
+        raise ValueError(f"unknown recipe {recipe!r}; choose one of {list(RECIPES)}")
+    return RECIPE_MODELS.get(recipe, {}).get(model, model)
+
+
+def _check_logits(path: Path, logits: dict[str, torch.Tensor], bundle: Any) -> None:
+    for name, shape in _expected_shapes(bundle).items():
+        tensor = logits[name]
+        if tuple(tensor.shape) != shape:
+            raise DamagedRunError(f"{path}: {name} has shape {tuple(tensor.shape)}, the data need {shape}")
+        if not bool(torch.isfinite(tensor).all()):
+            raise DamagedRunError(f"{path}: {name} holds NaN or infinite values")
+
+
+_NUMBER = (int, float)
+#: the entries a cached run (``.pt``) and a stored run's metadata must have, with their types
+_CACHED_FIELDS = {
+    "model": dict,
+    "loss": dict,
+    "history": list,
+    "val_logits": torch.Tensor,
+    "test_logits": torch.Tensor,
+    "seconds": _NUMBER,
+}
+_STORED_META_FIELDS = {"format": int, "key": str, "name": str, "history": list, "seconds": _NUMBER, "definition": dict}
+
+
+def _check_fields(path: Path, record: Any, fields: dict[str, type | tuple[type, ...]], what: str) -> None:
+    """Raise :class:`DamagedRunError` naming ``path`` unless ``record`` is a dict with every field of ``fields``
+    of its type (a number is never a bool, and finite)."""
+    if not isinstance(record, dict):
+        raise DamagedRunError(f"{path}: {what} is a {type(record).__name__}, not a mapping of named entries")
+    missing = [name for name in fields if name not in record]
+    if missing:
+        raise DamagedRunError(f"{path}: {what} lacks {missing}")
+    wrong = [
+        f"{name} is {type(record[name]).__name__}"
+        for name, kind in fields.items()
+        if not isinstance(record[name], kind)
+        or (kind is _NUMBER and (isinstance(record[name], bool) or not math.isfinite(record[name])))
+    ]
+    if wrong:
+        raise DamagedRunError(f"{path}: {what} has entries of the wrong type ({', '.join(wrong)})")
+
+
+def read_stored_meta(path: Path) -> dict[str, Any]:
+    """The metadata of a stored run, checked; :class:`DamagedRunError` naming the file when it cannot be read."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            meta = json.loads(stored["meta"].tobytes())
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+        raise DamagedRunError(
+            f"{path}: cannot read this stored run's metadata ({type(error).__name__}: {error})"
+        ) from error
+    _check_fields(path, meta, _STORED_META_FIELDS, "the metadata")
+    return meta
+
+
+def load_stored_run(path: Path, bundle: Any, loss: nn.Module, key: str) -> tuple[dict[str, Any], TrainedRun]:
+    """Read a stored run into ``loss`` (its final state); raise :class:`DamagedRunError` naming the file."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            meta = json.loads(stored["meta"].tobytes())
+            logits = {name: torch.from_numpy(stored[name].copy()) for name in ("val_logits", "test_logits")}
+            state = torch.load(io.BytesIO(stored["loss_state"].tobytes()), map_location="cpu", weights_only=True)
+    except (OSError, ValueError, KeyError, EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile) as error:
+        raise DamagedRunError(f"{path}: cannot read this stored run ({type(error).__name__}: {error})") from error
+    _check_fields(path, meta, _STORED_META_FIELDS, "the metadata")
+    if meta.get("format") != STORE_FORMAT or meta.get("key") != key:
+        raise DamagedRunError(
+            f"{path}: format {meta.get('format')} / key {meta.get('key')} do not match "
+            f"format {STORE_FORMAT} / key {key}"
+        )
+    _check_logits(path, logits, bundle)
+    if hasattr(loss, "load_stored_state"):
+        loss.load_stored_state(state)
+    else:
+        loss.load_state_dict(state)
+    run = TrainedRun(
+        meta["name"],
+        None,
+        loss,
+        meta["history"],
+        logits["val_logits"],
+        logits["test_logits"],
+        meta["seconds"],
+        "stored",
+        key,
+        meta.get("device", ""),
+    )
+    return meta, run
+
+
+def _save_cached_run(path: Path, run: TrainedRun) -> None:
+    payload = {
+        "model": run.model.state_dict(),
+        "loss": run.loss.state_dict(),
+        "history": run.history,
+        "val_logits": run.val_logits,
+        "test_logits": run.test_logits,
+        "seconds": run.seconds,
+        "device": run.device,
+        "software": run.software,
+    }
+    atomic.write_atomically_with(path, lambda file: torch.save(payload, file))
+
+
+class RunNotSavedWarning(UserWarning):
+    """A trained run could not be written to the run cache or the stored runs; it is used all the same."""
+
+
+_unwritable_reported: set[Path] = set()
+
+
+def _save_or_warn(path: Path, save: Any, stored: bool) -> None:
+    """``save()`` a trained run; when its folder cannot be written (read-only, full, no permission), warn once per
+    folder and go on, so that the caller still returns what was trained."""
+    try:
+        save()
+    except OSError as error:
+        folder = path.parent
+        if folder in _unwritable_reported:
+            return
+        _unwritable_reported.add(folder)
+        fix = (
+            "pass a writable stored_dir, or make stored_runs/ writable"
+            if stored
+            else f"set {CACHE_DIR_ENV} to a writable folder, or CALIBMED_NO_CACHE=1 to train without the cache"
+        )
+        warnings.warn(
+            f"cannot write trained runs into {display_path(folder)} ({error.strerror or error}): runs "
+            f"trained here are used but not saved, and will be trained again next time; {fix}",
+            RunNotSavedWarning,
+            stacklevel=2,
+        )  # reported from train_run, not the caller
+
+
+def _load_cached_run(path: Path, name: str, model: nn.Module, loss: nn.Module, bundle: Any, key: str) -> TrainedRun:
+    try:
+        stored = torch.load(path, map_location="cpu", weights_only=False)
+        _check_fields(path, stored, _CACHED_FIELDS, "the cached run")
+        model.load_state_dict(stored["model"])
+        loss.load_state_dict(stored["loss"])
+    except (OSError, RuntimeError, EOFError, KeyError, TypeError, pickle.UnpicklingError) as error:
+        raise DamagedRunError(f"{path}: cannot read this cached run ({type(error).__name__}: {error})") from error
+    _check_logits(path, {k: stored[k] for k in ("val_logits", "test_logits")}, bundle)
+    return TrainedRun(
+        name,
+        model,
+        loss,
+        stored["history"],
+        stored["val_logits"],
+        stored["test_logits"],
+        stored["seconds"],
+        "cache",
+        key,
+        stored.get("device", ""),
+        stored.get("software", {}),
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# train or load
+
+
+@dataclass
+class PlannedRun:
+    """A run that :func:`train_run` would train, recorded instead while :func:`planning` is active."""
+
+    name: str
+    loss: nn.Module
+    bundle: Any
+    model_name: str
+    config: train.TrainConfig
+    stored: bool
+    key: str
+
+
+_plan: list[PlannedRun] | None = None
+
+
+@contextlib.contextmanager
+def planning():
+    """While active, :func:`train_run` loads what exists and, instead of training a missing run, records it in the
+    yielded list and returns a placeholder (``source == "planned"``, zero logits) so the caller's code runs on."""
+    global _plan
+    _plan = []
+    try:
+        yield _plan
+    finally:
+        _plan = None
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
+
+
+_LINE_WIDTH = run_log.LINE_WIDTH
+
+
+def _stored_run_line(name: str, where: str, meta: dict[str, Any]) -> str:
+    """ "<name>: stored run <data set>/<key> (trained on <device> in <s> s)", the parenthesis on a second, indented
+    line when one line would be longer than the notebooks' line limit."""
+    head = f"{name}: stored run {where}"
+    detail = f"(trained on {meta.get('device_name') or meta.get('device') or '?'} in {meta['seconds']:.0f} s)"
+    return f"{head} {detail}" if len(head) + 1 + len(detail) <= _LINE_WIDTH else f"{head}\n  {detail}"
+
+
+def is_current(meta: dict[str, Any]) -> bool:
+    """Whether a stored run's training version is today's (runs stored before it existed have none)."""
+    return meta.get("training_version") == training_version()
+
+
+RETRAIN_ONLY_ENV = "CALIBMED_RETRAIN_ONLY"
+_SELECTOR_KEYS = ("recipe", "dataset", "model")
+_NOT_RECIPE = ("lr_scale", "augment")
+
+
+def parse_retrain_selector(text: str) -> dict[str, set[str]]:
+    """``"recipe=well-regularised dataset=dermamnist dataset=isic2018_heldout"`` → ``{key: allowed values}``.
+    Terms are separated by spaces (or commas); a run is selected when every named key matches one of its values."""
+    selector: dict[str, set[str]] = {}
+    for term in text.replace(",", " ").split():
+        key, sep, value = term.partition("=")
+        if not sep or key not in _SELECTOR_KEYS or not value:
+            raise ValueError(
+                f"{RETRAIN_ONLY_ENV}: {term!r} is not a selector term; write key=value with key one of "
+                f"{_SELECTOR_KEYS}, e.g. 'recipe=well-regularised dataset=dermamnist'"
+            )
+        if key == "recipe" and value not in RECIPES:
+            raise ValueError(f"{RETRAIN_ONLY_ENV}: unknown recipe {value!r}; choose one of {list(RECIPES)}")
+        selector.setdefault(key, set()).add(value)
+    return selector
+
+
+def config_recipe(config: train.TrainConfig) -> str | None:
+    """The recipe whose settings ``config`` has (:data:`RECIPES`), or ``None`` for a configuration of its own.
+    Augmentation is a data set's choice (the synthetic multi-label sets train the well-regularised recipe without
+    it), so it does not decide the recipe."""
+    for recipe, settings in RECIPES.items():
+        if all(getattr(config, name) == value for name, value in settings.items() if name not in _NOT_RECIPE):
+            return recipe
+    return None
+
+
+def retrain_selected(bundle: Any, model_name: str, config: train.TrainConfig) -> bool:
+    """Whether ``CALIBMED_RETRAIN_ONLY`` (unset: everything) selects this run for retraining."""
+    selector = parse_retrain_selector(os.environ.get(RETRAIN_ONLY_ENV, ""))
+    values = {"recipe": config_recipe(config), "dataset": bundle.name, "model": model_name}
+    return all(values[key] in allowed for key, allowed in selector.items())
+
+
+def _from_older_code(path: Path) -> bool:
+    """Whether a stored run was trained by older training code (or its metadata cannot be read): what
+    ``CALIBMED_RETRAIN=1`` retrains. Runs of today's code are kept, so a retrain ends and resumes where it stopped."""
+    try:
+        return not is_current(read_stored_meta(path))
+    except DamagedRunError:
+        return True
+
+
+def _report_run(
+    run: TrainedRun, bundle: Any, config: train.TrainConfig, line: str | None, meta: dict[str, Any]
+) -> None:
+    """Hand a loaded or trained run to :func:`helpers.training.run_log.report` (one summary per suite)."""
+    software = meta if run.source == "stored" else run.software
+    record = run_log.RunRecord(
+        run.name,
+        run.source,
+        bundle.name,
+        config.seed,
+        software.get("device_name") or run.device,
+        software.get("deterministic"),
+        is_current(meta) if run.source == "stored" else True,
+    )
+    run_log.report(record, line)
+
+
+def train_run(
+    name: str,
+    loss: nn.Module,
+    bundle: Any,
+    model_name: str,
+    config: train.TrainConfig,
+    cache: bool = True,
+    cache_dir: str | os.PathLike | None = None,
+    stored: bool = False,
+    stored_dir: str | os.PathLike | None = None,
+) -> TrainedRun:
+    """Train ``model_name`` with ``loss`` on ``bundle`` through :func:`helpers.training.train.fit`, or load it.
+
+    With ``stored=True`` (the ``reference`` profile) a stored reference run is loaded when present and a trained
+    run is stored. Otherwise the local cache is used (``cache``). Which of these happened is reported through
+    :mod:`helpers.training.run_log` (a line per run outside a suite, one summary line per suite), so every notebook output
+    says whether its numbers were trained here. A damaged file is named and the run retrained.
+    """
+    retrain = _flag("CALIBMED_RETRAIN") and retrain_selected(bundle, model_name, config)
+    cache = cache and not _flag("CALIBMED_NO_CACHE") and not retrain
+    key = run_key(bundle, model_name, loss, config)
+    store_path = stored_run_path(bundle, key, stored_dir)
+    if stored and store_path.is_file() and not (retrain and _from_older_code(store_path)):
+        try:
+            meta, run = load_stored_run(store_path, bundle, loss, key)
+            run.name = name
+            _report_run(run, bundle, config, _stored_run_line(name, f"{bundle.name}/{key}", meta), meta)
+            return run
+        except DamagedRunError as error:
+            print(f"{name}: {error}; training it again")
+    cache_path = Path(cache_dir or default_cache_dir()) / f"{key}-{training_version()}.pt"
+    torch.manual_seed(config.seed)
+    model = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
+    if cache and not stored and cache_path.is_file():
+        try:
+            run = _load_cached_run(cache_path, name, model, loss, bundle, key)
+            _report_run(
+                run,
+                bundle,
+                config,
+                f"{name}: loaded from the run cache ({cache_path.name}; trained in {run.seconds:.0f} s)",
+                {},
+            )
+            return run
+        except DamagedRunError as error:
+            print(f"{name}: {error}; training it again")
+            torch.manual_seed(config.seed)
+            model = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
+    if _plan is not None:
+        _plan.append(PlannedRun(name, loss, bundle, model_name, config, stored, key))
+        shapes = _expected_shapes(bundle)
+        return TrainedRun(
+            name,
+            None,
+            loss,
+            [],
+            torch.zeros(shapes["val_logits"]),
+            torch.zeros(shapes["test_logits"]),
+            0.0,
+            "planned",
+            key,
+        )
+    target_dir = store_path.parent.parent if stored else cache_path.parent
+    if (stored or cache) and target_dir.exists() and not target_dir.is_dir():
+        raise NotADirectoryError(
+            f"{target_dir} is not a folder: trained runs are stored in a folder there; "
+            "pass another cache_dir / stored_dir or remove the file"
+        )
+    target_file = store_path if stored else cache_path
+    if (stored or cache) and target_file.is_dir():
+        raise IsADirectoryError(
+            f"{target_file} is a folder, where this run's file is written: remove it "
+            "(or pass another cache_dir / stored_dir)"
+        )
+    definition = run_definition(bundle, model_name, loss, config) if stored else None
+    print(f"{name}: training {model_name} with {type(loss).__name__} for {config.epochs} epochs")
+    result = train.fit(model, loss, bundle, config)
+    with determinism.deterministic():
+        val_logits = train.predict_logits(result.model, bundle.val.images, batch_size=config.eval_batch_size)
+        test_logits = train.predict_logits(result.model, bundle.test.images, batch_size=config.eval_batch_size)
+    run = TrainedRun(
+        name,
+        result.model.cpu(),
+        loss.cpu(),
+        result.history,
+        val_logits.cpu(),
+        test_logits.cpu(),
+        result.seconds,
+        "trained",
+        key,
+        result.device,
+        result.software,
+    )
+    _report_run(run, bundle, config, None, {})  # its "training" line is printed above
+    if stored:
+        _save_or_warn(store_path, lambda: save_stored_run(store_path, run, definition), stored=True)
+    elif cache:
+        _save_or_warn(cache_path, lambda: _save_cached_run(cache_path, run), stored=False)
+    return run

@@ -1,0 +1,41 @@
+"""Utilities every layer may use: atomic file writes, the repository root and paths as the notebooks print them, progress bars.
+
+The floor of the library: it imports nothing from ``helpers``."""
+
+from helpers.utils.atomic import (  # noqa: F401
+    write_atomically_with,
+    write_bytes_atomically,
+    write_text_atomically,
+)
+from helpers.utils.paths import (  # noqa: F401
+    REPO_ROOT,
+    DATA_DIR_ENV,
+    display_path,
+    shorten_paths,
+)
+from helpers.utils.progress import (  # noqa: F401
+    PROGRESS_ENV,
+    MODES,
+    progress_mode,
+    format_duration,
+    final_line,
+    FinalLine,
+    progress_bar,
+)
+
+__all__ = [
+    "write_atomically_with",
+    "write_bytes_atomically",
+    "write_text_atomically",
+    "REPO_ROOT",
+    "DATA_DIR_ENV",
+    "display_path",
+    "shorten_paths",
+    "PROGRESS_ENV",
+    "MODES",
+    "progress_mode",
+    "format_duration",
+    "final_line",
+    "FinalLine",
+    "progress_bar",
+]
