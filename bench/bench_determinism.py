@@ -1,13 +1,13 @@
-"""What deterministic training costs: ``helpers.training.train.fit`` with and without deterministic mode, side by side
+"""What deterministic training costs: ``helpers.training.fit`` with and without deterministic mode, side by side
 (issue 19, item 1).
 
     .venv/bin/python bench/bench_determinism.py [--devices cpu cuda] [--model small_cnn] [--images 512]
                                                 [--epochs 1] [--rounds 5] [--recipe well-regularised]
 
 Each variant trains the course's engine on a generated DermaMNIST-sized set (28 px RGB, 7 classes, ``--images``
-training and 128 validation images) under a recipe of :data:`helpers.training.run_store.RECIPES`:
+training and 128 validation images) under a recipe of :data:`helpers.training.RECIPES`:
 
-* ``deterministic``: :func:`helpers.training.train.fit` as every run is trained now (:mod:`helpers.training.determinism`:
+* ``deterministic``: :func:`helpers.training.fit` as every run is trained now (:mod:`helpers.training.determinism`:
   deterministic algorithms, no cuDNN autotuning, a fixed cuBLAS workspace);
 * ``autotuned``: the same training loop as before issue 19, with ``cudnn.benchmark = True`` and deterministic
   algorithms off.
@@ -32,11 +32,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers.training import run_store
-from helpers.training import models
-from helpers.training import train  # noqa: E402
-from helpers.data.datasets import DatasetBundle, Split  # noqa: E402
+from helpers.data import DatasetBundle, Split  # noqa: E402
 from helpers.losses import CrossEntropy  # noqa: E402
+from helpers.training import (
+    models,
+    run_store,
+    train,  # noqa: E402
+)
 
 N_CLASSES, N_VALIDATION, IMAGE_SIZE = 7, 128, 28
 

@@ -5,10 +5,10 @@
 One training step = forward, cross-entropy, backward and an SGD step (momentum 0.9) on a batch of 128 random 28 px
 RGB images, the course's DermaMNIST setting. Variants: the default (contiguous NCHW) memory format; channels-last
 (model and batch in NHWC); bf16 autocast; and on CUDA channels-last with bf16
-autocast (what ``helpers.training.train.fit`` does there); with ``--compile`` also ``torch.compile`` (slow to compile on a
-CPU: it needs a C++ compiler and minutes). Each figure is the median over ``--rounds`` interleaved rounds of
+autocast (what ``helpers.training.fit`` does there); with ``--compile`` also ``torch.compile`` (slow to compile on
+a CPU: it needs a C++ compiler and minutes). Each figure is the median over ``--rounds`` interleaved rounds of
 ``--steps`` timed steps after warm-up, as images per second, with the ratio to the default. ``helpers.training.train``
-uses the fastest measured layout per device (:func:`helpers.training.train.preferred_memory_format`).
+uses the fastest measured layout per device (:func:`helpers.training.preferred_memory_format`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers.training.models import build_model  # noqa: E402
+from helpers.training import build_model  # noqa: E402
 
 BATCH = 128
 

@@ -1,4 +1,4 @@
-"""Time helpers.metrics.functional.ece / classwise_ece against torchmetrics on the same data, side by side in one run.
+"""Time helpers.metrics.ece / classwise_ece against torchmetrics on the same data, side by side in one run.
 
     .venv/bin/python bench/bench_metrics.py [--n 1000000] [--classes 7] [--repeats 7] [--device cpu] [--threads T]
                                             [--bootstrap]

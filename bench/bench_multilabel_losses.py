@@ -29,8 +29,7 @@ import time
 import torch
 from torch.utils import benchmark
 
-from helpers.losses.base import Composite
-from helpers.losses.multilabel import ASL, BCE, LDACE, LPR, SPA, LDACEWithCCL
+from helpers.losses import ASL, BCE, LDACE, LPR, SPA, Composite, LDACEWithCCL
 
 
 class SumFloor(torch.nn.Module):

@@ -2,13 +2,13 @@
 
     .venv/bin/python bench/bench_quick_overfit.py [--data-dir DIR] [--epochs 3] [--rounds 2] [--device cpu]
 
-Each timed run is what a ``quick`` notebook trains under the over-fitting recipe: ``helpers.training.train.fit`` on a
+Each timed run is what a ``quick`` notebook trains under the over-fitting recipe: ``helpers.training.fit`` on a
 seeded 1,000-image subset of DermaMNIST's training split (``max_train=1000``, seed 0, as the notebooks load it),
 batch 32, SGD at the recipe's constant rate, no weight decay or augmentation, one validation pass over all 1,003
 validation images per epoch, for ``--epochs`` epochs. The two models alternate over ``--rounds`` rounds (background
 load hits both alike); the figure per model is the median seconds per epoch, with the ratio to the small CNN and
 the time of a 15-epoch ``quick`` run. This measurement is why the ``quick`` profile sets
-``overfit_model="small_cnn"`` (``helpers.course.suites.recipe_model``); the ``reference`` profile keeps the wide CNN on
+``overfit_model="small_cnn"`` (``helpers.course.recipe_model``); the ``reference`` profile keeps the wide CNN on
 all 7,007 images.
 """
 
@@ -26,10 +26,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers import data
-from helpers.training import run_store
-from helpers.training import models
-from helpers.training import train  # noqa: E402
 from helpers.losses import CrossEntropy  # noqa: E402
+from helpers.training import (
+    models,
+    run_store,
+    train,  # noqa: E402
+)
 
 QUICK_TRAIN_IMAGES = 1000
 QUICK_BATCH = 32

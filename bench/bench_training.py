@@ -12,8 +12,8 @@ and augments the whole batch at once (``augment_batch``).
     with flips, and with flips + shifts/rotations (the ``TrainConfig(augment=True)`` default); the reference does
     no augmentation at all, so those rows favour the reference.
 (b) Whole training step, same SmallCNN and SGD (lr 0.01, momentum 0.9) on both sides: ours through
-    ``helpers.training.train.fit`` itself (default augmentation, plus one validation pass over 128 images counted against
-    us), the reference through the notebook's loop (``zero_grad``, forward, ``squeeze().long()``, cross-entropy,
+    ``helpers.training.fit`` itself (default augmentation, plus one validation pass over 128 images counted
+    against us), the reference through the notebook's loop (``zero_grad``, forward, ``squeeze().long()``, cross-entropy,
     ``backward``, ``step``).
 
 Each figure is the median of ``--repeats`` timed windows after a warm-up; the two sides are interleaved so that
@@ -36,10 +36,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from helpers.data.datasets import DatasetBundle, Split, load_dataset, resolve_data_dir
+from helpers.data import DatasetBundle, Split, load_dataset, resolve_data_dir
 from helpers.losses import CrossEntropy
-from helpers.training.models import SmallCNN
-from helpers.training.train import Augmentation, TrainConfig, augment_batch, fit, resolve_device, to_float
+from helpers.training import Augmentation, SmallCNN, TrainConfig, augment_batch, fit, resolve_device, to_float
 
 BATCH_SIZE = 128
 REFERENCE_LR = 0.01

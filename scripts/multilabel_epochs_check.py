@@ -48,8 +48,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from helpers import course, data
-    from helpers.training import run_store
     from helpers.lessons import multilabel_analysis as mla
+    from helpers.training import run_store
 
     profile = course.notebook_profiles("11_multilabel_comparison")["reference"]
     bundle = data.load_dataset(profile["dataset"], image_size=profile["image_size"])

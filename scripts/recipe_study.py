@@ -58,8 +58,8 @@ def one_run(args):
 
     torch.set_num_threads(1)
     from helpers import data, metrics
-    from helpers.training import run_store
     from helpers.losses import CrossEntropy
+    from helpers.training import run_store
 
     bundle = data.load_dataset("dermamnist")
     spec = dict(spec)

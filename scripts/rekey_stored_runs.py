@@ -21,9 +21,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers import course
-from helpers.utils import atomic
-from helpers.training import run_store
 from helpers.course import suites  # noqa: E402
+from helpers.training import run_store
+from helpers.utils import atomic
 
 COMPARED = ("dataset", "image_size", "split_sizes", "data", "model", "config")
 COMPARED_LOSS = ("class", "state_keys", "extra_state")

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from helpers.lessons.logit_analysis import logit_distance_summary, logit_distances, optimal_confidence, stationary_confidence
+from helpers.lessons import logit_distance_summary, logit_distances, optimal_confidence, stationary_confidence
 from helpers.losses import FLSD53, CrossEntropy, FocalLoss, LabelSmoothing
 
 

@@ -12,13 +12,11 @@ import pytest
 import torch
 
 from helpers import course
-from helpers.utils import atomic
-from helpers.training import run_store
-from helpers.data import label_stats
 from helpers.course import output_rules
-from helpers.data import synthetic
-from helpers.training import train
+from helpers.data import label_stats, synthetic
 from helpers.losses import CrossEntropy
+from helpers.training import run_store, train
+from helpers.utils import atomic
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

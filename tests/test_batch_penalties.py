@@ -4,8 +4,8 @@ agrees with a Monte-Carlo average of the course's own regularisers on sampled ba
 import pytest
 import torch
 
-from helpers.lessons.logit_analysis import calibrated_batch_penalties
-from helpers.losses.multiclass import DCARegulariser, MDCARegulariser
+from helpers.lessons import calibrated_batch_penalties
+from helpers.losses import DCARegulariser, MDCARegulariser
 
 PRIOR = torch.tensor([0.033, 0.051, 0.110, 0.011, 0.111, 0.669, 0.015], dtype=torch.float64)
 

@@ -8,16 +8,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.losses.cclnet import (
+from helpers.losses import (
     CCLHead,
     CCLNetLoss,
     DictionaryFreezeRule,
+    MultiClassLoss,
     class_correlation_loss,
     normalised_squared_distance,
     soft_labels_from_dictionary,
     uniform_smoothing_epsilon,
 )
-from helpers.losses.base import MultiClassLoss
 
 K = 4
 D = 6

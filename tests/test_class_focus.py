@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from helpers import metrics
+from helpers.data import ISIC_CLASS_NAMES
 from helpers.metrics import class_focus
-from helpers.data.datasets import ISIC_CLASS_NAMES
 
 DERMA = [
     "actinic keratoses and intraepithelial carcinoma",

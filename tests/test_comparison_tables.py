@@ -6,11 +6,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from helpers.lessons import comparison_tables as C
 from helpers import metrics as M
+from helpers.calibration import TemperatureScaling
 from helpers.course import output_rules
+from helpers.lessons import comparison_tables as C
 from helpers.metrics import stats
-from helpers.calibration.temperature import TemperatureScaling
 
 
 def models(n=400, k=4, seeds=2):

@@ -17,7 +17,7 @@ from PIL import Image
 from tiny_bundles import three_class_bundle
 
 from helpers import data
-from helpers.data.datasets import DATA_DIR_ENV, Split, data_dir, load_dataset, load_isic2018, load_medmnist
+from helpers.data import DATA_DIR_ENV, Split, data_dir, load_dataset, load_isic2018, load_medmnist
 
 DERMA_COUNTS = {
     "train": [228, 359, 769, 80, 779, 4693, 99],

@@ -12,8 +12,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from helpers import metrics
-from helpers.plots import decision_plots
 from helpers.metrics import decisions  # noqa: E402
+from helpers.plots import decision_plots
 
 
 def _probs_with_column(p_class, k=1, n_classes=3):

@@ -7,8 +7,8 @@ import torch
 from random_forecasts import random_multiclass, random_multilabel
 
 from helpers import metrics
+from helpers.calibration import TemperatureScaling
 from helpers.metrics import decomposition
-from helpers.calibration.temperature import TemperatureScaling
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -11,9 +11,8 @@ import pytest
 import torch
 from test_experiments import config, tiny_bundle
 
-from helpers.training import determinism
-from helpers.training import run_store
 from helpers.losses import CrossEntropy
+from helpers.training import determinism, run_store
 
 
 class SpyingCE(CrossEntropy):
@@ -97,8 +96,11 @@ def test_a_cublas_setting_that_is_not_deterministic_is_refused_on_cuda(monkeypat
 
 def test_importing_the_training_engine_sets_the_cublas_workspace_before_cuda_starts():
     environment = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
-    code = "import os, helpers.training.train, torch; print(os.environ['CUBLAS_WORKSPACE_CONFIG'], torch.cuda.is_initialized())"
-    root = Path(determinism.__file__).resolve().parent.parent  # "-c" puts the working folder first on the path
+    code = (
+        "import os, helpers.training.train, torch; "
+        "print(os.environ['CUBLAS_WORKSPACE_CONFIG'], torch.cuda.is_initialized())"
+    )
+    root = Path(determinism.__file__).resolve().parents[2]  # "-c" puts the working folder first on the path
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=root, env=environment, capture_output=True, text=True, timeout=300
     )

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.metrics import estimator_bias as eb
 from helpers import metrics
+from helpers.metrics import estimator_bias as eb
 
 
 def random_posteriors(n=400, k=5, seed=0):

@@ -7,9 +7,9 @@ import pytest
 import torch
 from tiny_bundles import three_class_bundle
 
-from helpers.training import run_store
-from helpers.data.datasets import Split
+from helpers.data import Split
 from helpers.losses import CrossEntropy, LabelSmoothing
+from helpers.training import run_store
 
 
 def tiny_bundle(seed=0, n=96):
@@ -44,7 +44,7 @@ def test_cached_run_reproduces_the_trained_run(tmp_path):
     assert torch.equal(trained.test_logits, loaded.test_logits)
     assert loaded.history == trained.history
     # the reloaded weights give the stored logits
-    from helpers.training.train import predict_logits
+    from helpers.training import predict_logits
 
     assert torch.allclose(predict_logits(loaded.model, bundle.test.images), loaded.test_logits, atol=1e-5)
     assert torch.allclose(loaded.test_probs.sum(1), torch.ones(len(bundle.test.labels)))
@@ -87,7 +87,7 @@ def other_test_split(bundle, seed=5):
 
 def test_a_cached_run_never_serves_old_test_logits_when_only_the_test_split_changes(tmp_path):
     """Issue 10, defect 1: the key covered train and validation only, so another test split got stale logits."""
-    from helpers.training.train import predict_logits
+    from helpers.training import predict_logits
 
     bundle = tiny_bundle()
     first = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
@@ -289,7 +289,7 @@ def test_the_cache_folder_can_be_moved_by_an_environment_variable(tmp_path, monk
 
 
 def test_stored_run_round_trip_without_weights(tmp_path, capsys):
-    from helpers.losses.cclnet import CCLNetLoss
+    from helpers.losses import CCLNetLoss
 
     bundle = tiny_bundle()
     torch.manual_seed(0)
@@ -392,7 +392,7 @@ def test_cache_can_be_disabled(tmp_path, monkeypatch):
 
 
 def test_ccl_net_loss_with_non_tensor_extra_state_has_a_key():
-    from helpers.losses.cclnet import CCLNetLoss
+    from helpers.losses import CCLNetLoss
 
     bundle = tiny_bundle()
     torch.manual_seed(0)
@@ -406,7 +406,7 @@ def test_ccl_net_loss_with_non_tensor_extra_state_has_a_key():
 
 def test_ccl_net_run_round_trips_through_the_cache(tmp_path):
     """CCL-Net's non-tensor state (optimiser, freeze rule, epoch log) is stored with the run and restored."""
-    from helpers.losses.cclnet import CCLNetLoss
+    from helpers.losses import CCLNetLoss
 
     bundle = tiny_bundle()
     torch.manual_seed(0)
@@ -426,8 +426,7 @@ def test_ccl_net_run_round_trips_through_the_cache(tmp_path):
 
 def test_the_loss_fingerprint_does_not_depend_on_how_pytorch_prints_its_own_layers(monkeypatch):
     """Keys computed with another PyTorch version must match: BatchNorm1d's printed form gained ``bias=True``."""
-    from helpers.losses.cclnet import CCLNetLoss
-    from helpers.losses import DCA
+    from helpers.losses import DCA, CCLNetLoss
 
     torch.manual_seed(0)
     loss = CCLNetLoss(feature_dim=16, num_classes=3)
@@ -446,9 +445,7 @@ def test_a_cache_dir_that_is_a_file_fails_before_training(tmp_path, monkeypatch)
     with pytest.raises(NotADirectoryError, match="is not a folder"):
         run_store.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), cache_dir=blocker)
     with pytest.raises(NotADirectoryError, match="is not a folder"):
-        run_store.train_run(
-            "ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), stored=True, stored_dir=blocker
-        )
+        run_store.train_run("ce", CrossEntropy(), tiny_bundle(), "small_cnn", config(), stored=True, stored_dir=blocker)
 
 
 def test_stored_run_line_keeps_within_the_notebook_line_limit():
@@ -462,9 +459,7 @@ def test_stored_run_line_keeps_within_the_notebook_line_limit():
     lines = long_line.splitlines()
     assert len(lines) == 2 and max(len(line) for line in lines) <= output_rules.MAX_LINE
     assert "stored run synthetic_chestmnist_independent/" in lines[0] and lines[1] == "  (trained on cuda:0 in 88 s)"
-    assert (
-        run_store._stored_run_line("BCE", "tiny/abc", meta) == "BCE: stored run tiny/abc (trained on cuda:0 in 88 s)"
-    )
+    assert run_store._stored_run_line("BCE", "tiny/abc", meta) == "BCE: stored run tiny/abc (trained on cuda:0 in 88 s)"
     named = run_store._stored_run_line("BCE", "tiny/abc", meta | {"device_name": "NVIDIA H100 80GB HBM3"})
     assert named == "BCE: stored run tiny/abc (trained on NVIDIA H100 80GB HBM3 in 88 s)"
 

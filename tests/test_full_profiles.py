@@ -9,11 +9,9 @@ import torch
 from medmnist import INFO
 
 from helpers import course, data
-from helpers.training import run_store
-from helpers.training import models
 from helpers.lessons import multilabel_analysis
-from helpers.training import train
 from helpers.losses import BCE, CrossEntropy
+from helpers.training import models, run_store, train
 
 HANDFUL = 2  # two images: BatchNorm needs more than one value per channel
 

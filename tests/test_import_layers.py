@@ -48,7 +48,8 @@ def imported_modules(path: Path, modules: set[str]) -> set[str]:
             else:
                 source = node.module or ""
             found.add(source)
-            # `from helpers import metrics` imports the module helpers.metrics.functional, not a name of helpers/__init__
+            # `from helpers import metrics` imports the module helpers.metrics.functional, not a name of
+            # helpers/__init__
             found.update(f"{source}.{alias.name}" for alias in node.names if f"{source}.{alias.name}" in modules)
     return {module for module in found if module in modules and module != name}
 
@@ -89,16 +90,22 @@ def test_the_graph_sees_every_kind_of_import():
     graph = import_graph()
     assert "helpers.metrics.functional" in graph["helpers.metrics.stats"]  # from helpers import metrics
     assert "helpers.losses" in graph["helpers.course.suites"]  # from .losses import (...)
-    assert "helpers.losses.cclnet" in graph["helpers.course.suites"]  # from .cclnet import CCLNetLoss, inside a function
+    assert (
+        "helpers.losses.cclnet" in graph["helpers.course.suites"]
+    )  # from .cclnet import CCLNetLoss, inside a function
     assert "helpers.losses.base" in graph["helpers.losses.multiclass"]  # from .base import (...)
 
 
 def test_an_import_in_the_main_block_is_the_programs_entry_not_an_edge():
-    """``python -m helpers.course run --engine ray`` passes helpers.course.ray_engine (which imports helpers.course.runner) to main from
+    """``python -m helpers.course run --engine ray`` passes helpers.course.ray_engine (which imports
+    helpers.course.runner) to main from
     the ``__main__`` block; the same import anywhere else in course.py would be a cycle."""
     graph = import_graph()
     assert "helpers.course.runner" in graph["helpers.course.ray_engine"]
-    assert "helpers.course.ray_engine" not in graph["helpers.course.runner"] and "helpers.course.ray_engine" not in graph["helpers.course.suites"]
+    assert (
+        "helpers.course.ray_engine" not in graph["helpers.course.runner"]
+        and "helpers.course.ray_engine" not in graph["helpers.course.suites"]
+    )
     source = 'import os\ndef f():\n    from helpers import scale\nif __name__ == "__main__":\n    import json\n'
     tree = _without_main_block(ast.parse(source))
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from helpers.lessons import loss_comparison as lc
-from helpers.losses.multiclass import DCA
-from helpers.metrics.functional import PairedBootstrapResult
+from helpers.losses import DCA
+from helpers.metrics import PairedBootstrapResult
 
 
 def result(estimate, low, high, samples=None):

@@ -6,11 +6,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.losses.base import Composite, MultiClassLoss
-from helpers.losses.multiclass import (
+from helpers.losses import (
     DCA,
     FLSD53,
     MDCA,
+    Composite,
     CrossEntropy,
     DCARegulariser,
     FocalLoss,
@@ -18,6 +18,7 @@ from helpers.losses.multiclass import (
     LSPlus,
     MbLS,
     MDCARegulariser,
+    MultiClassLoss,
     class_accuracy_from_model,
     class_accuracy_from_predictions,
     class_frequencies,
@@ -425,7 +426,7 @@ def test_regularisers_called_directly_check_their_inputs():
 def test_every_integer_target_dtype_gives_the_int64_value_and_gradient(name, dtype):
     """Issue 10 #11: int32 targets raised a raw torch error (CE, MbLS, DCA, MDCA) and uint8 ones were read as a
     mask (LS, focal, FLSD-53, MDCA, LS+, CCL-Net)."""
-    from helpers.losses.cclnet import CCLNetLoss
+    from helpers.losses import CCLNetLoss
 
     torch.manual_seed(0)
     extra = {
@@ -454,7 +455,7 @@ def test_regularisers_called_directly_accept_every_integer_target_dtype():
 @pytest.mark.parametrize("name", list(all_losses()) + ["ccl_net"])
 def test_empty_batches_and_non_finite_logits_raise_instead_of_returning_nan(name):
     """Issue 10 #12: every multi-class loss returned NaN on an empty batch and on infinite logits."""
-    from helpers.losses.cclnet import CCLNetLoss
+    from helpers.losses import CCLNetLoss
 
     loss = CCLNetLoss(8, K) if name == "ccl_net" else all_losses()[name]
     with pytest.raises(ValueError, match="empty batch"):
@@ -481,7 +482,7 @@ def test_predict_proba_of_an_infinite_logit_raises_instead_of_a_nan_row():
 def test_multiclass_losses_refuse_a_single_logit_column(name):
     """Issue 18 #7: a binary task passed as one logit column made every multi-class loss return exactly 0 (the
     softmax of one column is 1); the metrics and temperature scaling refuse K < 2, so the losses must too."""
-    from helpers.losses.cclnet import CCLNetLoss
+    from helpers.losses import CCLNetLoss
 
     loss = {"ccl_net": CCLNetLoss(8, K), "dca_term": DCARegulariser(), "mdca_term": MDCARegulariser()}.get(
         name
@@ -513,7 +514,7 @@ def test_the_single_column_hint_gives_the_binary_softmax_of_the_sigmoid():
 def test_multiclass_losses_accept_numpy_arrays_like_the_metrics(name):
     """Issue 18 #10: numpy logits failed with "isfinite(): argument 'input' must be Tensor"; the losses now take
     numpy arrays as the metrics do (converted, the same value) and say clearly what else they cannot take."""
-    from helpers.losses.cclnet import CCLNetLoss
+    from helpers.losses import CCLNetLoss
 
     torch.manual_seed(0)
     loss = {"ccl_net": CCLNetLoss(8, K), "dca_term": DCARegulariser(), "mdca_term": MDCARegulariser()}.get(

@@ -7,8 +7,7 @@ import math
 import pytest
 import torch
 
-from helpers.losses.base import Composite
-from helpers.losses.multilabel import (
+from helpers.losses import (
     ASL,
     BCE,
     LDACE,
@@ -16,6 +15,7 @@ from helpers.losses.multilabel import (
     SPA,
     AsymmetricFocal,
     CanonicalCalibrationLoss,
+    Composite,
     LDACEWithCCL,
     phi_recovery,
     spa_link_as_printed,

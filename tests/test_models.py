@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from helpers.training.models import MODEL_NAMES, ResNetClassifier, SmallCNN, build_model
+from helpers.training import MODEL_NAMES, ResNetClassifier, SmallCNN, build_model
 
 
 @pytest.fixture(autouse=True)

@@ -97,7 +97,7 @@ def test_binned_calibration_with_counts_agrees_with_the_metrics_and_counts_bins(
     import numpy as np
 
     from helpers import metrics
-    from helpers.lessons.multilabel_analysis import binned_calibration_with_counts
+    from helpers.lessons import binned_calibration_with_counts
 
     generator = torch.Generator().manual_seed(3)
     probs = torch.rand(400, 5, generator=generator) ** 3
@@ -117,7 +117,7 @@ def test_binned_calibration_with_counts_agrees_with_the_metrics_and_counts_bins(
 
 
 def test_ideal_output_is_the_conditional_risk_minimiser_read_out_and_keeps_the_ranking():
-    from helpers.losses.properness import conditional_risk_minimiser
+    from helpers.losses import conditional_risk_minimiser
 
     g = torch.Generator().manual_seed(3)
     eta = torch.sigmoid(torch.randn(40, 3, dtype=torch.float64, generator=g) * 3)

@@ -6,11 +6,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from helpers.lessons import multilabel_comparison as mc
 from helpers.calibration import posthoc
-from helpers.metrics import stats
+from helpers.lessons import multilabel_comparison as mc
 from helpers.losses import BCE, AsymmetricFocal
-from helpers.metrics.functional import PairedBootstrapResult
+from helpers.metrics import PairedBootstrapResult, stats
 
 
 def fake_data(n=200, t=3, seed=0, posteriors=True):

@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from helpers import plots  # noqa: E402
-from helpers.metrics.selective import confidence_by_correctness, r_auc, retention_curve  # noqa: E402
+from helpers.metrics import confidence_by_correctness, r_auc, retention_curve  # noqa: E402
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Multi-label plot functions of helpers.plots.figures: each draws what it is given, on a given axis, and checks input."""
+"""Multi-label plot functions of helpers.plots.figures: each draws what it is given, on a given axis, and checks
+input."""
 
 import matplotlib
 

@@ -15,17 +15,17 @@ from sklearn.frozen import FrozenEstimator
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
-from helpers.calibration.posthoc import (
+from helpers.calibration import (
     DirichletCalibration,
     IsotonicCalibration,
     MatrixScaling,
     PerLabelIsotonic,
     PerLabelPlatt,
     PerLabelTemperatureScaling,
+    TemperatureScaling,
     VectorScaling,
     split_calibration,
 )
-from helpers.calibration.temperature import TemperatureScaling
 
 
 def affine_miscalibrated(n, k=4, seed=0):

@@ -1,4 +1,5 @@
-"""helpers.utils.progress (bar / final line / off, and the rule that picks one), helpers.utils.paths, and what the course prints:
+"""helpers.utils.progress (bar / final line / off, and the rule that picks one), helpers.utils.paths, and what the
+course prints:
 configure's one configuration block, describe() wrapped, save_results' relative path, warnings as one short note."""
 
 import io
@@ -11,12 +12,10 @@ from tiny_bundles import three_class_bundle
 
 from helpers import course
 from helpers.course import output_rules
-from helpers.utils import paths
-from helpers.utils import progress
-from helpers.data.datasets import Split
+from helpers.data import Split
 from helpers.losses import CrossEntropy
-from helpers.training.models import SmallCNN
-from helpers.training.train import TrainConfig, fit
+from helpers.training import SmallCNN, TrainConfig, fit
+from helpers.utils import paths, progress
 
 
 @pytest.fixture

@@ -8,15 +8,21 @@ import math
 import pytest
 import torch
 
-from helpers.losses import properness
-from helpers.losses.base import Composite
-from helpers.losses.multilabel import ASL, BCE, LDACE, LPR, SPA, AsymmetricFocal, phi_recovery
-from helpers.losses.properness import (
+from helpers.losses import (
+    ASL,
+    BCE,
+    LDACE,
+    LPR,
+    SPA,
+    AsymmetricFocal,
+    Composite,
     conditional_risk,
     conditional_risk_minimiser,
     independent_label_distribution,
     joint_risk_minimiser,
     partial_losses,
+    phi_recovery,
+    properness,
 )
 
 ETA = torch.linspace(0.01, 0.99, 99, dtype=torch.float64)
@@ -246,7 +252,7 @@ def _moments(configs, weights):
 def test_pairwise_risk_minimiser_agrees_with_the_enumerated_ldace_risk(diagonal):
     """LDACE's risk depends on y only through η and π = E[y yᵀ]: the moment-based minimiser must find what
     joint_risk_minimiser finds by evaluating the real loss on every label vector."""
-    from helpers.losses.properness import pairwise_risk_minimiser
+    from helpers.losses import pairwise_risk_minimiser
 
     dependent = (
         torch.tensor([[0.0, 0, 0], [1, 0, 0], [0, 1, 1], [1, 1, 0], [1, 1, 1]], dtype=torch.float64),
@@ -261,7 +267,7 @@ def test_pairwise_risk_minimiser_agrees_with_the_enumerated_ldace_risk(diagonal)
 
 
 def test_pairwise_risk_minimiser_reproduces_five_twelfths_and_the_p_reading_is_proper_under_independence():
-    from helpers.losses.properness import pairwise_risk_minimiser
+    from helpers.losses import pairwise_risk_minimiser
 
     found = pairwise_risk_minimiser(torch.tensor([[0.5, 0.5]]), torch.tensor([[[0.5, 0.25], [0.25, 0.5]]]))
     torch.testing.assert_close(found.proba, torch.full((1, 2), 5 / 12, dtype=torch.float64), rtol=0, atol=1e-10)

@@ -16,10 +16,7 @@ from medmnist import INFO
 from PIL import Image
 
 from helpers import data
-from helpers.data import chestxray14
-from helpers.data import image_files
-from helpers.data import isic2018
-from helpers.data.datasets import load_chestxray14, load_dataset, load_isic2018
+from helpers.data import chestxray14, image_files, isic2018, load_chestxray14, load_dataset, load_isic2018
 
 ISIC_HEADER = ["image", *isic2018.CLASSES]
 DX = ["mel", "nv", "bcc", "akiec", "bkl", "df", "vasc"]  # the ground-truth CSV's class order, as HAM10000's dx
@@ -373,7 +370,7 @@ def test_chestxray14_absent_images_are_skipped_and_counted_and_unlisted_ones_nam
 
 
 def test_chestxray14_printed_lines_fit_a_notebook_output_line(tmp_path, capsys):
-    from helpers.course.output_rules import MAX_LINE
+    from helpers.course import MAX_LINE
 
     root = tmp_path / "ChestXray14"
     _chest_layout(root, absent=("00000002_000.png",), csv_overrides={"00000003_000.png": "Hernia|Mass"})
@@ -455,9 +452,8 @@ def test_chestxray14_partial_or_inconsistent_layouts_raise_naming_the_problem(tm
 
 @pytest.mark.filterwarnings("ignore:macro_auroc")  # a tiny validation split lacks positives of some labels
 def test_chestxray14_bundle_trains_on_the_multilabel_path(tmp_path):
-    from helpers.training import models
-    from helpers.training import train
-    from helpers.losses.multilabel import BCE
+    from helpers.losses import BCE
+    from helpers.training import models, train
 
     _chest_layout(tmp_path / "ChestXray14", per_split=(("train", 12), ("val", 4), ("test", 4)))
     bundle = load_dataset("chestxray14", image_size=28, data_dir=tmp_path)

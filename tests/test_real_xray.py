@@ -8,9 +8,8 @@ import pytest
 import torch
 
 from helpers import course, metrics
-from helpers.lessons import multilabel_comparison
-from helpers.lessons import real_xray
 from helpers.course import suites
+from helpers.lessons import multilabel_comparison, real_xray
 
 
 def test_require_folder_names_the_missing_folder_and_how_to_fix_it(tmp_path):
@@ -133,7 +132,7 @@ def test_test_probabilities_add_the_phi_read_outs_of_focal_and_asl():
 
 
 def test_run_facts_count_the_test_positives_of_each_label_and_the_line_names_them():
-    from helpers.data.datasets import DatasetBundle, Split
+    from helpers.data import DatasetBundle, Split
 
     labels = torch.tensor([[1, 0, 0], [1, 1, 0], [0, 0, 0]], dtype=torch.float32)
     split = Split(torch.zeros(3, 1, 4, 4, dtype=torch.uint8), labels)

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from helpers.utils.paths import REPO_ROOT
+from helpers.utils import REPO_ROOT
 
 RESULTS = REPO_ROOT / "results" / "reference" / "11_multilabel_comparison.json"
 TRAINED = ["BCE", "focal", "focal+φ", "ASL", "ASL+φ", "SPA", "SPA+LPR", "BCE+LPR", "LDACE", "LDACE+CCL"]

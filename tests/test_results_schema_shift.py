@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from helpers.course import suites
-from helpers.utils.paths import REPO_ROOT
+from helpers.utils import REPO_ROOT
 
 RESULTS = REPO_ROOT / "results" / "reference" / "12_dataset_shift.json"
 TEST_SETS = {"in_distribution", "isic2018_test", "vienna_to_rosendahl"}

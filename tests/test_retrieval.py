@@ -10,7 +10,7 @@ import pytest
 import torch
 from sklearn.metrics import average_precision_score
 
-from helpers.metrics.retrieval import (
+from helpers.metrics import (
     average_precision,
     count_queries,
     enumerate_queries,
@@ -261,7 +261,7 @@ def test_joint_retrieval_map_ranks_by_the_exact_joint_and_equals_eq22_without_co
 
 
 def test_compare_per_query_averages_seeds_counts_ties_and_brackets_the_difference():
-    from helpers.metrics.retrieval import compare_per_query
+    from helpers.metrics import compare_per_query
 
     g = torch.Generator().manual_seed(0)
     lengths = torch.tensor([1] * 50 + [2] * 150)

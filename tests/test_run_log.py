@@ -4,10 +4,8 @@ import pytest
 import torch
 from test_experiments import config, tiny_bundle
 
-from helpers.training import determinism
-from helpers.training import run_store
-from helpers.training import run_log
 from helpers.losses import CrossEntropy, LabelSmoothing
+from helpers.training import determinism, run_log, run_store
 
 
 def record(
@@ -54,7 +52,7 @@ def test_a_suite_prints_one_summary_and_lists_runs_only_on_request(tmp_path, cap
         ]
 
     @suite
-    def outer():  # a suite that calls another (helpers.course.suites.spa_lpr_runs calls multilabel_runs) prints once
+    def outer():  # a suite that calls another (helpers.course.spa_lpr_runs calls multilabel_runs) prints once
         return inner([0, 1]) + [
             run_store.train_run(
                 "ls", LabelSmoothing(0.1), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path

@@ -10,9 +10,8 @@ import pytest
 from test_suites import tiny_bundle, tiny_config
 
 from helpers import course
+from helpers.course import ray_engine, suites
 from helpers.training import run_store
-from helpers.course import ray_engine
-from helpers.course import suites
 
 
 def test_a_grid_is_parsed_as_json_values_and_expands_to_every_combination_in_order():
@@ -100,7 +99,9 @@ def test_a_run_is_rebuilt_from_its_name_trained_once_and_its_dependants_declared
     assert ray_engine.train_named_run(name, **tiny_suite)["status"] == "already stored"  # a retried task trains nothing
 
     with ray_engine.store_roots(tiny_suite["stored_dir"], tiny_suite["cache_dir"]):
-        assert [n.title for n, _ in ray_engine.missing_runs(["tiny"], "reference", {})] == ["LS+, well-regularised, seed 0"]
+        assert [n.title for n, _ in ray_engine.missing_runs(["tiny"], "reference", {})] == [
+            "LS+, well-regularised, seed 0"
+        ]
     assert run_store.STORED_RUNS_DIR == run_store.course.REPO_ROOT / "stored_runs"  # the roots were restored
 
 

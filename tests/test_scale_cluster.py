@@ -20,7 +20,7 @@ ray = pytest.importorskip("ray", reason="the Ray engine is the optional extra 's
 
 from ray_cluster import Cluster  # noqa: E402
 
-from helpers import course
+from helpers import course  # noqa: E402
 from helpers.course import ray_engine  # noqa: E402
 
 pytestmark = pytest.mark.slow

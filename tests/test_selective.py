@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from helpers.metrics.selective import confidence_by_correctness, r_auc, retention_curve
+from helpers.metrics import confidence_by_correctness, r_auc, retention_curve
 
 
 def _probs_from(confidence: torch.Tensor, predicted: torch.Tensor, k: int = 3) -> torch.Tensor:

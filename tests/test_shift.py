@@ -1,4 +1,5 @@
-"""helpers.calibration.shift: the prior-shift correction against exact posteriors, EM's prior estimate, the oracle temperature
+"""helpers.calibration.shift: the prior-shift correction against exact posteriors, EM's prior estimate, the oracle
+temperature
 and the shift study's per-test-set summaries."""
 
 import numpy as np
@@ -7,8 +8,7 @@ import pytest
 import torch
 
 from helpers import data
-from helpers.calibration import shift
-from helpers.calibration.temperature import TemperatureScaling
+from helpers.calibration import TemperatureScaling, shift
 
 
 def gaussian_posteriors(prior, n, seed=0):

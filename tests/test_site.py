@@ -180,8 +180,8 @@ def test_page_loads_with_figures_and_typeset_math(browser, site_url, path):
 NOTEBOOK_PAGES = [f"notebooks/{p.stem}.html" for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
 
 # every DataFrame of a page: its cells whose text runs over more than one line (a cell spanning several rows aside),
-# whether it is a paired comparison (an index headed "vs <reference>", helpers.metrics.stats.difference_table), its width and
-# the width of the main column
+# whether it is a paired comparison (an index headed "vs <reference>", helpers.metrics.difference_table), its
+# width and the width of the main column
 DATAFRAMES_JS = """() => {
     const column = document.querySelector("article.bd-article").clientWidth;
     return Array.from(document.querySelectorAll("article table.dataframe")).map(table => {

@@ -6,11 +6,10 @@ import pytest
 import torch
 from tiny_bundles import three_class_bundle
 
-from helpers.training import run_store
 from helpers.course import suites
-from helpers.data.datasets import Split
+from helpers.data import Split
 from helpers.losses import CrossEntropy
-from helpers.training.train import TrainConfig
+from helpers.training import TrainConfig, run_store
 
 
 def tiny_bundle(n=64):

@@ -1,13 +1,14 @@
-"""The run declarations shared by the notebooks and `python -m helpers.course.suites`: planning, dependencies, profiles."""
+"""The run declarations shared by the notebooks and `python -m helpers.course.suites`: planning, dependencies,
+profiles."""
 
 import pytest
 import torch
 from tiny_bundles import three_class_bundle
 
 from helpers import course
-from helpers.training import run_store
 from helpers.course import suites
-from helpers.data.datasets import Split
+from helpers.data import Split
+from helpers.training import run_store
 
 
 def tiny_bundle(n=64):
@@ -167,9 +168,7 @@ def test_suites_train_fails_clearly_when_a_trained_run_cannot_be_stored(tmp_path
         raise OSError(errno.EROFS, "Read-only file system", str(path))
 
     monkeypatch.setattr(run_store.atomic, "write_atomically_with", refuse)
-    config = run_store.recipe_config(
-        "well-regularised", epochs=1, lr=0.05, batch_size=32, device="cpu", progress=False
-    )
+    config = run_store.recipe_config("well-regularised", epochs=1, lr=0.05, batch_size=32, device="cpu", progress=False)
     bundle, loss = tiny_bundle(), suites.CrossEntropy()
     key = run_store.run_key(bundle, "small_cnn", loss, config)
     planned = run_store.PlannedRun("ce", loss, bundle, "small_cnn", config, True, key)

@@ -18,9 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.data import label_stats
-from helpers.data import synthetic
-from helpers.data.datasets import load_dataset, load_medmnist
+from helpers.data import label_stats, load_dataset, load_medmnist, synthetic
 
 REAL_CSV = "chestxray14_labels_first40k.csv"
 PREVALENCE_TOLERANCE = 0.10  # relative, issue 9

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.calibration.temperature import TemperatureScaling
+from helpers.calibration import TemperatureScaling
 
 
 def _multiclass_problem(t_true: float, n: int = 20000, k: int = 5, seed: int = 0):

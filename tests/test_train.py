@@ -9,11 +9,11 @@ import torch.nn.functional as F
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from helpers import metrics
-from helpers.data.datasets import DatasetBundle, Split
-from helpers.losses.base import MultiClassLoss, MultiLabelLoss
-from helpers.training.models import SmallCNN
-from helpers.training.train import (
+from helpers.data import DatasetBundle, Split
+from helpers.losses import MultiClassLoss, MultiLabelLoss
+from helpers.training import (
     Augmentation,
+    SmallCNN,
     TrainConfig,
     affine_sampling_grid,
     augment_batch,

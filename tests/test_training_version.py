@@ -11,9 +11,8 @@ from pathlib import Path
 import torch
 
 from helpers import metrics
-from helpers.training import run_store
-from helpers.training import version
 from helpers.losses import FocalLoss
+from helpers.training import run_store, version
 
 HELPERS = Path(version.__file__).resolve().parent
 FOCAL_LINE = "        return _focal_terms(log_pt, self.gamma).mean()\n"
@@ -30,8 +29,8 @@ def test_the_version_is_computed_once_per_process_and_is_stable():
 
 
 def test_the_probe_covers_every_trained_loss_and_model():
-    from helpers.lessons import multilabel_analysis
     from helpers.course import suites
+    from helpers.lessons import multilabel_analysis
 
     names = [name for name, _ in version.probe_outputs()]
     assert {f"loss {n}" for n in multilabel_analysis.LOSS_NAMES} <= set(names)
@@ -101,7 +100,7 @@ print(json.dumps({"version": ex.training_version()}))
 # imports the code, then the files change on disk (an edit in another window), then it trains, stores and caches
 OLD_PROCESS_SCRIPT = """
 import json, pathlib, sys, torch, helpers, helpers.training.run_store as ex
-from helpers.data.datasets import DatasetBundle, Split
+from helpers.data import DatasetBundle, Split
 from helpers.losses import FocalLoss
 assert pathlib.Path(helpers.__file__).resolve().parent == pathlib.Path.cwd().resolve() / "helpers", helpers.__file__
 source = pathlib.Path("helpers/losses/multiclass.py")

@@ -7,11 +7,10 @@ import types
 import pytest
 import torch
 
-from helpers.training import run_store
-from helpers.lessons import multilabel_analysis
 from helpers.calibration import posthoc
 from helpers.course import suites
-from helpers.lessons import tuning
+from helpers.lessons import multilabel_analysis, tuning
+from helpers.training import run_store
 
 
 def test_a_grid_must_hold_its_default():

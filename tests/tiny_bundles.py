@@ -1,6 +1,6 @@
 """The tiny three-class bundle several test modules train on: one split serves as train, validation and test."""
 
-from helpers.data.datasets import DatasetBundle, Split
+from helpers.data import DatasetBundle, Split
 
 
 def three_class_bundle(split: Split, source: str = "generated in the test") -> DatasetBundle:

@@ -3,45 +3,45 @@ label-shift (prior) correction of notebook 12.
 
 Imports :mod:`helpers.metrics`, :mod:`helpers.data` and :mod:`helpers.utils`."""
 
-from helpers.calibration.temperature import (  # noqa: F401
-    TASKS,
-    PROBABILITY_ROW_SUM_TOLERANCE,
-    TemperatureScaling,
-    check_max_iter,
-    NO_INTERIOR_MINIMUM,
-    no_interior_minimum,
-)
 from helpers.calibration.posthoc import (  # noqa: F401
-    VectorScaling,
-    MatrixScaling,
     DirichletCalibration,
     IsotonicCalibration,
-    PerLabelTemperatureScaling,
-    PerLabelPlatt,
+    MatrixScaling,
     PerLabelIsotonic,
+    PerLabelPlatt,
+    PerLabelTemperatureScaling,
+    VectorScaling,
     split_calibration,
 )
 from helpers.calibration.shift import (  # noqa: F401
     CE,
-    TS,
-    PRIOR_EM,
-    PRIOR_TRUE,
-    PRIOR_EM_VS,
     ORACLE_TS,
+    PRIOR_EM,
+    PRIOR_EM_VS,
+    PRIOR_TRUE,
+    TS,
     adjust_to_prior,
-    em_target_prior,
-    crossfit_temperature,
     class_prior,
     class_share_table,
+    crossfit_temperature,
+    em_target_prior,
     model_probabilities,
-    shift_summaries,
-    without_recipe,
-    temperature_table,
     prior_estimate_table,
-    shift_table,
-    shift_differences,
-    shift_difference_table,
     results_block,
+    shift_difference_table,
+    shift_differences,
+    shift_summaries,
+    shift_table,
+    temperature_table,
+    without_recipe,
+)
+from helpers.calibration.temperature import (  # noqa: F401
+    NO_INTERIOR_MINIMUM,
+    PROBABILITY_ROW_SUM_TOLERANCE,
+    TASKS,
+    TemperatureScaling,
+    check_max_iter,
+    no_interior_minimum,
 )
 
 __all__ = [

@@ -1,8 +1,8 @@
 """Post-hoc calibrators beside temperature scaling (:mod:`helpers.calibration.temperature`), and the calibration split.
 
-Every calibrator has the interface of :class:`helpers.calibration.temperature.TemperatureScaling`: ``fit(logits, labels)``
-returns the calibrator, ``transform(logits)`` returns probabilities, ``fit_transform`` does both. The parametric
-ones minimise the (penalised) mean NLL with L-BFGS in float64, as TemperatureScaling does.
+Every calibrator has the interface of :class:`helpers.calibration.TemperatureScaling`: ``fit(logits,
+labels)`` returns the calibrator, ``transform(logits)`` returns probabilities, ``fit_transform`` does both. The
+parametric ones minimise the (penalised) mean NLL with L-BFGS in float64, as TemperatureScaling does.
 
 Multi-class (logits (N, K), labels (N,) class indices):
 
@@ -318,7 +318,7 @@ class PerLabelTemperatureScaling(_LogitCalibrator):
 
 
 def _warn_labels_without_interior_minimum(z: torch.Tensor, y: torch.Tensor) -> None:
-    """TemperatureScaling's warning (:func:`helpers.calibration.temperature.no_interior_minimum`), per label: name the labels
+    """TemperatureScaling's warning (:func:`helpers.calibration.no_interior_minimum`), per label: name the labels
     whose NLL has no minimiser with 0 < T_t < infinity (all-zero, uninformative or perfectly separated labels)."""
     by_limit: dict[str, list[int]] = {}
     for t in range(z.shape[1]):

@@ -33,8 +33,8 @@ import torch
 
 from helpers import data
 from helpers.calibration import posthoc
-from helpers.metrics import stats
 from helpers.calibration.temperature import TemperatureScaling
+from helpers.metrics import stats
 
 __all__ = [
     "adjust_to_prior",
@@ -146,9 +146,9 @@ def model_probabilities(
     posthoc_max_iter: int = 300,
     seed: int = 0,
 ) -> tuple[dict[str, dict[str, list[torch.Tensor]]], dict[str, Any]]:
-    """Test probabilities of every model of a shift study, per test set (:func:`helpers.data.datasets.test_sets`).
+    """Test probabilities of every model of a shift study, per test set (:func:`helpers.data.test_sets`).
 
-    ``runs`` maps (recipe, loss, seed) to a trained run (:func:`helpers.course.suites.shift_runs`). Models, named
+    ``runs`` maps (recipe, loss, seed) to a trained run (:func:`helpers.course.shift_runs`). Models, named
     ``"<recipe>/<model>"``: each loss raw and + TS (fitted on the ``calibration`` part of validation); for
     cross-entropy also + vector scaling, + isotonic, + TS + prior (EM) (:func:`em_target_prior` on each test set's
     images, no labels), + vector scaling + prior (EM) (per-class biases first, as Alexandari et al. recommend),
@@ -201,7 +201,7 @@ def shift_summaries(
     labels: Mapping[str, Any],
     metric_fns: Mapping[str, Callable[..., float]],
 ) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
-    """{model: {test set: {metric: seed summary}}} (:func:`helpers.metrics.stats.seed_summaries` per test set, re-nested
+    """{model: {test set: {metric: seed summary}}} (:func:`helpers.metrics.seed_summaries` per test set, re-nested
     model first: the ``models`` block of notebook 12's results JSON). ``labels``: {test set: its labels}."""
     nested: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     for name, by_model in probs.items():
@@ -311,7 +311,7 @@ def shift_differences(
     seed: int = 0,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """{test set: {model: {metric: paired bootstrap result}}} of each of ``models`` against ``reference`` on every
-    test set that holds both (:func:`helpers.metrics.stats.paired_differences`, the same resamples for every model)."""
+    test set that holds both (:func:`helpers.metrics.paired_differences`, the same resamples for every model)."""
     out = {}
     for name, by_model in probs.items():
         present = {m: by_model[m] for m in [reference, *models] if m in by_model}
@@ -328,7 +328,7 @@ def shift_difference_table(
     row_labels: Mapping[str, str] | None = None,
 ) -> stats.DifferenceTable:
     """Rows = models, columns = (metric, test set), cells "Δ [low, high]" of model − ``reference`` with "beats" /
-    "worse" where the interval excludes 0 (:func:`helpers.metrics.stats.difference_table` per test set, side by side)."""
+    "worse" where the interval excludes 0 (:func:`helpers.metrics.difference_table` per test set, side by side)."""
     set_labels = set_labels or {}
     frames, notes, n_comparisons = [], [], 0
     for name, by_model in differences.items():

@@ -1,4 +1,5 @@
-"""``python -m helpers.course``: the course runner's command line (:func:`helpers.course.runner.main`), with the Ray engine."""
+"""``python -m helpers.course``: the course runner's command line (:func:`helpers.course.runner.main`),
+with the Ray engine."""
 
 from helpers.course import ray_engine, runner
 

@@ -1,4 +1,4 @@
-"""What each course knob may be: one table of rules, checked by :func:`helpers.course.runner.configure` for every knob of
+"""What each course knob may be: one table of rules, checked by :func:`helpers.course.configure` for every knob of
 a notebook run (the parameters a reader or papermill passes, and the profile's own values).
 
 A knob named in :data:`RULES` gets its type and range from there; a notebook-specific knob that is not gets its
@@ -102,7 +102,7 @@ RULES: dict[str, Rule] = {
     "ideal_images": integer(1, optional=True),
     # loss hyper-parameters: rates > 0, weights and exponents >= 0, smoothing factors in [0, 1]
     "lr_ccl": RATE,
-    "ccl_b": RATE,  # CCL-Net's embedding distance b (eq. 1); 2 unless the fair contest of helpers.lessons.tuning sets it
+    "ccl_b": RATE,  # CCL-Net's distance b (eq. 1); 2 unless the fair contest (helpers.lessons.tuning) sets it
     "synthetic_lr_ccl": RATE,
     "margin": RATE,
     "gamma": WEIGHT,

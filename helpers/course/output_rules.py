@@ -5,7 +5,7 @@ Rules (``check_notebook`` returns the problems per rule; ``tests/test_notebook_o
 ============================  ==========================================================================================
 ``no_progress_bars``          no tqdm redraws stored (``helpers.utils.progress`` prints one final line in headless runs)
 ``no_absolute_paths``         no absolute path of the executing machine anywhere in the notebook's JSON: text outputs
-                              (``helpers.utils.paths``), cell sources, and notebook, cell and output metadata (images aside)
+                              (``helpers.utils.paths``), cell sources, notebook, cell and output metadata (not images)
 ``no_timestamps``             no date-and-time anywhere in the notebook's JSON (papermill's and Jupyter's execution
                               times in the metadata are removed by ``clean_notebook``)
 ``no_raw_warnings``           no stderr output containing "Warning", no ``file.py:12: UserWarning`` line anywhere
@@ -19,7 +19,8 @@ Rules (``check_notebook`` returns the problems per rule; ``tests/test_notebook_o
 ``one_parameters_cell``       exactly one cell tagged ``parameters``
 ``takeaway_cell``             a markdown cell headed "Takeaway"
 ``results_json_written``      a cell calls ``course.save_results`` and printed "results written to"
-``quiet_run_logs``            runs load quietly (``helpers.training.run_log``): no per-run listing, no "(*)" mark, at most
+``quiet_run_logs``            runs load quietly (``helpers.training.run_log``): no per-run listing, no "(*)" mark, at
+most
                               ``MAX_RUN_SUMMARIES`` summary lines and one warning about older training code
 ``no_run_folder_injected``    papermill's injected cell names no folder of one run (``runs/…``), no
                               absolute or home path (``course publish`` names the committed results JSON instead)
@@ -69,9 +70,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from helpers.utils.atomic import write_text_atomically
-from helpers.utils.paths import REPO_ROOT
-from helpers.utils.progress import final_line, format_duration
+from helpers.utils import REPO_ROOT, final_line, format_duration, write_text_atomically
 
 MAX_LINE = 120
 MAX_OUTPUT_BYTES = 1_000_000
@@ -100,8 +99,8 @@ PRINTED_CONFIG = [
     re.compile(r"profile='(?P<profile>[\w-]+)'.*?dataset='(?P<dataset>[\w-]+)'"),
 ]
 
-# run logs (issue 16, items 2 and 9): a per-run line of helpers.training.run_store.train_run (and its wrapped second
-# line), a suite's summary line (helpers.training.run_log.summary_line) and the once-per-process warning
+# run logs (issue 16, items 2 and 9): a per-run line of helpers.training.train_run (and its wrapped second
+# line), a suite's summary line (helpers.training.summary_line) and the once-per-process warning
 RUN_LISTING_LINE = re.compile(
     r"^.+: (?:stored run \S+/[0-9a-f]{20}|loaded from the run cache \()|^  \(trained on .+ s\)"
 )

@@ -3,7 +3,8 @@
 Ray (https://docs.ray.io) is an optional extra: ``pip install -e '.[scale]'``. Without ``--engine ray`` nothing
 here is imported and the course works as before.
 
-* **Declared runs** (``python -m helpers.course.suites train --engine ray``): every run the notebooks declare that is not
+* **Declared runs** (``python -m helpers.course.suites train --engine ray``): every run the notebooks declare that is
+not
   stored yet becomes one Ray task, with ``--gpus-per-run`` of a GPU (fractional: 0.0625 packs sixteen runs onto one
   GPU) and ``--cpus-per-run`` CPUs. A task receives only what *names* the run — notebook, profile, knobs and the
   run's content key (:class:`RunName`) — and rebuilds it on its node from that node's data
@@ -91,7 +92,7 @@ def keep_file(root: Path, relative: str, payload: bytes) -> str:
 @dataclass(frozen=True)
 class RunName:
     """What names a declared run: the notebook that declares it, the profile, the knobs given on the command line
-    and the run's content key (:func:`helpers.training.run_store.run_key`). A node rebuilds the run from these."""
+    and the run's content key (:func:`helpers.training.run_key`). A node rebuilds the run from these."""
 
     notebook: str
     profile: str
@@ -121,9 +122,10 @@ def store_roots(stored_dir: str | os.PathLike | None, cache_dir: str | os.PathLi
 
 def missing_runs(notebooks: Sequence[str], profile: str, knobs: Mapping[str, Any]) -> list[tuple[RunName, Any]]:
     """Every declared run that is neither stored nor cached, once, with the first notebook that declares it:
-    ``(RunName, helpers.training.run_store.PlannedRun)`` pairs (as :func:`helpers.course.suites.declared_runs`, per notebook)."""
-    from helpers.training import run_store
+    ``(RunName, helpers.training.PlannedRun)`` pairs (as :func:`helpers.course.declared_runs`, per
+    notebook)."""
     from helpers.course import suites
+    from helpers.training import run_store
 
     frozen = tuple(sorted(knobs.items()))
     found: dict[str, tuple[RunName, Any]] = {}

@@ -38,8 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.course import knobs as knob_rules
-from helpers.utils.atomic import write_text_atomically
-from helpers.utils.paths import display_path, shorten_paths
+from helpers.utils import display_path, shorten_paths, write_text_atomically
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -87,7 +86,7 @@ class RunConfig:
 
     def describe(self, width: int = 110) -> str:
         """``[notebook] profile 'quick', dataset 'dermamnist'`` and then every knob, in lines of at most ``width``
-        characters; paths as ``helpers.utils.paths.display_path`` writes them."""
+        characters; paths as ``helpers.utils.display_path`` writes them."""
         shown = {
             k: display_path(v) if k in ("results_path", "data_dir") and v is not None else v
             for k, v in asdict(self).items()
@@ -333,7 +332,7 @@ def save_results(
     ``top_level`` adds keys to the payload's top level beside ``results`` (e.g. the ``dataset``, ``seeds`` and
     ``models`` a results schema asks for at the top). A key the payload already has is accepted only with the
     same value (``profile``), so it can neither overwrite the run's record nor contradict it. Paths (the data
-    source, the configured results path and data folder) are stored as :func:`helpers.utils.paths.display_path` writes
+    source, the configured results path and data folder) are stored as :func:`helpers.utils.display_path` writes
     them, so a committed results file names no folder of the machine that wrote it.
     """
     config = {
@@ -364,7 +363,7 @@ def save_results(
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` through :func:`helpers.utils.atomic.write_text_atomically`: a reader sees the
+    """Write ``text`` (UTF-8) to ``path`` through :func:`helpers.utils.write_text_atomically`: a reader sees the
     old file or the new one, never a partial one, and the file gets the mode the umask gives a new file."""
     write_text_atomically(path, text)
 
@@ -697,9 +696,7 @@ def publish(out: Path) -> list[Path]:
         )
         cleaned[stem] = output_rules.settle_injected_results_path(executed, stem)
         problems += [
-            f"{stem}: {rule}: {found[0]}"
-            for rule, found in output_rules.check_notebook(cleaned[stem]).items()
-            if found
+            f"{stem}: {rule}: {found[0]}" for rule, found in output_rules.check_notebook(cleaned[stem]).items() if found
         ]
     if problems:
         raise SystemExit(
@@ -907,7 +904,8 @@ def _add_grid_arguments(run_parser: argparse.ArgumentParser) -> None:
 def _run_grid_command(
     parser: argparse.ArgumentParser, args: argparse.Namespace, out: Path, extra: Mapping[str, Any], ray_engine: Any
 ) -> None:
-    """``ray_engine``: the module :mod:`helpers.course.ray_engine`, which ``python -m helpers.course`` passes to :func:`main`
+    """``ray_engine``: the module :mod:`helpers.course.ray_engine`, which ``python -m helpers.course`` passes to
+    :func:`main`
     (the engine sits above this module and imports it; this module never imports the engine)."""
     if args.engine != "ray":
         parser.error("--grid runs through Ray: add --engine ray")

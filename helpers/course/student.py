@@ -15,8 +15,8 @@ Conventions (cell tags, with nbgrader's solution markers but none of its databas
   random logits).
 * the student version stores no outputs, execution counts or widget state: an output could give a solution away.
 
-``python -m helpers.course.student`` (``make student``) writes ``build/student/notebooks/``; the committed notebooks are the
-instructor versions.
+``python -m helpers.course.student`` (``make student``) writes ``build/student/notebooks/``; the committed notebooks are
+the instructor versions.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import json
 from pathlib import Path
 
 from helpers.course.output_rules import write_notebook_atomically
-from helpers.utils.paths import REPO_ROOT, display_path
+from helpers.utils import REPO_ROOT, display_path
 
 SOLUTION_TAG = "solution"
 CHECK_TAG = "check"
@@ -144,7 +144,9 @@ def write_student_versions(notebooks: list[Path], out: Path) -> list[tuple[Path,
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m helpers.course.student", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m helpers.course.student",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("notebooks", nargs="*", type=Path, help="instructor notebooks (default: notebooks/*.ipynb)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "build" / "student", help="default: build/student")

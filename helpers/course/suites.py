@@ -2,7 +2,7 @@
 
 A notebook calls :func:`notebook_runs` (or one of the suite functions below) with its resolved configuration and
 gets every trained run it needs, each loaded when it exists (stored reference run or local cache) and trained when
-it does not (:func:`helpers.training.run_store.train_run`). The command
+it does not (:func:`helpers.training.train_run`). The command
 
     python -m helpers.course.suites train [--profile reference] [--notebooks 02 03] [--device cuda] [--workers 4]
     python -m helpers.course.suites list  [--profile reference]
@@ -11,7 +11,7 @@ builds the same configurations from each notebook's ``PROFILES`` table and train
 stored yet, one at a time (or ``--workers`` processes side by side on a GPU), storing each as it finishes: stop it
 at any point and it resumes where it stopped. In the ``reference`` profile runs are stored in ``stored_runs/``
 (committed); in the other profiles they go to the local cache. ``CALIBMED_RETRAIN=1`` retrains the stored runs
-that older training code produced (:func:`helpers.training.run_store.is_current`), so a retrain resumes too.
+that older training code produced (:func:`helpers.training.is_current`), so a retrain resumes too.
 
 Training seeds: a configuration's ``seeds`` knob (``[0, 1, 2]`` in the reference profile), else ``[seed]``.
 """
@@ -34,9 +34,6 @@ from torch import nn
 
 from helpers import data
 from helpers.course import runner as course
-from helpers.training import run_store
-from helpers.training import models
-from helpers.training import run_log
 from helpers.lessons import tuning
 from helpers.losses import (
     DCA,
@@ -50,6 +47,7 @@ from helpers.losses import (
     class_accuracy_from_predictions,
     class_frequencies,
 )
+from helpers.training import models, run_log, run_store
 
 RECIPE_NAMES = tuple(run_store.RECIPES)
 #: the multi-class losses of notebooks 02–06, in table order; display names carry their hyper-parameters
@@ -75,7 +73,7 @@ def _train(cfg: Any, name: str, loss: nn.Module, bundle: Any, model: str, config
 
 
 def recipe_model(cfg: Any, recipe: str) -> str:
-    """The model a recipe trains in this configuration: :func:`helpers.training.run_store.recipe_model`, unless the
+    """The model a recipe trains in this configuration: :func:`helpers.training.recipe_model`, unless the
     configuration's ``overfit_model`` knob names the over-fitting recipe's model. The ``quick`` profile keeps the
     small CNN there: on its 1,000 training images cross-entropy becomes over-confident without widening it (test
     ECE 8.0 % against 2.3 % for the well-regularised recipe, notebook 01) at a third of the wide CNN's cost per
@@ -141,7 +139,7 @@ def _make_multiclass_loss(
 
 
 def _ccl_loss(cfg: Any, bundle: Any, model: str, lr_ccl: float, seed: int) -> nn.Module:
-    from helpers.losses.cclnet import CCLNetLoss
+    from helpers.losses import CCLNetLoss
 
     feature_dim = models.build_model(
         model, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size
@@ -152,7 +150,8 @@ def _ccl_loss(cfg: Any, bundle: Any, model: str, lr_ccl: float, seed: int) -> nn
 
 
 RunKey = tuple[str, str, int]  # (recipe, loss display name, seed)
-#: every suite below prints one summary line for the runs it loads (helpers.training.run_log; CALIBMED_VERBOSE=1 lists them)
+#: every suite below prints one summary line for the runs it loads (helpers.training.run_log; CALIBMED_VERBOSE=1
+#: lists them)
 summarised = run_log.summarised(lambda: run_store.training_version())
 
 
@@ -276,7 +275,7 @@ def synthetic_ccl_runs(cfg: Any, synthetic: Any) -> dict[int, run_store.TrainedR
 @summarised
 def multilabel_runs(cfg: Any, bundle: Any, losses: Iterable[str]) -> dict[tuple[str, int], run_store.TrainedRun]:
     """Every (loss, seed) run of the multi-label comparison on ``bundle`` (losses by
-    :func:`helpers.lessons.multilabel_analysis.course_losses` name)."""
+    :func:`helpers.lessons.course_losses` name)."""
     from helpers.lessons import multilabel_analysis as mla
 
     runs = {}
@@ -526,7 +525,7 @@ def xray_config(cfg: Any) -> Any:
 
 def xray_runs(cfg: Any) -> tuple[Any, dict[tuple[str, int], run_store.TrainedRun]]:
     """Notebook 11, last section: (bundle, runs) of ``cfg.xray_losses`` on the real X-rays (:func:`xray_config`).
-    Raises :class:`helpers.lessons.real_xray.XrayDataMissing` when the data folder is absent."""
+    Raises :class:`helpers.lessons.XrayDataMissing` when the data folder is absent."""
     from helpers.lessons import real_xray
 
     real_xray.require_folder(cfg.xray_dataset, cfg.data_dir)
@@ -552,8 +551,9 @@ def _declare_multilabel(cfg: Any) -> None:
 
 def shift_bundles(cfg: Any) -> dict[str, Any]:
     """Notebook 12's two training sets, from one ``isic2018`` load (one decoding and resizing pipeline):
-    ``ham10000`` (:func:`helpers.data.datasets.isic_heldout_split`: tested on held-out lesions and on the ISIC 2018 test set)
-    and ``sites`` (:func:`helpers.data.datasets.isic_site_split`: trained at the Vienna sites, tested at Rosendahl)."""
+    ``ham10000`` (:func:`helpers.data.isic_heldout_split`: tested on held-out lesions and on the ISIC 2018 test
+    set) and ``sites`` (:func:`helpers.data.isic_site_split`: trained at the Vienna sites, tested at
+    Rosendahl)."""
     if cfg.dataset != "isic2018":
         raise ValueError(
             f"notebook 12 studies ISIC 2018's own shifts (held-out lesions, the ISIC 2018 test set, acquisition "
@@ -673,7 +673,7 @@ def train_declared(notebooks: list[str], profile: str, knobs: dict[str, Any], wo
 def stored_run_records(root: Any = None) -> list[dict[str, Any]]:
     """One record per stored reference run (``stored_runs/<dataset>/<key>.npz``, or under ``root``), read from its
     metadata only: dataset, model, epochs, training images, schedule, name, device, the seconds it trained (notebook
-    00 tabulates them), its key and whether it is current (:func:`helpers.training.run_store.is_current`). Sorted by
+    00 tabulates them), its key and whether it is current (:func:`helpers.training.is_current`). Sorted by
     dataset, model and name."""
     from pathlib import Path
 
@@ -718,13 +718,13 @@ def time_recipes(
     """Notebook 00's estimate of what retraining a stored run costs on this machine.
 
     For each recipe of ``run_epochs`` (recipe → the epochs of its stored runs): ``epochs`` timed training epochs of
-    the recipe's model (:func:`helpers.training.run_store.recipe_model`) with cross-entropy, through ``train.fit`` and the
-    recipe's settings, on the first ``timing_images`` training images (128 validation images during training), then
+    the recipe's model (:func:`helpers.training.recipe_model`) with cross-entropy, through ``train.fit`` and
+    the recipe's settings, on the first ``timing_images`` training images (128 validation images during training), then
     one timed pass over the full validation split. Returns, per recipe, the model, its parameter count, the training
     and validation speeds (images/s), the seconds of one full epoch, the run's epochs and the minutes of one run.
     """
-    from helpers.training import train
     from helpers.losses import CrossEntropy
+    from helpers.training import train
 
     n_timed = min(timing_images, len(bundle.train.labels))
     subset = dataclasses.replace(
@@ -737,9 +737,7 @@ def time_recipes(
         model_name = run_store.recipe_model(recipe, model)
         torch.manual_seed(seed)
         net = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
-        config = run_store.recipe_config(
-            recipe, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, device=device
-        )
+        config = run_store.recipe_config(recipe, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, device=device)
         fitted = train.fit(net, CrossEntropy(), subset, config)
         started = time.perf_counter()
         train.predict_logits(fitted.model, bundle.val.images, batch_size=config.eval_batch_size)
@@ -856,10 +854,13 @@ def check_engine_arguments(parser: argparse.ArgumentParser, args: argparse.Names
 
 
 def main(argv: list[str] | None = None, ray_engine: Any = None) -> None:
-    """The command line. ``ray_engine``: the module :mod:`helpers.course.ray_engine`, which ``python -m helpers.course.suites`` passes
+    """The command line. ``ray_engine``: the module :mod:`helpers.course.ray_engine`, which
+    ``python -m helpers.course.suites`` passes
     (the engine sits above this module and imports it; this module never imports the engine)."""
     parser = argparse.ArgumentParser(
-        prog="python -m helpers.course.suites", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m helpers.course.suites",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("command", choices=("train", "list"))
     parser.add_argument("--profile", default="reference", choices=course.PROFILE_NAMES)
@@ -884,7 +885,9 @@ def main(argv: list[str] | None = None, ray_engine: Any = None) -> None:
     started = time.perf_counter()
     if args.engine == "ray":
         if ray_engine is None:
-            raise SystemExit("--engine ray is a command-line option: run python -m helpers.course.suites train --engine ray")
+            raise SystemExit(
+                "--engine ray is a command-line option: run python -m helpers.course.suites train --engine ray"
+            )
         outcomes = ray_engine.train_declared(
             notebooks,
             args.profile,

@@ -27,11 +27,8 @@ import pandas as pd
 import torch
 from medmnist import INFO
 
-from helpers.data import chestxray14
-from helpers.data import image_files
-from helpers.data import isic2018
-from helpers.data import synthetic
-from helpers.utils.paths import display_path, shorten_paths
+from helpers.data import chestxray14, image_files, isic2018, synthetic
+from helpers.utils import display_path, shorten_paths
 
 DATA_DIR_ENV = "CALIBMED_DATA_DIR"
 MULTI_CLASS = "multi-class"
@@ -453,7 +450,7 @@ def load_isic2018(
     split_seed: int = 0,
 ) -> DatasetBundle:
     """ISIC 2018 Task 3 (7 classes) from the official layout under ``root`` (see ``helpers.data.isic2018``), every
-    split decoded and resized to ``image_size`` by one pipeline (``helpers.data.image_files.decode_resized``).
+    split decoded and resized to ``image_size`` by one pipeline (``helpers.data.decode_resized``).
 
     Without the ``Validation`` folders, ``val_fraction`` of the training lesions (``HAM10000_metadata.csv`` in
     ``root``), else of the training images (with a printed note), become the validation split, stratified by class,
@@ -886,7 +883,7 @@ def inventory(
 
 def inventory_report(data_dir: str | os.PathLike | None = None) -> str:
     """``inventory`` as the lines notebook 00 prints: the data directory and one line per file, every path as
-    ``helpers.utils.paths.display_path`` writes it (relative to the repository, or under ``$CALIBMED_DATA_DIR``)."""
+    ``helpers.utils.display_path`` writes it (relative to the repository, or under ``$CALIBMED_DATA_DIR``)."""
     lines = [f"data directory: {display_path(resolve_data_dir(data_dir))}"]
     for row in inventory(data_dir):
         size = f"{row['size']} px" if isinstance(row["size"], int) else "folder"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.utils.progress import progress_bar
+from helpers.utils import progress_bar
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".JPG", ".JPEG", ".PNG")
 RESIZE_METHOD = "PIL bicubic (antialiased), whole image, aspect ratio not kept"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.utils.atomic import write_text_atomically
+from helpers.utils import write_text_atomically
 
 #: ChestMNIST's labels (medmnist's order) and the finding names in ChestX-ray14's label file
 CHESTXRAY14_NAMES: dict[str, str] = {

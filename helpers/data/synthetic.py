@@ -76,7 +76,7 @@ from scipy.special import expit, logsumexp, softmax
 from threadpoolctl import ThreadpoolController
 
 from helpers.data import label_stats
-from helpers.utils.atomic import write_atomically_with
+from helpers.utils import write_atomically_with
 
 IMAGE_SIZE = 28
 GENERATOR_VERSION = 2
@@ -409,7 +409,7 @@ def multilabel_pair_marginals(fields: np.ndarray, couplings: np.ndarray) -> np.n
 def multilabel_subset_moments(fields: np.ndarray, couplings: np.ndarray, masks) -> np.ndarray:
     """P(y_t = 1 for every t in S | h_n) (N, len(masks)), exact, for label subsets S given as integer bitmasks
     (bit t = label t; the empty set 0 has probability 1). Any event "these labels present, those absent" follows by
-    inclusion-exclusion (``helpers.metrics.retrieval.joint_retrieval_map``)."""
+    inclusion-exclusion (``helpers.metrics.joint_retrieval_map``)."""
     return _Enumerator(couplings).subset_moments(fields, masks)
 
 

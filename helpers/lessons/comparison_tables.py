@@ -14,7 +14,7 @@ probability (above the accuracy: over-confident).
 
 The debiased ECE (Kumar et al. 2019) is never given a bootstrap interval: its n_b − 1 correction assumes distinct
 samples, and a bootstrap resample repeats images (``docs/reading_the_numbers.md``). The rule lives in one place,
-:data:`helpers.metrics.stats.POINT_ESTIMATE_ONLY`: a difference table built here shows its estimate alone and does not
+:data:`helpers.metrics.POINT_ESTIMATE_ONLY`: a difference table built here shows its estimate alone and does not
 count it among the intervals.
 """
 
@@ -26,8 +26,8 @@ from typing import Any
 import pandas as pd
 import torch
 
+from helpers.calibration import TemperatureScaling
 from helpers.metrics import stats
-from helpers.calibration.temperature import TemperatureScaling
 
 __all__ = [
     "TABLE_LABELS",
@@ -89,8 +89,8 @@ def difference_tables(
     digits: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], list[pd.DataFrame], int]:
     """(the paired differences of every model but ``reference``, one "Δ [low, high]" table per group of metrics,
-    the number of intervals in those tables). A metric of :data:`helpers.metrics.stats.POINT_ESTIMATE_ONLY` (the debiased
-    ECE) gets its estimate alone, no interval, and is not counted."""
+    the number of intervals in those tables). A metric of :data:`helpers.metrics.POINT_ESTIMATE_ONLY` (the
+    debiased ECE) gets its estimate alone, no interval, and is not counted."""
     metric_fns = {name: fn for group in groups for name, fn in group.items()}
     differences = stats.paired_differences(probs_by_model, labels, metric_fns, reference=reference, n=n, seed=seed)
     tables, count = [], 0

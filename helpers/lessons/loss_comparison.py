@@ -6,7 +6,7 @@ differences against CE + TS with their intervals and a verdict ("beats" / "worse
 course's rule: an interval that excludes 0). Everything else the notebook computes is secondary and folded:
 
 * :func:`metric_functions` — the twelve metrics of the tables, keyed as in the results JSON;
-  :data:`LABELS` — their column headers in words (:data:`helpers.metrics.stats.METRIC_LABELS`, the L2 estimate named);
+  :data:`LABELS` — their column headers in words (:data:`helpers.metrics.METRIC_LABELS`, the L2 estimate named);
 * :func:`seed_table` — mean ± sd over seeds per recipe and model, the class prior (constant) first;
 * :class:`Census` — the paired-difference tables of the expert blocks, and the count of distinct comparisons
   (an accuracy difference against CE and against CE + TS is one comparison: temperature scaling keeps the arg-max);
@@ -29,10 +29,8 @@ import pandas as pd
 import torch
 
 from helpers import metrics
-from helpers.metrics import class_focus
-from helpers.metrics import decisions
-from helpers.metrics import stats
-from helpers.calibration.temperature import TemperatureScaling
+from helpers.calibration import TemperatureScaling
+from helpers.metrics import class_focus, decisions, stats
 
 __all__ = [
     "LABELS",
@@ -67,7 +65,8 @@ NO_DIFFERENCE = "no difference detected"
 
 def metric_functions(class_names: Sequence[str]) -> dict[str, Callable[..., float]]:
     """{metric key: function(probs, labels)} of notebook 06's tables: discrimination (accuracy, one-vs-rest AUROC,
-    macro F1, Cohen's κ, the recall of the classes :mod:`helpers.metrics.class_focus` names), calibration (binned, smooth,
+    macro F1, Cohen's κ, the recall of the classes
+    :mod:`helpers.metrics.class_focus` names), calibration (binned, smooth,
     debiased, adaptive and class-wise ECE) and the proper scores (NLL, Brier)."""
     return {
         "accuracy": metrics.accuracy,
@@ -86,7 +85,7 @@ def metric_functions(class_names: Sequence[str]) -> dict[str, Callable[..., floa
 
 
 def mean_sd(cell: Mapping[str, Any], scale: float = 100.0, digits: int = 1) -> str:
-    """ "mean ± sd" of a :func:`helpers.metrics.stats.seed_summary` cell (the mean alone for one seed)."""
+    """ "mean ± sd" of a :func:`helpers.metrics.seed_summary` cell (the mean alone for one seed)."""
     text = f"{scale * cell['mean']:.{digits}f}"
     return text + (f" ± {scale * cell['sd']:.{digits}f}" if cell["sd"] is not None else "")
 
@@ -148,7 +147,7 @@ def primary_table(
 ) -> pd.DataFrame:
     """The primary question's table: rows = losses, per recipe the Δ (loss − reference) of each metric with its
     95 % paired interval and one verdict. ``differences[("<recipe>/<loss>", "<recipe>/<reference>")][metric]``
-    holds the paired bootstrap results (:func:`helpers.metrics.stats.paired_comparisons`). NLL differences in nats, ECE
+    holds the paired bootstrap results (:func:`helpers.metrics.paired_comparisons`). NLL differences in nats, ECE
     differences in percentage points."""
     columns: dict[tuple[str, str], list[str]] = {}
     for recipe in recipes:
@@ -338,7 +337,7 @@ def history_windows(
 ) -> pd.DataFrame:
     """Rows = models, columns (quantity, "epochs a–b") = the mean over seeds and over those epochs of a history key,
     and (quantity, "kept (last) epoch") = the seed mean at the last epoch, as text. ``histories[model]`` is a list
-    (one per seed) of per-epoch records (:attr:`helpers.training.run_store.TrainedRun.history`); ``keys`` = {history key:
+    (one per seed) of per-epoch records (:attr:`helpers.training.TrainedRun.history`); ``keys`` = {history key:
     (header, multiplier, decimals)}; epochs are 1-based and inclusive."""
     columns: dict[tuple[str, str], list[str]] = {}
     for key, (header, factor, decimals) in keys.items():

@@ -18,10 +18,9 @@ import torch
 from torch import nn
 
 from helpers import metrics
-from helpers.training import run_store
-from helpers.losses import properness
+from helpers.losses import ASL, BCE, LDACE, LPR, SPA, AsymmetricFocal, Composite, LDACEWithCCL, properness
 from helpers.metrics import stats
-from helpers.losses import ASL, BCE, LDACE, LPR, SPA, AsymmetricFocal, Composite, LDACEWithCCL
+from helpers.training import run_store
 
 __all__ = [
     "LOSS_NAMES",
@@ -91,7 +90,7 @@ def probability_readouts(name: str, loss: nn.Module, logits: torch.Tensor) -> di
 def risk_minimiser_curves(
     losses: Mapping[str, nn.Module], eta: torch.Tensor, logit_range: tuple[float, float] = (-40.0, 40.0)
 ) -> dict[str, properness.RiskMinimum]:
-    """:func:`helpers.losses.properness.conditional_risk_minimiser` (eq. 11) for several per-label losses at once."""
+    """:func:`helpers.losses.conditional_risk_minimiser` (eq. 11) for several per-label losses at once."""
     return {
         name: properness.conditional_risk_minimiser(loss, eta, logit_range=logit_range) for name, loss in losses.items()
     }
@@ -231,7 +230,7 @@ def ideal_output(loss: nn.Module, eta, n_grid: int = 801) -> torch.Tensor:
 
     Applied to a synthetic set's exact posteriors it gives the loss's ideal model (07's maps): the same per-label
     ranking as η wherever v* is strictly increasing, and the distortion the loss itself causes, free of training
-    error. v* is computed by :func:`helpers.losses.properness.conditional_risk_minimiser` on ``n_grid`` logits
+    error. v* is computed by :func:`helpers.losses.conditional_risk_minimiser` on ``n_grid`` logits
     logit(η) spanning the entries' range and interpolated linearly in logit(η) (v* is monotone and smooth in it).
     Where v* runs to the end of the searched logit range (ASL with γ⁺ = 0 for η ≥ 0.9637: the infimum is at +∞)
     the output is σ(40), which rounds to 1.

@@ -3,12 +3,13 @@ reference and post-hoc rows, the metric set, the answer table of the primary que
 calibration.
 
 * :func:`trained_probabilities` -- {read-out: [test probabilities per training seed]}; focal and ASL add their φ
-  read-outs (:func:`helpers.lessons.multilabel_analysis.probability_readouts`).
+  read-outs (:func:`helpers.lessons.probability_readouts`).
 * :func:`reference_probabilities` -- the constant-prevalence predictor and, where the posteriors are known, the
   Bayes model.
-* :func:`posthoc_probabilities` -- one trained model recalibrated per label (``helpers.calibration.posthoc``), each calibrator
-  fitted on the calibration half of validation (:func:`helpers.calibration.posthoc.split_calibration`) and applied to the test
-  logits.
+* :func:`posthoc_probabilities` -- one trained model recalibrated per label (``helpers.calibration.posthoc``), each
+calibrator
+  fitted on the calibration half of validation (:func:`helpers.calibration.split_calibration`) and applied to
+  the test logits.
 * :func:`answer_table` -- the primary question's table: paired differences to a reference model on calibration
   and ranking metrics, and an "answer" column (better calibrated without worse ranking?).
 * :func:`per_label_view` -- per label: prevalence, mean forecast, 15-bin ECE, so that a reader sees what the pooled
@@ -27,10 +28,9 @@ import pandas as pd
 import torch
 
 from helpers import metrics
-from helpers.lessons import multilabel_analysis
 from helpers.calibration import posthoc
-from helpers.metrics import stats
-from helpers.metrics.functional import PairedBootstrapResult
+from helpers.lessons import multilabel_analysis
+from helpers.metrics import PairedBootstrapResult, stats
 
 __all__ = [
     "COMPARISON_METRICS",
@@ -46,7 +46,7 @@ __all__ = [
     "summarise",
 ]
 
-#: the metrics of the comparison tables, by the names :data:`helpers.metrics.stats.HIGHER_IS_BETTER` knows
+#: the metrics of the comparison tables, by the names :data:`helpers.metrics.HIGHER_IS_BETTER` knows
 COMPARISON_METRICS: dict[str, Callable[..., float]] = {
     "macro_auroc": metrics.macro_auroc,
     "map_per_class": metrics.map_per_class,
@@ -146,7 +146,7 @@ def answer_table(
     digits: Mapping[str, int] | None = None,
     labels: Mapping[str, str] | None = None,
 ) -> stats.DifferenceTable:
-    """The primary question's table: :func:`helpers.metrics.stats.difference_table` of ``differences`` (model →
+    """The primary question's table: :func:`helpers.metrics.difference_table` of ``differences`` (model →
     metric → paired bootstrap against ``reference``) on the ``calibration`` and ``ranking`` metrics, and a last
     column "better calibrated, ranking kept?":
 
@@ -172,7 +172,7 @@ def answer_record(
     ranking: Sequence[str],
 ) -> dict[str, Any]:
     """The answer table as JSON: reference, metric lists, and per model every difference
-    (:func:`helpers.metrics.stats.difference_record`) and the answer."""
+    (:func:`helpers.metrics.difference_record`) and the answer."""
     return {
         "reference": reference,
         "calibration_metrics": list(calibration),
@@ -262,7 +262,7 @@ def calibration_levels(
 
 
 def summarise(data: Any, probs: Mapping[str, Sequence[torch.Tensor]], metric_fns: Mapping[str, Callable[..., float]]):
-    """{model: {metric: seed summary}} (:func:`helpers.metrics.stats.seed_summaries`; the RMS error against
+    """{model: {metric: seed summary}} (:func:`helpers.metrics.seed_summaries`; the RMS error against
     ``data.true_posteriors["test"]`` where known), plus relplot's pooled smooth ECE as point estimates per seed."""
     targets = {"true_rms": data.true_posteriors["test"]} if data.true_posteriors is not None else None
     summaries = stats.seed_summaries(probs, data.test.labels, metric_fns, targets=targets)
@@ -275,7 +275,7 @@ def summarise(data: Any, probs: Mapping[str, Sequence[torch.Tensor]], metric_fns
 
 def tuned_readout(name: str) -> str:
     """``"focal+φ γ⁻=2 (tuned)"`` for the φ read-out ``"focal γ⁻=2 (tuned)+φ"`` that
-    :func:`helpers.lessons.multilabel_analysis.probability_readouts` names; other names unchanged."""
+    :func:`helpers.lessons.probability_readouts` names; other names unchanged."""
     if not name.endswith(" (tuned)+φ"):
         return name
     loss, value = name.removesuffix("+φ").split(" ", 1)
@@ -290,7 +290,7 @@ def raw_readout(name: str) -> str:
 def contest_probabilities(
     runs: Mapping[tuple[str, int], Any], rows: Sequence[tuple[str, str | None]], seeds: Sequence[int]
 ) -> tuple[dict[str, list[torch.Tensor]], list[str]]:
-    """The fair contest's tuned rows (:class:`helpers.lessons.tuning.Contest`): ({read-out: [test probabilities per seed]},
+    """The fair contest's tuned rows (:class:`helpers.lessons.Contest`): ({read-out: [test probabilities per seed]},
     the table's rows in order). Each loss contributes its paper-default row and its tuned row, then, for focal and
     ASL, the same two models read through φ. A loss whose choice kept the paper value (tuned row ``None``) shows
     its paper rows only."""

@@ -2,13 +2,13 @@
 
 The shared sample (1,000 images of NIH ChestX-ray14, Wang et al., "ChestX-ray8: Hospital-scale Chest X-ray
 Database and Benchmarks on Weakly-Supervised Classification and Localization of Common Thorax Diseases", CVPR
-2017) keeps ChestMNIST's patient-wise split (725 / 94 / 181 images); :func:`helpers.data.datasets.load_chestxray14` reads it.
-This module checks that its folder is there (the section is skipped, and says so, where it is not: never a silent
-fall-back to synthetic data) and builds the section's one table: per loss read-out, macro AUROC, the pooled ECE
+2017) keeps ChestMNIST's patient-wise split (725 / 94 / 181 images); :func:`helpers.data.load_chestxray14`
+reads it. This module checks that its folder is there (the section is skipped, and says so, where it is not: never a
+silent fall-back to synthetic data) and builds the section's one table: per loss read-out, macro AUROC, the pooled ECE
 (every (image, label) forecast in one reliability diagram), the per-label ECE and ACE (each label's own
 diagram, averaged over the 14 labels; ACE as in Neumann et al. 2018), mean ± sd over training seeds, beside the
 constant-prevalence predictor, and paired bootstrap intervals of the difference to BCE
-(:func:`helpers.metrics.stats.paired_differences`).
+(:func:`helpers.metrics.paired_differences`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch
 from helpers import data, metrics
 from helpers.lessons import multilabel_comparison
 from helpers.metrics import stats
-from helpers.utils.paths import display_path
+from helpers.utils import display_path
 
 #: the losses the section trains (focal and ASL add their φ read-outs, notebook 07)
 XRAY_LOSSES = ("BCE", "focal", "ASL", "SPA", "SPA+LPR")
@@ -35,7 +35,7 @@ REFERENCE = "BCE"
 #: metrics.macro_auroc's warning for a label with one class (directly, or summarised by a bootstrap)
 AUROC_SKIP_WARNING = r"(.*e\.g\.: )?macro_auroc: skipped \d+ label[(]s[)] with a single class present"
 
-#: the table's metrics, by the names :data:`helpers.metrics.stats.HIGHER_IS_BETTER` knows
+#: the table's metrics, by the names :data:`helpers.metrics.HIGHER_IS_BETTER` knows
 METRICS = {
     "macro_auroc": metrics.macro_auroc,
     "multilabel_ece": metrics.multilabel_ece,
@@ -95,7 +95,7 @@ class XrayTable(NamedTuple):
 def probabilities(
     runs: Mapping[tuple[str, int], Any], bundle: Any, losses: Sequence[str], seeds: Sequence[int]
 ) -> dict[str, list[torch.Tensor]]:
-    """:func:`helpers.lessons.multilabel_comparison.trained_probabilities` (each loss through its own link, focal / ASL also
+    """:func:`helpers.lessons.trained_probabilities` (each loss through its own link, focal / ASL also
     through φ) and the :data:`CONSTANT` row (one "seed"): a model that learnt only each label's
     prevalence would sit there, so a trained model's ECE is read against it."""
     prevalence = bundle.train.labels.float().mean(0)

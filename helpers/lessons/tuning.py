@@ -6,22 +6,22 @@ default value is handicapped. Here every loss gets the same budget:
 1. **Grid** — the same number of values for every loss (:data:`MULTICLASS_GRIDS`, :data:`MULTILABEL_GRIDS`: three,
    the paper's default among them), one training seed (the configuration's first).
 2. **Choice** — the value with the lowest NLL on the *selection half* of validation
-   (:func:`helpers.calibration.posthoc.split_calibration`, the half that post-hoc calibrators are not fitted on). NLL is a
-   proper score: it rewards calibration and discrimination together, so a value cannot win by flattening every
+   (:func:`helpers.calibration.split_calibration`, the half that post-hoc calibrators are not fitted on). NLL is
+   a proper score: it rewards calibration and discrimination together, so a value cannot win by flattening every
    prediction. Ties go to the paper's default. The test split is never read. (Every run keeps the epoch of best
    NLL on the *whole* validation split, so both halves took part in choosing checkpoints; only the test split is
    untouched.)
-3. **Evaluation** — the chosen value trained with every seed (:func:`helpers.course.suites.tuned_multiclass_runs`,
-   :func:`helpers.course.suites.tuned_multilabel_runs`); the notebooks put these rows beside the paper-default rows.
+3. **Evaluation** — the chosen value trained with every seed (:func:`helpers.course.tuned_multiclass_runs`,
+   :func:`helpers.course.tuned_multilabel_runs`); the notebooks put these rows beside the paper-default rows.
 
 The grid run at the default value and the tuning seed *is* the paper-default run of that seed (same definition,
 same key), so it is loaded, not retrained, and the chosen value's tuning run is one of its evaluation runs. The
 multi-class contest runs in the well-regularised recipe only: one over-fitting run is the wide CNN for 100 epochs,
 about 15 minutes on a 2-core CPU.
 
-The runs are declared for notebooks 06 and 11 (:data:`helpers.course.suites.DECLARED_RUNS`), so
-``python -m helpers.course.suites train [--engine ray]`` trains them like every other run, in two rounds: the grids, then
-the chosen values once every grid point of a loss exists (as LS+ waits for its cross-entropy run).
+The runs are declared for notebooks 06 and 11 (:data:`helpers.course.DECLARED_RUNS`), so
+``python -m helpers.course.suites train [--engine ray]`` trains them like every other run, in two rounds: the grids,
+then the chosen values once every grid point of a loss exists (as LS+ waits for its cross-entropy run).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def tuned_label(loss: str, grid: Grid, value: float) -> str:
 
 
 def selection_nll(probs: torch.Tensor, labels: torch.Tensor, multilabel: bool, split_seed: int = 0) -> float:
-    """NLL on the selection half of validation: :func:`helpers.calibration.posthoc.split_calibration` with ``split_seed``, the
+    """NLL on the selection half of validation: :func:`helpers.calibration.split_calibration` with ``split_seed``, the
     split the notebook fits its calibrators with (stratified by class for multi-class labels, as there)."""
     stratify = None if multilabel else labels
     selection, _ = posthoc.split_calibration(len(labels), seed=split_seed, labels=stratify)
@@ -106,7 +106,7 @@ def choose(scores: Mapping[float, float], default: float) -> float:
 # ---------------------------------------------------------------------------------------------------- losses
 def multilabel_loss(name: str, value: float | None = None) -> nn.Module:
     """A multi-label course loss with its grid's hyper-parameter at ``value`` (the paper default when ``value`` is
-    None); the other parameters as :func:`helpers.lessons.multilabel_analysis.course_losses`."""
+    None); the other parameters as :func:`helpers.lessons.course_losses`."""
     grid = MULTILABEL_GRIDS[name]
     value = grid.default if value is None else value
     factories: dict[str, Callable[[], nn.Module]] = {

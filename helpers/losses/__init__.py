@@ -2,10 +2,23 @@
 
 Multi-class (``multiclass.py``): cross-entropy, label smoothing, focal / FLSD-53, MbLS, LS+, DCA / MDCA.
 Multi-label (``multilabel.py``): BCE, asymmetric focal, ASL, phi recovery, SPA, LPR, LDACE, canonical calibration
-loss. CCL-Net has its own module, ``helpers.losses.cclnet``.
+loss. CCL-Net (``cclnet.py``) and the properness tools (``properness.py``: numerical minimisers of the conditional
+risk, links, the recovery map φ).
+
+Imports only :mod:`helpers.utils` (and torch): the losses are the floor the training engine stands on.
 """
 
 from helpers.losses.base import MULTI_CLASS, MULTI_LABEL, Composite, MultiClassLoss, MultiLabelLoss
+from helpers.losses.cclnet import (  # noqa: F401
+    CCLHead,
+    CCLNetLoss,
+    DictionaryFreezeRule,
+    class_correlation_loss,
+    normalised_squared_distance,
+    pairwise_class_distances,
+    soft_labels_from_dictionary,
+    uniform_smoothing_epsilon,
+)
 from helpers.losses.multiclass import (
     DCA,
     FLSD53,
@@ -33,6 +46,24 @@ from helpers.losses.multilabel import (
     LDACEWithCCL,
     phi_recovery,
     spa_link_as_printed,
+)
+from helpers.losses.properness import (  # noqa: F401
+    BrierScore,
+    JointRiskMinimum,
+    RiskMinimum,
+    conditional_risk,
+    conditional_risk_minimiser,
+    gradient_masses,
+    independent_label_distribution,
+    inverse_link,
+    joint_risk_minimiser,
+    lpr_population_minimiser,
+    negative_gradient_weight,
+    negative_share,
+    pairwise_expected_ldace,
+    pairwise_risk_minimiser,
+    partial_losses,
+    weight_function,
 )
 
 __all__ = [
@@ -65,4 +96,28 @@ __all__ = [
     "LDACE",
     "CanonicalCalibrationLoss",
     "LDACEWithCCL",
+    "normalised_squared_distance",
+    "pairwise_class_distances",
+    "soft_labels_from_dictionary",
+    "class_correlation_loss",
+    "uniform_smoothing_epsilon",
+    "CCLHead",
+    "DictionaryFreezeRule",
+    "CCLNetLoss",
+    "RiskMinimum",
+    "JointRiskMinimum",
+    "partial_losses",
+    "conditional_risk",
+    "conditional_risk_minimiser",
+    "independent_label_distribution",
+    "joint_risk_minimiser",
+    "lpr_population_minimiser",
+    "pairwise_expected_ldace",
+    "pairwise_risk_minimiser",
+    "BrierScore",
+    "inverse_link",
+    "weight_function",
+    "gradient_masses",
+    "negative_share",
+    "negative_gradient_weight",
 ]

@@ -15,7 +15,7 @@ mini-batch (Algorithm 1): the backbone and classifier step on L_cls with the hea
 dictionary step on L_CCL with the backbone frozen. The dictionary is frozen for good once the mean correct-class
 soft probability p̄ = 1/K Σ_k p_{k,k}^SL has not dropped for 10 consecutive epochs.
 
-Integration with ``helpers.training.train.fit``: :class:`CCLNetLoss` is the loss object. Its ``forward`` is L_cls (eq. 3)
+Integration with ``helpers.training.fit``: :class:`CCLNetLoss` is the loss object. Its ``forward`` is L_cls (eq. 3)
 with the current soft labels detached, so the model's optimiser only ever sees backbone/classifier gradients;
 ``after_step(features, targets)``, called by ``fit`` after each model step with the batch's detached pooled
 features, performs the head/dictionary step with the loss's own optimiser (the backbone is frozen by
@@ -197,7 +197,7 @@ class DictionaryFreezeRule:
 
 
 class CCLNetLoss(MultiClassLoss):
-    """CCL-Net as a loss object for ``helpers.training.train.fit`` (Wei et al. 2020, eqs. 1-3, Algorithm 1).
+    """CCL-Net as a loss object for ``helpers.training.fit`` (Wei et al. 2020, eqs. 1-3, Algorithm 1).
 
     ``loss(logits, target)`` = L_cls = CE(q_cls, y) + KL(p_y^SL ‖ q_cls) (eq. 3), mean over the batch, with
     the soft labels detached (no gradient reaches the dictionary). ``after_step(features, targets)`` is

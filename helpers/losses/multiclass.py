@@ -357,9 +357,9 @@ def class_accuracy_from_model(
 ) -> torch.Tensor:
     """Per-class validation accuracy of a trained (plain cross-entropy) model — the LS+ priors' input.
 
-    Thin wrapper: ``helpers.training.train.predict_logits`` then :func:`class_accuracy_from_predictions`.
+    Thin wrapper: ``helpers.training.predict_logits`` then :func:`class_accuracy_from_predictions`.
     """
-    from helpers.training.train import predict_logits  # lazy: train.py imports the losses
+    from helpers.training import predict_logits  # lazy: train.py imports the losses
 
     logits = predict_logits(model, images_uint8, device=device, batch_size=batch_size)
     k = logits.shape[1] if num_classes is None else num_classes

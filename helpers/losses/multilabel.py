@@ -76,7 +76,7 @@ def _check_probability_inputs(probs: torch.Tensor, targets: torch.Tensor) -> tup
         if not (low.item() >= 0.0 and high.item() <= 1.0):  # also catches NaN
             raise ValueError(
                 "probs must lie in [0, 1]: a regulariser takes the base loss's predict_proba(logits), "
-                "not logits (compose it with helpers.losses.base.Composite)"
+                "not logits (compose it with helpers.losses.Composite)"
             )
     return probs, targets
 
@@ -361,7 +361,7 @@ class LPR(nn.Module):
     ``base.predict_proba`` returns (SPA's link, LDACE's p², ...). Under label independence (Assumption 1) the
     pairwise risk P(10)(−log β̂) + P(01)(−log(1 − β̂)) is minimised by β̂ = β (eq. 18), which η̂ = η already
     gives, so base + λ·LPR stays strictly proper; with dependent labels β differs from its plug-in value and LPR
-    pulls the marginals (``helpers.losses.properness.joint_risk_minimiser`` shows both). Probabilities exactly 0 or 1
+    pulls the marginals (``helpers.losses.joint_risk_minimiser`` shows both). Probabilities exactly 0 or 1
     (float saturation) are evaluated at the nearest representable value inside (0, 1) — the smallest normal
     float and 1 − eps/2 — value and gradient alike (the gradient there is finite; a saturated sigmoid upstream
     multiplies it by 0). T = 1 has no pairs and gives 0.
@@ -465,7 +465,7 @@ class LDACE(MultiLabelLoss):
     def partial_losses(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Elementwise (ℓ₊, ℓ₋) of the single-label case T = 1, where LDACE is its diagonal term alone:
         (−log p², −log(1 − p²)) under "p_squared", BCE's (−log p, −log(1 − p)) under "p". With T ≥ 2 the loss
-        couples labels and has no per-label partial losses (see helpers.losses.properness.joint_risk_minimiser)."""
+        couples labels and has no per-label partial losses (see helpers.losses.joint_risk_minimiser)."""
         log_p, log_1mp = F.logsigmoid(logits), F.logsigmoid(-logits)
         if self.diagonal == "p_squared":
             return -2.0 * log_p, -(log_1mp + torch.log1p(torch.exp(log_p)))

@@ -41,7 +41,7 @@ def class_index(class_names: Sequence[str], class_name: str) -> int | None:
 
 
 def class_recall_metrics(class_names: Sequence[str]) -> dict[str, Callable[[Any, Any], float]]:
-    """``{metric name: recall of its class}`` (:func:`helpers.metrics.functional.class_recall`) for each class of
+    """``{metric name: recall of its class}`` (:func:`helpers.metrics.class_recall`) for each class of
     :data:`CLASS_RECALLS` the data set has: ``{"melanoma_recall": ...}`` on DermaMNIST, ``{}`` on PneumoniaMNIST."""
     found = {metric: class_index(class_names, name) for metric, name in CLASS_RECALLS.items()}
     return {

@@ -1,8 +1,8 @@
 """Input checks, the one binning routine and rank helpers shared by the metric modules (the floor below them).
 
-:mod:`helpers.metrics.functional` (the metrics), :mod:`helpers.metrics.weighted` (their forms on many bootstrap resamples at
-once) and :mod:`helpers.metrics.selective` (retention curves) all validate their inputs and bin confidences with the
-functions here, so the three agree by construction. This module imports none of them: imports flow one way,
+:mod:`helpers.metrics.functional` (the metrics), :mod:`helpers.metrics.weighted` (their forms on many bootstrap
+resamples at once) and :mod:`helpers.metrics.selective` (retention curves) all validate their inputs and bin confidences
+with the functions here, so the three agree by construction. This module imports none of them: imports flow one way,
 ``metrics`` -> ``weighted_metrics`` -> ``selective`` -> ``metrics_core``. Binning conventions: see
 :mod:`helpers.metrics.functional`.
 """

@@ -14,9 +14,10 @@ when the one-vs-rest probability p_k(x) of class k reaches t; the functions here
 * :func:`decision_curve` -- NB over a range of thresholds beside the references "treat all",
   NB = π − (1 − π) · t/(1 − t) with π the prevalence, and "treat none", NB = 0;
 * :func:`paired_net_benefit` -- paired bootstrap intervals of NB differences between models on the same test
-  images, through :func:`helpers.metrics.stats.paired_differences` (the course's one paired bootstrap);
+  images, through :func:`helpers.metrics.paired_differences` (the course's one paired bootstrap);
 * :func:`one_vs_rest_bins` -- the equal-width reliability bins of p_k against 1[y = k], in the
-  :class:`helpers.metrics.functional.ReliabilityBins` that :mod:`helpers.plots.figures` / :mod:`helpers.plots.decision_plots` draw.
+  :class:`helpers.metrics.ReliabilityBins` that :mod:`helpers.plots.figures` /
+  :mod:`helpers.plots.decision_plots` draw.
 
 Why calibration is what this rule needs: with exact posteriors, treating when P(y = k | x) ≥ t maximises NB(t)
 at every t (the Bayes decision; the expected gain of treating one patient is p − (1 − p) t/(1 − t), positive
@@ -37,9 +38,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from helpers.metrics import class_focus
+from helpers.metrics import class_focus, stats
 from helpers.metrics import functional as metrics
-from helpers.metrics import stats
 from helpers.metrics.functional import PairedBootstrapResult, ReliabilityBins
 
 __all__ = [
@@ -249,7 +249,7 @@ def decision_curve(probs: Any, labels: Any, class_index: int, thresholds: Any = 
 class _bound:
     """metric(probs, labels) of one threshold quantity at a fixed class and threshold, with a ``__name__`` such as
     "net_benefit@0.1" that the bootstrap's messages can name (a ``functools.partial`` has none). It has no weighted
-    form, so :func:`helpers.metrics.functional.paired_bootstrap` calls it once per resample and seed (4.1 s for one
+    form, so :func:`helpers.metrics.paired_bootstrap` calls it once per resample and seed (4.1 s for one
     comparison of 3 + 3 seeds, N = 2,005, n = 1000, measured on the shared 2-core CPU while a notebook ran)."""
 
     def __init__(self, function: Callable[..., float], class_index: int, threshold: float) -> None:
@@ -261,7 +261,7 @@ class _bound:
 
 
 def threshold_metric(name: str, class_index: int, threshold: float = BIOPSY_THRESHOLD) -> Callable[..., float]:
-    """One of :data:`THRESHOLD_METRICS` as a metric(probs, labels) for :func:`helpers.metrics.stats.seed_summaries`."""
+    """One of :data:`THRESHOLD_METRICS` as a metric(probs, labels) for :func:`helpers.metrics.seed_summaries`."""
     if name not in THRESHOLD_METRICS:
         raise ValueError(f"unknown threshold metric {name!r}; choose one of {list(THRESHOLD_METRICS)}")
     return _bound(THRESHOLD_METRICS[name], class_index, _check_threshold(threshold))
@@ -277,7 +277,7 @@ def paired_net_benefit(
     seed: int = 0,
 ) -> dict[str, PairedBootstrapResult]:
     """{model: paired bootstrap of NB(model) − NB(reference)} at one threshold, every model's seeds against the
-    reference's on the same resamples (:func:`helpers.metrics.stats.paired_differences`)."""
+    reference's on the same resamples (:func:`helpers.metrics.paired_differences`)."""
     _check_threshold(threshold)
     metric = {"net_benefit": _bound(net_benefit, class_index, threshold)}
     differences = stats.paired_differences(probs_by_model, labels, metric, reference=reference, n=n, seed=seed)
@@ -288,8 +288,8 @@ def one_vs_rest_bins(
     probs: Any, labels: Any, class_index: int, class_name: str | None = None, n_bins: int = metrics.DEFAULT_N_BINS
 ) -> ReliabilityBins:
     """Equal-width reliability bins of the forecast p_k against 1[y = k] (the one-vs-rest diagram of one class,
-    the forecasts that :func:`helpers.metrics.functional.classwise_ece` averages over classes); its ``ece`` is that class's
-    one-vs-rest ECE. ``kind`` names the class ("melanoma vs rest")."""
+    the forecasts that :func:`helpers.metrics.classwise_ece` averages over classes); its ``ece`` is that
+    class's one-vs-rest ECE. ``kind`` names the class ("melanoma vs rest")."""
     metrics._check_n_bins(n_bins)
     p, positive = one_vs_rest(probs, labels, class_index)
     sums = metrics._bin_sums(p[:, None], positive[:, None], n_bins)
@@ -323,7 +323,7 @@ def decision_summaries(
     treat_all: bool = True,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """{model: {quantity: seed_summary}} of every :data:`THRESHOLD_METRICS` quantity at one threshold, over the
-    training seeds (:func:`helpers.metrics.stats.seed_summaries`); with ``treat_all`` a last row :data:`TREAT_ALL`, the
+    training seeds (:func:`helpers.metrics.seed_summaries`); with ``treat_all`` a last row :data:`TREAT_ALL`, the
     reference a model must beat (sensitivity 100 %, specificity 0, NB = π − (1 − π) t/(1 − t)). "Treat none" has
     every value 0 but specificity 100 % and is not listed."""
     fns = {name: threshold_metric(name, class_index, threshold) for name in THRESHOLD_METRICS}
@@ -351,7 +351,7 @@ def decision_table(
     """Rows = models, cells "mean ± sd" over seeds (sensitivity and specificity in %, biopsies and net benefit per
     1,000 patients); with ``differences`` (from :func:`paired_net_benefit`) a last column "Δ NB vs <reference>"
     with its paired interval, flagged "beats" / "worse" where it excludes 0, and ``table.attrs["note"]`` the note
-    of :func:`helpers.metrics.stats.difference_table` (resamples, number of comparisons) to print under it."""
+    of :func:`helpers.metrics.difference_table` (resamples, number of comparisons) to print under it."""
     scale = {name: factor for name, (factor, _, _) in _COLUMNS.items()}
     digits = {name: decimals for name, (_, decimals, _) in _COLUMNS.items()}
     table = stats.summary_table(summaries, list(_COLUMNS), scale=scale, digits=digits)

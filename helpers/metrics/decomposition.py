@@ -1,8 +1,8 @@
 """Calibration–refinement decompositions of the Brier score and the NLL (compute only; no plotting).
 
-Conventions as in :mod:`helpers.metrics.functional`: multi-class ``probs`` (N, K) with (N,) integer ``labels``; multi-label
-``probs`` (N, T) of P(y_t = 1) with an (N, T) 0/1 ``labels`` matrix. Inputs are validated by the same checks as the
-metrics, and equal-width bins are the metrics' bins ((lo, hi], 0 in the first bin; 15 by default).
+Conventions as in :mod:`helpers.metrics.functional`: multi-class ``probs`` (N, K) with (N,) integer ``labels``;
+multi-label ``probs`` (N, T) of P(y_t = 1) with an (N, T) 0/1 ``labels`` matrix. Inputs are validated by the same checks
+as the metrics, and equal-width bins are the metrics' bins ((lo, hi], 0 in the first bin; 15 by default).
 
 Brier score: Murphy (1973) with the two within-bin terms (Stephenson, Coelho & Jolliffe 2008)
 --------------------------------------------------------------------------------------------------
@@ -28,14 +28,14 @@ Murphy's (1973) partition BS = REL - RES + UNC is exact only when every forecast
 for any bins. A constant forecast equal to the base rate has one bin with p̄ = ō: REL = RES = WBV = WBC = 0 and
 BS = UNC. It is perfectly calibrated and has no resolution: the lowest score reachable without looking at the image.
 
-Multi-class (the course's Brier, :func:`helpers.metrics.functional.brier`, is the SUM over classes of (p_ik - 1[y_i = k])^2)
+Multi-class (the course's Brier, :func:`helpers.metrics.brier`, is the SUM over classes of (p_ik - 1[y_i = k])^2)
     is decomposed one-vs-rest: BS = sum_k BS_k with BS_k the binary Brier score of column k, and (1) applied to each
     column with its own bins; every component is the sum over classes. Why this choice: it matches the course's
     sum-over-classes convention term by term, needs only K x n_bins cells (Murphy's vector partition groups
     identical probability VECTORS, which are all distinct for a neural network), and UNC = sum_k ō_k (1 - ō_k) =
     1 - sum_k ō_k^2 is exactly the multi-class uncertainty of Murphy (1973). REL is then a class-wise (not top-label)
     reliability, on the squared scale.
-Multi-label (the course's :func:`helpers.metrics.functional.multilabel_brier` is the MEAN over (sample, label) pairs):
+Multi-label (the course's :func:`helpers.metrics.multilabel_brier` is the MEAN over (sample, label) pairs):
     (1) per label, every component averaged over the labels, so the components add up to ``multilabel_brier``.
 
 NLL: the calibration–refinement decomposition of a proper score (DeGroot & Fienberg 1983; Bröcker 2009)
@@ -68,8 +68,8 @@ The first sum is exact by construction. Recalibration maps (``recalibration=``):
   inside a bin (the log-score analogue of WBV - WBC in (1)).
 
 Multi-label: per label as above (binary log loss), averaged over labels (the components add up to
-:func:`helpers.metrics.functional.multilabel_nll`). Multi-class (the course's NLL, -log p_{i, y_i}): sort each row's classes
-by probability, p_(1) >= p_(2) >= ..., and write the forecast as a chain of binary forecasts (chain rule):
+:func:`helpers.metrics.multilabel_nll`). Multi-class (the course's NLL, -log p_{i, y_i}): sort each row's
+classes by probability, p_(1) >= p_(2) >= ..., and write the forecast as a chain of binary forecasts (chain rule):
 stage r forecasts "the label is the class of rank r, given that it is not one of ranks 1..r-1" with the conditional
 probability c_ir = p_(r) / sum_{j >= r} p_(j), so that -log p_{i, y_i} = sum over the stages the row reaches of the
 binary log loss of c_ir. The map recalibrates every stage with ``recalibration``, fitted on the rows that reach it
@@ -212,7 +212,7 @@ def _brier_terms(forecast: torch.Tensor, outcome: torch.Tensor, n_bins: int) -> 
 
 
 def brier_decomposition(probs: Any, labels: Any, n_bins: int = metrics.DEFAULT_N_BINS) -> BrierDecomposition:
-    """Multi-class Brier score (:func:`helpers.metrics.functional.brier`, summed over classes) split as in eq. (1), one-vs-rest:
+    """Multi-class Brier score (:func:`helpers.metrics.brier`, summed over classes) split as in eq. (1), one-vs-rest:
     column k of ``probs`` forecasts 1[y = k] with its own ``n_bins`` equal-width bins; each component is the sum
     over the K classes (see the module docstring for the derivation and why one-vs-rest)."""
     _check_n_bins(n_bins)
@@ -223,7 +223,7 @@ def brier_decomposition(probs: Any, labels: Any, n_bins: int = metrics.DEFAULT_N
 
 
 def multilabel_brier_decomposition(probs: Any, labels: Any, n_bins: int = metrics.DEFAULT_N_BINS) -> BrierDecomposition:
-    """Multi-label Brier score (:func:`helpers.metrics.functional.multilabel_brier`) split as in eq. (1) per label, each
+    """Multi-label Brier score (:func:`helpers.metrics.multilabel_brier`) split as in eq. (1) per label, each
     component averaged over the T labels (so they add up to the mean over all (sample, label) pairs)."""
     _check_n_bins(n_bins)
     p, y = _multilabel_inputs(probs, labels)
@@ -275,7 +275,7 @@ def _binary_kl(q: torch.Tensor, rate: torch.Tensor) -> torch.Tensor:
 def multilabel_nll_decomposition(
     probs: Any, labels: Any, recalibration: str = "isotonic", n_bins: int = metrics.DEFAULT_N_BINS
 ) -> ScoreDecomposition:
-    """Multi-label NLL (:func:`helpers.metrics.functional.multilabel_nll`) = calibration + refinement (eq. 2), per label with a
+    """Multi-label NLL (:func:`helpers.metrics.multilabel_nll`) = calibration + refinement (eq. 2), per label with a
     recalibration map fitted per label on these data, each component averaged over labels. The resolution is the
     mean KL(q || base rate), computed on its own: refinement = uncertainty - resolution holds because q is
     calibrated in-sample (module docstring)."""
@@ -322,7 +322,7 @@ def _rank_chain_log_loss(p: torch.Tensor, y: torch.Tensor, recalibration: str, n
 def nll_decomposition(
     probs: Any, labels: Any, recalibration: str = "isotonic", n_bins: int = metrics.DEFAULT_N_BINS
 ) -> ScoreDecomposition:
-    """Multi-class NLL (:func:`helpers.metrics.functional.nll`) = calibration + refinement (eq. 2), with the rank-by-rank
+    """Multi-class NLL (:func:`helpers.metrics.nll`) = calibration + refinement (eq. 2), with the rank-by-rank
     recalibration map of the module docstring fitted on these data; uncertainty = the entropy of the class
     frequencies (the NLL of the constant base-rate forecast), resolution = uncertainty - refinement."""
     _check_recalibration(recalibration, n_bins)
@@ -371,9 +371,9 @@ def decomposition_summaries(
     n_bins: int = metrics.DEFAULT_N_BINS,
     recalibration: str = "isotonic",
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """{model: {component: :func:`helpers.metrics.stats.seed_summary` over the model's seeds}}, the shape of
-    :func:`helpers.metrics.stats.seed_summaries` (so it goes into a results JSON as is). ``probs_by_model`` is a notebook's
-    {model: [test probabilities per training seed]} (a single tensor counts as one seed)."""
+    """{model: {component: :func:`helpers.metrics.seed_summary` over the model's seeds}}, the shape of
+    :func:`helpers.metrics.seed_summaries` (so it goes into a results JSON as is). ``probs_by_model`` is a
+    notebook's {model: [test probabilities per training seed]} (a single tensor counts as one seed)."""
     out = {}
     for model, per_seed in probs_by_model.items():
         per_seed = list(per_seed) if isinstance(per_seed, (list, tuple)) else [per_seed]

@@ -41,8 +41,7 @@ import numpy as np
 import torch
 from sklearn import metrics as sk_metrics
 
-from helpers.metrics import selective
-from helpers.metrics import weighted
+from helpers.metrics import selective, weighted
 from helpers.metrics.core import (  # noqa: F401  (re-exported: other modules and the tests use these names)
     _CHUNK_ENTRIES,
     _FAST_BINNING_MAX_BINS,
@@ -781,7 +780,7 @@ def smooth_reliability(
     probs: Any, labels: Any, multilabel: bool = False, n_bootstrap: int = 200, seed: int = 0
 ) -> SmoothReliability:
     """Data of a smooth reliability diagram with its bootstrap band, computed by relplot (what
-    :func:`helpers.plots.figures.smooth_reliability_diagram` draws).
+    :func:`helpers.plots.smooth_reliability_diagram` draws).
 
     Multi-class: top-label confidence and correctness; ``multilabel=True``: every (sample, label) forecast pooled.
     relplot draws its bootstrap resamples from numpy's global random state; it is seeded with ``seed`` for this
@@ -951,7 +950,7 @@ def paired_bootstrap(
     interval is the (1 − level)/2 and (1 + level)/2 quantiles of the replicate differences (percentile interval,
     Efron & Tibshirani 1993). The index sets come from ``torch.randint`` seeded by ``seed``, exactly as in
     :func:`bootstrap`. It captures test-set sampling only; the spread over training seeds is reported separately
-    (``helpers.metrics.stats.seed_summary``).
+    (``helpers.metrics.seed_summary``).
 
     A replicate on which the metric is undefined for some model or seed (NaN, or a ValueError such as "no sample
     has a positive label") is left out of the interval and counted in ``n_degenerate``.
@@ -963,8 +962,9 @@ def paired_bootstrap(
     takes about 30 ms per call, so about 3 minutes for n = 1000 and 3 + 3 seeds; pass a smaller n for it).
     The resamples are evaluated with one torch CPU thread (faster here, see ``_one_cpu_thread``).
 
-    The course's difference helpers (:func:`helpers.metrics.stats.paired_differences`, :func:`helpers.metrics.stats.paired_comparisons`)
-    do not call this for the metrics of ``helpers.metrics.stats.POINT_ESTIMATE_ONLY`` (the debiased ECE, whose n_b − 1
+    The course's difference helpers (:func:`helpers.metrics.paired_differences`,
+    :func:`helpers.metrics.paired_comparisons`)
+    do not call this for the metrics of ``helpers.metrics.POINT_ESTIMATE_ONLY`` (the debiased ECE, whose n_b − 1
     correction assumes distinct samples while a resample repeats images): they report its point estimate only.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:

@@ -409,7 +409,7 @@ def joint_retrieval_map(
     labels are dependent given x — instead of the product of marginals of eq. (22).
 
     ``subset_probabilities(masks) -> (N, U)``: P(y_t = 1 ∀ t ∈ S | x) for each label-subset bitmask (e.g.
-    ``functools.partial(helpers.data.synthetic.multilabel_subset_moments, fields, couplings)``); it is called once, with
+    ``functools.partial(helpers.data.multilabel_subset_moments, fields, couplings)``); it is called once, with
     the subsets :func:`inclusion_exclusion` needs. The signed sums are exact up to float64 rounding (about 1e-16
     times the largest term), far below the query probabilities that decide a ranking.
     """

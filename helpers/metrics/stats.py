@@ -3,13 +3,13 @@
 * :func:`seed_summary` -- {"per_seed": [...], "mean": x, "sd": y} of one metric over training seeds (the cell format
   of the results JSONs); :func:`seed_summaries` computes it for every model and metric.
 * :func:`paired_differences` -- for every model against a reference model, the paired bootstrap interval of the
-  seed-averaged difference of every metric (:func:`helpers.metrics.functional.paired_bootstrap`).
+  seed-averaged difference of every metric (:func:`helpers.metrics.paired_bootstrap`).
 * :func:`summary_table` -- rows = models, columns = metrics, cells "mean ± sd" over seeds;
   :func:`difference_table` -- cells "Δ [low, high]" against the reference, flagged "beats" / "worse" where the
   interval excludes 0, with a note giving the number of comparisons.
 
-A module of its own because :mod:`helpers.lessons.logit_analysis` analyses a trained model's logits (MbLS distances, optimal
-confidence), whereas this is the reporting layer every comparison notebook (01-11) shares.
+A module of its own because :mod:`helpers.lessons.logit_analysis` analyses a trained model's logits (MbLS distances,
+optimal confidence), whereas this is the reporting layer every comparison notebook (01-11) shares.
 
 Two sources of variation are kept apart: "± sd" is the spread over training seeds (how much a re-run moves the
 number); the bracketed interval is test-set sampling of a difference, with image difficulty cancelled by pairing.
@@ -452,7 +452,7 @@ __all__ += ["resampled_metric", "paired_comparisons"]
 
 
 def _resample_indices(n_rows: int, n: int, seed: int, device: torch.device) -> torch.Tensor:
-    """The (n, N) index sets :func:`helpers.metrics.functional.paired_bootstrap` draws for ``seed`` (same generator calls)."""
+    """The (n, N) index sets :func:`helpers.metrics.paired_bootstrap` draws for ``seed`` (same generator calls)."""
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(n_rows, (n, n_rows), generator=generator).to(device)
 
@@ -462,7 +462,7 @@ def resampled_metric(
 ) -> tuple[float, torch.Tensor]:
     """(mean over seeds of metric on the full test set, (n,) mean over seeds of metric on each resample).
 
-    The resamples are exactly those of :func:`helpers.metrics.functional.paired_bootstrap` with the same ``n`` and ``seed``,
+    The resamples are exactly those of :func:`helpers.metrics.paired_bootstrap` with the same ``n`` and ``seed``,
     so the difference of two models' resampled values is that function's ``samples`` (NaN where the metric is
     undefined for some seed). Metrics with a weighted form (:mod:`helpers.metrics.weighted`) evaluate all resamples
     at once; others are called once per resample and seed.
@@ -510,7 +510,7 @@ def paired_comparisons(
 ) -> dict[tuple[str, str], dict[str, PairedBootstrapResult]]:
     """{(model, reference): {metric: paired bootstrap of model − reference}} for every pair in ``pairs``.
 
-    Equal, result by result, to :func:`helpers.metrics.functional.paired_bootstrap` (and so to :func:`paired_differences`)
+    Equal, result by result, to :func:`helpers.metrics.paired_bootstrap` (and so to :func:`paired_differences`)
     with the same ``n``, ``seed`` and ``level``, but each model's metric is evaluated on the shared resamples once
     (:func:`resampled_metric`) rather than once per comparison it takes part in: with many comparisons against a
     few references (every loss against CE and against CE + TS) this divides the cost by about twice the number of

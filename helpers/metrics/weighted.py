@@ -1,4 +1,5 @@
-"""The metrics of :mod:`helpers.metrics.functional` on many bootstrap resamples at once (used by ``metrics.paired_bootstrap``).
+"""The metrics of :mod:`helpers.metrics.functional` on many bootstrap resamples at once
+(used by ``metrics.paired_bootstrap``).
 
 A bootstrap resample of the N test rows is represented by its multiplicity weights: w_i is how often row i was drawn
 (Σ_i w_i = N). Every metric below is a function of weighted sums of per-row quantities, so B resamples become one
@@ -13,12 +14,12 @@ computes it; the bootstrap then calls the metric on each resample). ``functools.
 arguments (``n_bins``, ``per_label``, ``threshold``, ``class_index``) is recognised.
 
 The table and the look-up live in :mod:`helpers.metrics.functional`, the floor above: this module imports only
-:mod:`helpers.metrics.core` (the shared input checks and binning) and :mod:`helpers.metrics.selective`, so imports flow one
-way.
+:mod:`helpers.metrics.core` (the shared input checks and binning) and :mod:`helpers.metrics.selective`, so imports flow
+one way.
 
 Each weighted form is tested equal to the metric itself on the resampled rows. One difference by construction:
-equal-mass bins (:func:`helpers.metrics.functional.adaptive_ece`) order tied confidences of *different* rows by row index
-here and by position in the resample there; the two can differ only when tied rows with different correctness
+equal-mass bins (:func:`helpers.metrics.adaptive_ece`) order tied confidences of *different* rows by row
+index here and by position in the resample there; the two can differ only when tied rows with different correctness
 straddle a bin boundary (both are valid equal-mass binnings).
 """
 
@@ -29,8 +30,7 @@ from typing import Any
 
 import torch
 
-from helpers.metrics import core
-from helpers.metrics import selective
+from helpers.metrics import core, selective
 
 __all__: list[str] = []  # the weighted forms are private: metrics.weighted_evaluator picks one
 
@@ -406,7 +406,7 @@ def _jaccard(probs: Any, labels: Any) -> Evaluate:
 
 def _cohen_kappa(probs: Any, labels: Any) -> Evaluate:
     """κ = (p_o − p_e) / (1 − p_e) from the confusion matrix; NaN when p_e = 1 (one class in labels and
-    predictions), as :func:`helpers.metrics.functional.cohen_kappa`."""
+    predictions), as :func:`helpers.metrics.cohen_kappa`."""
     _, confusion = _confusion(probs, labels)
 
     def evaluate(weights: torch.Tensor) -> torch.Tensor:
@@ -426,9 +426,10 @@ def _cohen_kappa(probs: Any, labels: Any) -> Evaluate:
 # ----------------------------------------------------------------------------------------------------------------
 def _r_auc(probs: Any, labels: Any) -> Evaluate:
     """R-AUC = 1 − (Σ_{i=1}^{N} E(i) − E(N)/2) / N² (trapezoid rule on r = i/N). With tie groups g of n_g rows
-    starting after a_g rows and holding e_g errors, the tie-averaged E of :func:`helpers.metrics.selective.retention_curve`
-    gives Σ_i E(i) = Σ_g e_g (N − a_g − (n_g − 1)/2). Under multiplicity weights every copy of a row falls in the
-    row's tie group, so n_g, e_g and a_g are weighted sums over the rows sorted once by confidence."""
+    starting after a_g rows and holding e_g errors, the tie-averaged E of
+    :func:`helpers.metrics.retention_curve` gives Σ_i E(i) = Σ_g e_g (N − a_g − (n_g − 1)/2). Under
+    multiplicity weights every copy of a row falls in the row's tie group, so n_g, e_g and a_g are weighted sums over
+    the rows sorted once by confidence."""
     confidence, errors = selective._confidences_and_errors(probs, labels)
     order = torch.argsort(confidence, descending=True, stable=True)
     _, group_sizes = torch.unique_consecutive(confidence[order], return_counts=True)

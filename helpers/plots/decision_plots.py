@@ -1,6 +1,7 @@
-"""Figures of the threshold decision (:mod:`helpers.metrics.decisions`): a one-vs-rest reliability diagram and a decision
-curve (matplotlib only, Agg-safe). As in :mod:`helpers.plots.figures`, compute and draw are separate, every function takes
-``ax=None`` and returns the Figure, and legends sit outside the data.
+"""Figures of the threshold decision (:mod:`helpers.metrics.decisions`): a one-vs-rest reliability diagram and a
+decision
+curve (matplotlib only, Agg-safe). As in :mod:`helpers.plots.figures`, compute and draw are separate, every function
+takes ``ax=None`` and returns the Figure, and legends sit outside the data.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from helpers.metrics.decisions import DecisionCurve
-from helpers.metrics.functional import ReliabilityBins
+from helpers.metrics import DecisionCurve, ReliabilityBins
 from helpers.plots.figures import _figure_and_axes, _numpy
 
 __all__ = [
@@ -41,7 +41,7 @@ def one_vs_rest_reliability(
     x_max: float = 1.0,
 ) -> Figure:
     """Observed frequency of the class against the mean forecast P(class) per non-empty bin, one line per model
-    (bins from :func:`helpers.metrics.decisions.one_vs_rest_bins`). A bin drawn with ``OVER_MARK`` ("v") forecasts more
+    (bins from :func:`helpers.metrics.one_vs_rest_bins`). A bin drawn with ``OVER_MARK`` ("v") forecasts more
     than it observes (over-confident in the class), ``UNDER_MARK`` ("^") less. ``threshold`` draws the decision
     threshold; ``x_max`` zooms on the low forecasts where most patients and the threshold lie."""
     if not bins_by_model:

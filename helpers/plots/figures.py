@@ -1,7 +1,7 @@
 """Figures of the course: reliability diagrams, training curves, heat maps (matplotlib only, Agg-safe).
 
-Compute and draw are separate: the diagrams take the :class:`helpers.metrics.functional.ReliabilityBins` computed by
-:func:`helpers.metrics.functional.reliability_bins`, so what is drawn is exactly what ECE/MCE/ACE reduce. Every function
+Compute and draw are separate: the diagrams take the :class:`helpers.metrics.ReliabilityBins` computed by
+:func:`helpers.metrics.reliability_bins`, so what is drawn is exactly what ECE/MCE/ACE reduce. Every function
 accepts ``ax=None`` (or ``axes=None``), draws on the axes it is given (or on a new figure) and returns the Figure.
 
 Reliability diagram (DeGroot & Fienberg 1983; the form of Guo et al. 2017, Fig. 1): bars of per-bin accuracy,
@@ -26,8 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from mpl_toolkits.axes_grid1 import make_axes_locatable
 
-from helpers.metrics.functional import POOLED, ReliabilityBins
-from helpers.metrics.selective import retention_area
+from helpers.metrics import POOLED, ReliabilityBins, retention_area
 
 __all__ = [
     "reliability_diagram",
@@ -187,7 +186,7 @@ def reliability_diagram(
     """
     if not isinstance(bins, ReliabilityBins):
         raise TypeError(
-            f"bins must be a helpers.metrics.functional.ReliabilityBins (from reliability_bins), got {type(bins).__name__}"
+            f"bins must be a helpers.metrics.ReliabilityBins (from reliability_bins), got {type(bins).__name__}"
         )
     figure, ax = _figure_and_axes(ax, (6.4, 5.0) if show_histogram else (6.4, 4.2))
     edges = _numpy(bins.edges)
@@ -329,7 +328,7 @@ def training_curves(
     ax: Axes | None = None,
     title: str | None = None,
 ) -> Figure:
-    """Per-epoch curves from the list-of-dicts history of ``helpers.training.train.fit`` (x: the "epoch" key, else 1, 2, ...).
+    """Per-epoch curves from the list-of-dicts history of ``helpers.training.fit`` (x: the "epoch" key, else 1, 2, ...).
 
     Lines and the y label are named in words (:data:`HISTORY_LABELS`, the key itself for others). Entries missing
     a metric (or holding None) are skipped for that metric; a metric absent from every entry raises ValueError
@@ -549,7 +548,7 @@ def bootstrap_interval_plot(
     scale: float = 100.0,
 ) -> Figure:
     """Point estimates with their intervals, one row per model (a forest plot); values are (estimate, low, high),
-    e.g. a :class:`helpers.metrics.functional.BootstrapResult`, multiplied by ``scale``."""
+    e.g. a :class:`helpers.metrics.BootstrapResult`, multiplied by ``scale``."""
     if not estimates:
         raise ValueError("estimates is empty; pass {model: (estimate, low, high)}")
     figure, ax = _figure_and_axes(ax, (4.6, 0.6 + 0.35 * len(estimates)))
@@ -612,7 +611,7 @@ def image_row(
 def retention_curves(curves: Mapping[str, tuple[Any, Any]], ax: Axes | None = None, title: str | None = None) -> Figure:
     """Accuracy–retention curves (LS+ paper Fig. 1), one line per model, R-AUC in the legend.
 
-    ``curves``: {name: (fractions, accuracy)} from :func:`helpers.metrics.selective.retention_curve`.
+    ``curves``: {name: (fractions, accuracy)} from :func:`helpers.metrics.retention_curve`.
     """
     if not curves:
         raise ValueError("curves is empty; pass {model name: selective.retention_curve(probs, labels)}")
@@ -745,9 +744,9 @@ def correlation_comparison(
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# smooth reliability diagram (data from helpers.metrics.functional.smooth_reliability, computed by relplot)
+# smooth reliability diagram (data from helpers.metrics.smooth_reliability, computed by relplot)
 # ----------------------------------------------------------------------------------------------------------------
-from helpers.metrics.functional import SmoothReliability  # noqa: E402  (kept with the function it serves)
+from helpers.metrics import SmoothReliability  # noqa: E402  (kept with the function it serves)
 
 __all__ += ["smooth_reliability_diagram"]
 
@@ -772,7 +771,7 @@ def smooth_reliability_diagram(
     """
     if not isinstance(diagram, SmoothReliability):
         raise TypeError(
-            f"diagram must be a helpers.metrics.functional.SmoothReliability (from smooth_reliability), got "
+            f"diagram must be a helpers.metrics.SmoothReliability (from smooth_reliability), got "
             f"{type(diagram).__name__}"
         )
     figure, ax = _figure_and_axes(ax, (4.2, 5.0) if show_density else (4.2, 4.2))
@@ -829,7 +828,7 @@ def confidence_maps(
     title: str | None = None,
     dashed: Sequence[str] = (),
 ) -> Figure:
-    """θ(q) of each loss against the true top-class probability q (``helpers.lessons.logit_analysis.optimal_confidence`` or
+    """θ(q) of each loss against the true top-class probability q (``helpers.lessons.optimal_confidence`` or
     ``stationary_confidence``), with the diagonal θ = q of a proper loss; names in ``dashed`` drawn dashed."""
     q = _numpy(true_top_probability).ravel()
     if not maps:
@@ -1208,11 +1207,12 @@ def difference_plot(
 ) -> Figure:
     """Paired differences (model − reference) with their intervals, one row per model, and a line at 0.
 
-    ``rows`` maps a name to (estimate, low, high), e.g. a :class:`helpers.metrics.functional.PairedBootstrapResult`; values are
-    multiplied by ``scale``. A row whose interval excludes 0 is drawn green when the model is better in the
+    ``rows`` maps a name to (estimate, low, high), e.g. a :class:`helpers.metrics.PairedBootstrapResult`;
+    values are multiplied by ``scale``. A row whose interval excludes 0 is drawn green when the model is better in the
     metric's direction (``higher_is_better``), red when worse, grey when the interval contains 0. The estimate is
     drawn as a point and the interval as a bar of its own, so an estimate outside its interval shows as such; a
-    point estimate without interval (NaN bounds, :data:`helpers.metrics.stats.POINT_ESTIMATE_ONLY`) as a grey point alone.
+    point estimate without interval (NaN bounds, :data:`helpers.metrics.POINT_ESTIMATE_ONLY`) as a grey point
+    alone.
     """
     names, values = _interval_rows(rows, scale)
     figure, ax = _figure_and_axes(ax, (5.0, 0.8 + 0.32 * len(names)))
@@ -1407,7 +1407,7 @@ def weight_function_plot(
     title: str | None = None,
     normalise_at: float | None = 0.5,
 ) -> Figure:
-    """Weight functions w(c) of proper losses (:func:`helpers.losses.properness.weight_function`) against the cost
+    """Weight functions w(c) of proper losses (:func:`helpers.losses.weight_function`) against the cost
     threshold c, log-scaled, one line per loss, legend below the axes. A weight function is defined up to a
     positive factor (scaling a loss scales it), so each curve is divided by its value at ``normalise_at`` (None:
     drawn as given): the curves then compare which thresholds each loss cares about, not their scale."""
@@ -1487,7 +1487,7 @@ def pooled_reliability_curves(
 ) -> Figure:
     """Multi-label reliability where the forecasts are: observed frequency of "present" against the mean predicted
     probability in equal-mass bins of the pooled (image, finding) forecasts
-    (:func:`helpers.lessons.multilabel_analysis.equal_mass_reliability`), one line per model, both axes log-scaled, the
+    (:func:`helpers.lessons.equal_mass_reliability`), one line per model, both axes log-scaled, the
     diagonal of perfect calibration, legend below. A bin without a positive has no point on a log scale and is
     left out. ``curves``: name -> {"mean_predicted": (B,), "frequency": (B,)}."""
     if not curves:

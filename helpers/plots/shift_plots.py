@@ -1,4 +1,5 @@
-"""Figures of notebook 12 (:mod:`helpers.calibration.shift`): one metric of each model on several test sets (matplotlib only,
+"""Figures of notebook 12 (:mod:`helpers.calibration.shift`): one metric of each model on several test sets
+(matplotlib only,
 Agg-safe). As in :mod:`helpers.plots.figures`, compute and draw are separate, functions take ``ax=None`` and return the
 Figure, and legends sit outside the data.
 """
@@ -32,8 +33,8 @@ def metric_across_test_sets(
 ) -> Figure:
     """One row per model: the seed mean of ``metric`` on each test set (a marker each, ± 1 sd over seeds as a bar),
     joined by a grey line, so the move from one test set to the next reads at a glance. ``summaries`` is
-    :func:`helpers.calibration.shift.shift_summaries`' {model: {test set: {metric: seed summary}}}; a model missing a test
-    set has no marker there."""
+    :func:`helpers.calibration.shift_summaries`' {model: {test set: {metric: seed summary}}}; a model missing a
+    test set has no marker there."""
     if not models or not test_sets:
         raise ValueError("pass at least one model and one test set")
     figure, ax = _figure_and_axes(ax, (6.4, 0.42 * len(models) + 1.4))

@@ -2,16 +2,16 @@
 
 Issue 19 measured on an H100 that, under the over-fitting recipe, a run's numbers depend on which kernels ran: two
 runs of one seed with cuDNN's autotuner agreed, but deterministic cuDNN algorithms gave a third answer (test NLL
-1.600 against 1.073). :func:`deterministic` therefore wraps every training run (:func:`helpers.training.train.fit`) and
-the prediction of the logits a trained run stores (:func:`helpers.training.run_store.train_run`):
+1.600 against 1.073). :func:`deterministic` therefore wraps every training run (:func:`helpers.training.fit`) and
+the prediction of the logits a trained run stores (:func:`helpers.training.train_run`):
 
 * ``torch.use_deterministic_algorithms(True)``: an operation without a deterministic implementation raises
   instead of silently varying (PyTorch, "Reproducibility");
 * ``torch.backends.cudnn.benchmark = False`` and ``cudnn.deterministic = True``: no autotuning, so the kernels do
   not depend on timing;
 * ``CUBLAS_WORKSPACE_CONFIG=:4096:8``: cuBLAS (CUDA >= 10.2) is deterministic only with a fixed workspace, and it
-  reads the variable once, when CUDA initialises; it is set here, when this module is imported (``helpers.training.train``
-  imports it), unless the user set it already.
+  reads the variable once, when CUDA initialises; it is set here, when this module is imported
+  (``helpers.training.train`` imports it), unless the user set it already.
 
 The previous settings are restored on exit, so code outside training keeps PyTorch's defaults. Every stored run
 records :func:`software_record`: deterministic or not, the torch, CUDA and cuDNN versions and the device's name.

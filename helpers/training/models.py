@@ -8,7 +8,7 @@ Every model built here exposes
 * ``model.feature_dim``: ``D``,
 * ``model(x) == model.classifier(model.features(x))``.
 
-Inputs are float images ``(N, C, H, W)`` normalised by :func:`helpers.training.train.to_float`. All models end in global
+Inputs are float images ``(N, C, H, W)`` normalised by :func:`helpers.training.to_float`. All models end in global
 average pooling, so one model works at 28, 64, 128 and 224 px.
 """
 

@@ -1,6 +1,6 @@
 """What a notebook prints about the runs it loads: one summary line per suite, the listing only on request.
 
-:func:`helpers.training.run_store.train_run` reports every run it loads or trains here through :func:`report`. Inside a
+:func:`helpers.training.train_run` reports every run it loads or trains here through :func:`report`. Inside a
 suite (:func:`summarised`, which every run suite of :mod:`helpers.course.suites` uses) nothing is printed per run; when
 the outermost suite returns, one summary line says how many runs were loaded or trained, on which data, seeds and
 devices, whether deterministically, and under which training version, for example
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-LINE_WIDTH = 110  # notebook outputs keep printed lines under 120 characters (helpers.course.output_rules.MAX_LINE)
+LINE_WIDTH = 110  # notebook outputs keep printed lines under 120 characters (helpers.course.MAX_LINE)
 RETRAIN_COMMAND = "make reference-runs RETRAIN=1"
 SOURCES = {"stored": "stored runs loaded", "cache": "runs loaded from the run cache", "trained": "runs trained here"}
 

@@ -17,8 +17,8 @@ training version do not define a run: the key (:func:`run_key`) is a hash of the
 
 **Stored reference runs** (``stored_runs/<dataset>/<key>.npz``, committed): the validation and test logits, the
 training history and the loss's final state (e.g. the CCL-Net dictionary), with the definition, the device's name,
-whether it was trained deterministically (:mod:`helpers.training.determinism`), the torch, CUDA and cuDNN versions, and the
-training version that produced them. No weights: every notebook works from logits. A notebook run in the
+whether it was trained deterministically (:mod:`helpers.training.determinism`), the torch, CUDA and cuDNN versions, and
+the training version that produced them. No weights: every notebook works from logits. A notebook run in the
 ``reference`` profile loads a stored run when present and trains and stores it when absent; each suite of runs
 prints one summary line (:mod:`helpers.training.run_log`; ``CALIBMED_VERBOSE=1`` lists every run). ``python -m
 helpers.course.suites train`` trains every declared run, one at a time, storing each as it finishes (so it resumes where
@@ -63,14 +63,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.utils.paths import REPO_ROOT
-from helpers.utils import atomic
-from helpers.training import determinism
-from helpers.training import models
-from helpers.training import run_log
-from helpers.training import train
-from helpers.utils.paths import display_path
+from helpers.training import determinism, models, run_log, train
 from helpers.training.version import training_version
+from helpers.utils import REPO_ROOT, atomic, display_path
 
 RECIPES: dict[str, dict[str, Any]] = {
     "well-regularised": dict(
@@ -106,7 +101,7 @@ _NOT_DEFINING = ("device", "progress", "checkpoint_path", "resume", "eval_batch_
 def recipe_config(
     recipe: str, *, epochs: int, lr: float, batch_size: int, seed: int = 0, device: str = "auto", **overrides: Any
 ) -> train.TrainConfig:
-    """The :class:`~helpers.training.train.TrainConfig` of a named recipe; ``lr`` is the recipe's peak rate before scaling."""
+    """The :class:`~helpers.training.TrainConfig` of a named recipe; ``lr`` is the recipe's peak rate before scaling."""
     if recipe not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}; choose one of {list(RECIPES)}")
     settings = dict(RECIPES[recipe])
@@ -136,7 +131,7 @@ class TrainedRun:
     source: str
     key: str
     device: str = ""
-    software: dict[str, Any] = field(default_factory=dict)  # helpers.training.determinism.software_record when trained
+    software: dict[str, Any] = field(default_factory=dict)  # helpers.training.software_record when trained
 
     @property
     def from_cache(self) -> bool:
@@ -560,7 +555,7 @@ def _from_older_code(path: Path) -> bool:
 def _report_run(
     run: TrainedRun, bundle: Any, config: train.TrainConfig, line: str | None, meta: dict[str, Any]
 ) -> None:
-    """Hand a loaded or trained run to :func:`helpers.training.run_log.report` (one summary per suite)."""
+    """Hand a loaded or trained run to :func:`helpers.training.report` (one summary per suite)."""
     software = meta if run.source == "stored" else run.software
     record = run_log.RunRecord(
         run.name,
@@ -585,12 +580,12 @@ def train_run(
     stored: bool = False,
     stored_dir: str | os.PathLike | None = None,
 ) -> TrainedRun:
-    """Train ``model_name`` with ``loss`` on ``bundle`` through :func:`helpers.training.train.fit`, or load it.
+    """Train ``model_name`` with ``loss`` on ``bundle`` through :func:`helpers.training.fit`, or load it.
 
     With ``stored=True`` (the ``reference`` profile) a stored reference run is loaded when present and a trained
     run is stored. Otherwise the local cache is used (``cache``). Which of these happened is reported through
-    :mod:`helpers.training.run_log` (a line per run outside a suite, one summary line per suite), so every notebook output
-    says whether its numbers were trained here. A damaged file is named and the run retrained.
+    :mod:`helpers.training.run_log` (a line per run outside a suite, one summary line per suite), so every notebook
+    output says whether its numbers were trained here. A damaged file is named and the run retrained.
     """
     retrain = _flag("CALIBMED_RETRAIN") and retrain_selected(bundle, model_name, config)
     cache = cache and not _flag("CALIBMED_NO_CACHE") and not retrain

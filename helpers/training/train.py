@@ -1,7 +1,7 @@
 """The one training engine of the course: ``fit``, ``predict``, ``predict_logits``, ``features_of``.
 
 No notebook writes a training loop; they all call :func:`fit` with a model from :mod:`helpers.training.models`, a loss
-object from :mod:`helpers.losses` and a :class:`helpers.data.datasets.DatasetBundle`.
+object from :mod:`helpers.losses` and a :class:`helpers.data.DatasetBundle`.
 
 Design choices (why the engine is fast on 2 CPU cores and on a GPU alike):
 
@@ -40,11 +40,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.utils.atomic import write_atomically_with
 from helpers.losses.base import check_number
-
 from helpers.training import determinism
-from helpers.utils.progress import progress_bar
+from helpers.utils import progress_bar, write_atomically_with
 
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("onecycle", "constant", "cosine")
@@ -196,7 +194,7 @@ class FitResult:
     seconds: float
     stopped_early: bool = False
     monitor: str = "val_nll"
-    software: dict[str, Any] = field(default_factory=dict)  # helpers.training.determinism.software_record of the run
+    software: dict[str, Any] = field(default_factory=dict)  # helpers.training.software_record of the run
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -491,13 +489,13 @@ def _build_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, step
 def _check_fit_inputs(model: nn.Module, loss: nn.Module, data: Any) -> None:
     for attribute in ("features", "classifier"):
         if not hasattr(model, attribute):
-            raise TypeError(f"model needs a '{attribute}' attribute (build it with helpers.training.models.build_model)")
+            raise TypeError(f"model needs a '{attribute}' attribute (build it with helpers.training.build_model)")
     for attribute in ("task", "predict_proba"):
         if not hasattr(loss, attribute):
-            raise TypeError(f"loss needs '{attribute}' (subclass helpers.losses.base.MultiClassLoss/MultiLabelLoss)")
+            raise TypeError(f"loss needs '{attribute}' (subclass helpers.losses.MultiClassLoss/MultiLabelLoss)")
     for attribute in ("task", "train", "val"):
         if not hasattr(data, attribute):
-            raise TypeError(f"data must be a helpers.data.datasets.DatasetBundle (missing '{attribute}')")
+            raise TypeError(f"data must be a helpers.data.DatasetBundle (missing '{attribute}')")
     if loss.task != data.task:
         raise ValueError(f"a {loss.task} loss cannot train on the {data.task} dataset {getattr(data, 'name', '')!r}")
     outputs = model.classifier.out_features
@@ -671,8 +669,8 @@ def fit(model: nn.Module, loss: nn.Module, data: Any, config: TrainConfig | None
     weights) is saved after every epoch; ``resume=True`` continues from that file and, on the CPU, ends with the
     same weights as an uninterrupted run. A checkpoint trained with another config, model, loss or data is refused
     (the error says which), and an unusable ``checkpoint_path`` fails before the first step. Seeded and
-    deterministic (:func:`helpers.training.determinism.deterministic`: one seed gives the same weights bit for bit on one
-    machine and software); seed the model's initialisation yourself (``seed_everything(seed)`` before
+    deterministic (:func:`helpers.training.deterministic`: one seed gives the same weights bit for bit on
+    one machine and software); seed the model's initialisation yourself (``seed_everything(seed)`` before
     ``build_model``).
 
     History records: epoch (1-based), lr (used by the epoch's last step), train_loss (mean over the epoch's

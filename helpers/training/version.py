@@ -9,7 +9,8 @@ every part of the code that shapes a trained run:
   value, gradient and ``predict_proba`` on fixed float64 logits;
 * CCL-Net's loss and its alternating head updates (``after_step``, ``on_epoch_end``);
 * the models (:data:`PROBED_MODELS`): seeded initialisation, forward and backward;
-* :func:`helpers.training.train.fit` for a few steps on a tiny generated data set under each schedule and optimiser, with
+* :func:`helpers.training.fit` for a few steps on a tiny generated data set under each schedule and optimiser,
+with
   and without augmentation, multi-class and multi-label: the history (which holds the validation metrics that pick
   the kept epoch) and a summary of the predicted logits.
 
@@ -38,12 +39,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from helpers import metrics
-from helpers.training import determinism
-from helpers.training import models
-from helpers.training import train  # noqa: F401  (metrics: loaded now, used by fit's validation)
-from helpers.losses.cclnet import CCLNetLoss
-from helpers.data.datasets import DatasetBundle, Split
+from helpers.data import DatasetBundle, Split
 from helpers.losses import (
     ASL,
     BCE,
@@ -54,6 +50,7 @@ from helpers.losses import (
     MDCA,
     SPA,
     AsymmetricFocal,
+    CCLNetLoss,
     Composite,
     CrossEntropy,
     FocalLoss,
@@ -61,6 +58,11 @@ from helpers.losses import (
     LDACEWithCCL,
     LSPlus,
     MbLS,
+)
+from helpers.training import (
+    determinism,
+    models,
+    train,  # noqa: F401  (metrics: loaded now, used by fit's validation)
 )
 
 LOSS_DIGITS = 8  # digits (of each output's scale) of the float64 loss outputs: their noise across CPUs is ~1e-16
@@ -89,7 +91,7 @@ def multiclass_losses() -> dict[str, Callable[[], nn.Module]]:
 
 
 def multilabel_losses() -> dict[str, Callable[[], nn.Module]]:
-    """Every multi-label loss the course trains (:func:`helpers.lessons.multilabel_analysis.course_losses`' set)."""
+    """Every multi-label loss the course trains (:func:`helpers.lessons.course_losses`' set)."""
     return {
         "BCE": BCE,
         "focal": lambda: AsymmetricFocal(gamma_pos=0.0, gamma_neg=4.0),

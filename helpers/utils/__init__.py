@@ -1,4 +1,5 @@
-"""Utilities every layer may use: atomic file writes, the repository root and paths as the notebooks print them, progress bars.
+"""Utilities every layer may use: atomic file writes, the repository root and paths as the notebooks print them,
+progress bars.
 
 The floor of the library: it imports nothing from ``helpers``."""
 
@@ -8,19 +9,19 @@ from helpers.utils.atomic import (  # noqa: F401
     write_text_atomically,
 )
 from helpers.utils.paths import (  # noqa: F401
-    REPO_ROOT,
     DATA_DIR_ENV,
+    REPO_ROOT,
     display_path,
     shorten_paths,
 )
 from helpers.utils.progress import (  # noqa: F401
-    PROGRESS_ENV,
     MODES,
-    progress_mode,
-    format_duration,
-    final_line,
+    PROGRESS_ENV,
     FinalLine,
+    final_line,
+    format_duration,
     progress_bar,
+    progress_mode,
 )
 
 __all__ = [

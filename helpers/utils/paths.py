@@ -2,7 +2,7 @@
 
 A stored notebook output must not carry the absolute location of the machine that executed it (it means nothing
 to a reader and changes with every checkout), so everything the helpers print goes through ``display_path`` or
-``shorten_paths``, and so do the paths a results JSON records (``helpers.course.runner.save_results``). The run cache
+``shorten_paths``, and so do the paths a results JSON records (``helpers.course.save_results``). The run cache
 keeps full paths: it is local to one machine and never committed.
 """
 
