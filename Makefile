@@ -30,7 +30,7 @@ course: venv
 # Selectors: NOTEBOOKS="02 03", and with RETRAIN=1 ONLY="recipe=well-regularised dataset=dermamnist" (retrain only
 # those older runs; the others are loaded as they are). In the background of a session: nice, one torch thread.
 reference-runs: venv
-	$(if $(RETRAIN),CALIBMED_RETRAIN=1) $(if $(ONLY),CALIBMED_RETRAIN_ONLY="$(ONLY)") $(PY) -m helpers.course.suites train --profile reference $(if $(NOTEBOOKS),--notebooks $(NOTEBOOKS)) $(if $(WORKERS),--workers $(WORKERS))
+	$(if $(RETRAIN),CALIBMED_RETRAIN=1) $(if $(ONLY),CALIBMED_RETRAIN_ONLY="$(ONLY)") $(PY) -m helpers.course.train_runs train --profile reference $(if $(NOTEBOOKS),--notebooks $(NOTEBOOKS)) $(if $(WORKERS),--workers $(WORKERS))
 
 test: lint unit notebooks-smoke site-test
 

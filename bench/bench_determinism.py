@@ -36,7 +36,7 @@ from helpers.data import DatasetBundle, Split  # noqa: E402
 from helpers.losses import CrossEntropy  # noqa: E402
 from helpers.training import (
     models,
-    run_store,
+    recipes,
     train,  # noqa: E402
 )
 
@@ -79,10 +79,10 @@ def autotuned() -> Iterator[None]:
 
 
 def make_variants(bundle: DatasetBundle, args: argparse.Namespace, device: str) -> dict[str, Callable[[], None]]:
-    config = run_store.recipe_config(
+    config = recipes.recipe_config(
         args.recipe, epochs=args.epochs, lr=0.1, batch_size=128, device=device, progress=False
     )
-    model_name = run_store.recipe_model(args.recipe, args.model)
+    model_name = recipes.recipe_model(args.recipe, args.model)
 
     def run(fit: Callable[..., train.FitResult]) -> Callable[[], None]:
         def once() -> None:
@@ -118,7 +118,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--devices", nargs="*", default=None)
     parser.add_argument("--model", default="small_cnn", choices=models.MODEL_NAMES)
-    parser.add_argument("--recipe", default="well-regularised", choices=list(run_store.RECIPES))
+    parser.add_argument("--recipe", default="well-regularised", choices=list(recipes.RECIPES))
     parser.add_argument("--images", type=int, default=512)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=5)
@@ -127,7 +127,7 @@ def main() -> None:
     bundle = generated_bundle(args.images)
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads; {args.model} "
-        f"({run_store.recipe_model(args.recipe, args.model)}), {args.recipe}, {args.images} images x "
+        f"({recipes.recipe_model(args.recipe, args.model)}), {args.recipe}, {args.images} images x "
         f"{args.epochs} epoch(s), median of {args.rounds} interleaved rounds",
         flush=True,
     )

@@ -29,7 +29,7 @@ from helpers import data
 from helpers.losses import CrossEntropy  # noqa: E402
 from helpers.training import (
     models,
-    run_store,
+    recipes,
     train,  # noqa: E402
 )
 
@@ -40,7 +40,7 @@ MODELS = ("small_cnn", "small_cnn_wide")
 
 
 def seconds_per_epoch(model_name: str, bundle: data.DatasetBundle, epochs: int, device: str) -> float:
-    config = run_store.recipe_config(
+    config = recipes.recipe_config(
         "over-fitting", epochs=epochs, lr=0.1, batch_size=QUICK_BATCH, seed=0, device=device, progress=False
     )
     torch.manual_seed(0)

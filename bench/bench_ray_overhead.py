@@ -6,11 +6,10 @@ Both paths train the same declared runs (by default notebooks 01 and 04 in the `
 epoch on 512 DermaMNIST images, in two rounds because LS+ waits for its cross-entropy run), each into a fresh
 temporary run cache, ``--workers`` runs side by side with one torch thread each:
 
-* ``pool``: ``python -m helpers.course.suites train --workers N`` (:func:`helpers.course.suites.train_declared`, forked
-processes);
-* ``ray``: ``python -m helpers.course.suites train --engine ray`` (:func:`helpers.course.ray_engine.train_declared`) on
-a local Ray
-  with N CPUs, one CPU per run; starting Ray is timed on its own line.
+* ``pool``: ``python -m helpers.course.train_runs train --workers N`` (:func:`helpers.course.suites.train_declared`,
+  forked processes);
+* ``ray``: ``python -m helpers.course.train_runs train --engine ray`` (:func:`helpers.course.ray_engine.train_declared`)
+  on a local Ray with N CPUs, one CPU per run; starting Ray is timed on its own line.
 
 For each path: the wall time, the seconds the runs themselves trained (``fit``'s own clock, read back from the
 cached runs), and the overhead per run = (wall x workers - training seconds) / runs: the worker-seconds a run

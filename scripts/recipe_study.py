@@ -59,12 +59,12 @@ def one_run(args):
     torch.set_num_threads(1)
     from helpers import data, metrics
     from helpers.losses import CrossEntropy
-    from helpers.training import run_store
+    from helpers.training import recipes, run_store
 
     bundle = data.load_dataset("dermamnist")
     spec = dict(spec)
     overrides = {k: spec.pop(k) for k in ("optimizer",) if k in spec}
-    config = run_store.recipe_config(
+    config = recipes.recipe_config(
         spec["recipe"],
         epochs=spec["epochs"],
         lr=spec["lr"],

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from helpers import course
-from helpers.course import output_rules
-from helpers.data import label_stats, synthetic
+from helpers.course import output_cleanup, runner
+from helpers.data import label_stats, write_npz
 from helpers.losses import CrossEntropy
-from helpers.training import run_store, train
+from helpers.training import checkpoints, run_store
 from helpers.utils import atomic
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -56,12 +56,12 @@ def _write_label_stats(path: Path) -> None:
 
 WRITERS = {
     "results JSON (course.write_atomically)": lambda path: course.write_atomically(path, "{}"),
-    "summary.json and summary.md": lambda path: course._write_summary(path.parent, [], "smoke", 0.0),
-    "published notebook": lambda path: output_rules.write_notebook_atomically({"cells": []}, path),
+    "summary.json and summary.md": lambda path: runner.write_summary(path.parent, [], "smoke", 0.0),
+    "published notebook": lambda path: output_cleanup.write_notebook_atomically({"cells": []}, path),
     "cached run": lambda path: run_store._save_cached_run(path, _a_run()),
     "stored run": lambda path: run_store.save_stored_run(path, _a_run(), {"dataset": "tiny"}),
-    "checkpoint": lambda path: train._save_checkpoint(path, {"format": train.CHECKPOINT_FORMAT}),
-    "synthetic data file": lambda path: synthetic._write_npz(path, {"x": np.arange(3)}),
+    "checkpoint": lambda path: checkpoints.save_checkpoint(path, {"format": checkpoints.CHECKPOINT_FORMAT}),
+    "synthetic data file": lambda path: write_npz(path, {"x": np.arange(3)}),
     "label statistics": _write_label_stats,
 }
 
@@ -98,10 +98,10 @@ def test_concurrent_checkpoint_saves_to_one_path_do_not_collide(tmp_path, monkey
         real_save(payload, target)
         if not nested:  # a second writer (another process) saves the same path in the middle of this save
             nested.append(True)
-            train._save_checkpoint(path, {"format": train.CHECKPOINT_FORMAT, "writer": "second"})
+            checkpoints.save_checkpoint(path, {"format": checkpoints.CHECKPOINT_FORMAT, "writer": "second"})
 
-    monkeypatch.setattr(train.torch, "save", save_while_another_process_saves)
-    train._save_checkpoint(path, {"format": train.CHECKPOINT_FORMAT, "writer": "first"})
+    monkeypatch.setattr(checkpoints.torch, "save", save_while_another_process_saves)
+    checkpoints.save_checkpoint(path, {"format": checkpoints.CHECKPOINT_FORMAT, "writer": "first"})
     assert torch.load(path, weights_only=False)["writer"] == "first"
     assert [p.name for p in tmp_path.iterdir()] == ["run.pt"]
 

@@ -1,10 +1,12 @@
 """Profiles, run configuration, results JSON and the runner's results check."""
 
 import json
+import os
 
 import pytest
 
 from helpers import course
+from helpers.course import runner
 
 PROFILES = {
     "smoke": dict(
@@ -230,12 +232,12 @@ def test_run_course_stores_png_figures_even_when_the_shell_exports_agg(tmp_path,
         ),
         notebooks / "99_figure.ipynb",
     )
-    monkeypatch.setattr(course, "NOTEBOOK_DIR", notebooks)
+    monkeypatch.setattr(runner, "NOTEBOOK_DIR", notebooks)
     monkeypatch.setenv("MPLBACKEND", "Agg")
     course.run_course(tmp_path / "run")
     executed = nbformat.read(tmp_path / "run" / "notebooks" / "99_figure.ipynb", as_version=4)
     assert any("image/png" in output.get("data", {}) for output in executed.cells[-1].outputs)
-    assert course.os.environ["MPLBACKEND"] == "Agg"  # the caller's environment is restored
+    assert os.environ["MPLBACKEND"] == "Agg"  # the caller's environment is restored
 
 
 def _reference_run(tmp_path, monkeypatch, edit):
@@ -258,8 +260,8 @@ def _reference_run(tmp_path, monkeypatch, edit):
     (run / "results" / f"{stem}.json").write_text(
         json.dumps({"notebook": stem, "results": {"a": 1}, "config": {"results_path": "x.json"}})
     )
-    monkeypatch.setattr(course, "NOTEBOOK_DIR", tmp_path / "notebooks")
-    monkeypatch.setattr(course, "REFERENCE_RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(runner, "NOTEBOOK_DIR", tmp_path / "notebooks")
+    monkeypatch.setattr(runner, "REFERENCE_RESULTS_DIR", tmp_path / "results")
     (tmp_path / "notebooks").mkdir()
     return run, tmp_path / "notebooks" / f"{stem}.ipynb"
 
@@ -376,8 +378,8 @@ def test_interact_shows_the_widget_only_when_someone_can_look_at_it(monkeypatch,
 def test_kernel_environment_marks_the_kernels_headless_and_restores_the_caller(monkeypatch):
     monkeypatch.delenv("CALIBMED_HEADLESS", raising=False)
     with course.kernel_environment():
-        assert course.os.environ["CALIBMED_HEADLESS"] == "1"
-    assert "CALIBMED_HEADLESS" not in course.os.environ
+        assert os.environ["CALIBMED_HEADLESS"] == "1"
+    assert "CALIBMED_HEADLESS" not in os.environ
 
 
 def test_describe_prints_list_knobs_without_python_quotes():

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers import course
+from helpers.course import cli
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STEM = "00_start_here"
@@ -98,7 +99,7 @@ def test_course_check_on_a_damaged_folder_exits_non_zero_with_the_message(tmp_pa
     out = a_good_run(tmp_path)
     (out / "summary.json").write_text("not json")
     finished = subprocess.run(
-        [sys.executable, "-m", "helpers.course.runner", "check", str(out)],
+        [sys.executable, "-m", "helpers.course", "check", str(out)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -112,7 +113,7 @@ def test_course_compare_on_a_missing_run_folder_fails_clearly(tmp_path):
     """Defect 3: `python -m helpers.course compare /no/such/run` exited 0 with no output."""
     missing = tmp_path / "no" / "such" / "run"
     finished = subprocess.run(
-        [sys.executable, "-m", "helpers.course.runner", "compare", str(missing)],
+        [sys.executable, "-m", "helpers.course", "compare", str(missing)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -125,7 +126,7 @@ def test_course_compare_on_a_missing_run_folder_fails_clearly(tmp_path):
 def test_course_compare_on_a_folder_without_executed_notebooks_fails_clearly(tmp_path):
     (tmp_path / "notebooks").mkdir()
     with pytest.raises(SystemExit, match=r"no executed notebooks in .*notebooks.*course run"):
-        course.main(["compare", str(tmp_path)])
+        cli.main(["compare", str(tmp_path)])
 
 
 def test_course_compare_names_an_executed_notebook_with_no_committed_copy(tmp_path):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from helpers import course, data
-from helpers.course import suites
+from helpers.course import cli, suites
 
 REPO_ROOT = course.REPO_ROOT
 
@@ -71,8 +71,8 @@ def test_the_course_runs_in_the_smoke_profile_on_a_binary_grayscale_medmnist_set
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
     out = tmp_path / "run"
     stems = multiclass_notebooks()
-    course.main(["run", "--profile", "smoke", "--out", str(out), "--notebooks", *stems, "-p", "dataset", DATASET])
-    course.main(["check", str(out)])
+    cli.main(["run", "--profile", "smoke", "--out", str(out), "--notebooks", *stems, "-p", "dataset", DATASET])
+    cli.main(["check", str(out)])
     for stem in stems:
         payload = json.loads((out / "results" / f"{stem}.json").read_text())
         assert payload["config"]["dataset"] == DATASET, stem

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from helpers import course
+from helpers.course import cli
 
 PROFILES = {
     name: dict(dataset="dermamnist", image_size=28, model="small_cnn", epochs=1, batch_size=8, lr=0.1, alpha=0.1)
@@ -51,7 +52,7 @@ def papermill_calls(monkeypatch):
 def test_a_misspelled_parameter_fails_before_anything_runs_and_lists_the_parameters(tmp_path, papermill_calls):
     out = tmp_path / "run"
     with pytest.raises(SystemExit, match=r"00_start_here.*'epoch'.*epochs") as error:
-        course.main(["run", "--notebooks", "00", "-p", "epoch", "3", "--out", str(out)])
+        cli.main(["run", "--notebooks", "00", "-p", "epoch", "3", "--out", str(out)])
     assert "batch_size" in str(error.value)  # the notebook's parameters are named
     assert papermill_calls.calls == [] and not out.exists()
 
@@ -59,9 +60,9 @@ def test_a_misspelled_parameter_fails_before_anything_runs_and_lists_the_paramet
 def test_a_parameter_must_be_declared_by_every_selected_notebook(tmp_path, papermill_calls):
     assert "alpha" in course.notebook_parameters(course.list_notebooks(["02"])[0])
     with pytest.raises(SystemExit, match=r"01_measuring_calibration.*'alpha'"):
-        course.main(["run", "--notebooks", "01", "02", "-p", "alpha", "0.2", "--out", str(tmp_path / "run")])
+        cli.main(["run", "--notebooks", "01", "02", "-p", "alpha", "0.2", "--out", str(tmp_path / "run")])
     assert papermill_calls.calls == []
-    course.main(["run", "--notebooks", "02", "-p", "alpha", "0.2", "--out", str(tmp_path / "run")])
+    cli.main(["run", "--notebooks", "02", "-p", "alpha", "0.2", "--out", str(tmp_path / "run")])
     assert papermill_calls.calls[0][1]["alpha"] == 0.2
 
 
@@ -115,13 +116,13 @@ def test_papermill_on_one_notebook_fails_on_a_misspelled_parameter(tmp_path):
 # ------------------------------------------------------------------------------------------------------------
 def test_check_fails_after_a_failed_run_into_a_folder_with_old_results(tmp_path, papermill_calls):
     out = tmp_path / "run"
-    course.main(["run", "--notebooks", "00", "--out", str(out)])
+    cli.main(["run", "--notebooks", "00", "--out", str(out)])
     course.check_results(out)  # a good run passes
     stale = out / "results" / "00_start_here.json"
     assert stale.exists()
     papermill_calls.fail = True
     with pytest.raises(SystemExit, match="notebooks failed"):
-        course.main(["run", "--notebooks", "00", "--out", str(out)])
+        cli.main(["run", "--notebooks", "00", "--out", str(out)])
     assert not stale.exists()  # cleared when the run started
     with pytest.raises(SystemExit, match=r"00_start_here: failed in this run"):
         course.check_results(out)
@@ -129,7 +130,7 @@ def test_check_fails_after_a_failed_run_into_a_folder_with_old_results(tmp_path,
 
 def test_check_refuses_results_older_than_the_run_and_notebooks_the_run_did_not_execute(tmp_path, papermill_calls):
     out = tmp_path / "run"
-    course.main(["prepare", "--notebooks", "00", "01", "--profile", "smoke", "--out", str(out)])
+    cli.main(["prepare", "--notebooks", "00", "01", "--profile", "smoke", "--out", str(out)])
     summary = json.loads((out / "summary.json").read_text())
     assert [row["status"] for row in summary["notebooks"]] == ["prepared", "prepared"]
     for stem in ("00_start_here", "01_measuring_calibration"):  # what nbval's execution of the copies writes
@@ -192,7 +193,7 @@ def test_results_json_is_replaced_atomically(tmp_path, monkeypatch):
         replaced.append(target)
         real_replace(source, target)
 
-    monkeypatch.setattr(course.os, "replace", checking_replace)
+    monkeypatch.setattr(os, "replace", checking_replace)
     course.save_results(cfg, {"ece": 0.2})
     assert replaced and _strict_loads((tmp_path / "r.json").read_text())["results"] == {"ece": 0.2}
     with pytest.raises(TypeError):
@@ -207,5 +208,5 @@ def test_results_json_is_replaced_atomically(tmp_path, monkeypatch):
 def test_prepare_with_an_unknown_notebook_fails_cleanly_and_leaves_nothing(tmp_path, papermill_calls):
     out = tmp_path / "run"
     with pytest.raises(SystemExit, match=r"no notebook matches \['99'\]"):
-        course.main(["prepare", "--notebooks", "99", "--out", str(out)])
+        cli.main(["prepare", "--notebooks", "99", "--out", str(out)])
     assert not out.exists() and papermill_calls.calls == []

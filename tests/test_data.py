@@ -83,7 +83,7 @@ def test_real_dermamnist_shapes_dtypes_and_class_counts():
 # ---------------------------------------------------------------------------------------------------------------
 def test_data_dir_precedence(monkeypatch, tmp_path):
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
-    assert data_dir() == Path(data.__file__).resolve().parent.parent / "data"
+    assert data_dir() == Path(data.__file__).resolve().parents[2] / "data"
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "from_env"))
     assert data_dir() == tmp_path / "from_env"
     assert data_dir(tmp_path / "argument") == tmp_path / "argument"
@@ -363,7 +363,7 @@ def test_an_unreadable_file_reports_a_permission_error(tmp_path, monkeypatch):
     def denied(file, *args, **kwargs):  # what np.load meets when the process may not read the file
         raise PermissionError(13, "Permission denied", str(file))
 
-    monkeypatch.setattr(data.np, "load", denied)
+    monkeypatch.setattr(np, "load", denied)
     with pytest.raises(PermissionError, match="permission") as error:
         load_medmnist("dermamnist", data_dir=tmp_path)
     assert str(path) in str(error.value) and "replace it" not in str(error.value).lower()

@@ -9,7 +9,7 @@ from tiny_bundles import three_class_bundle
 
 from helpers.data import Split
 from helpers.losses import CrossEntropy, LabelSmoothing
-from helpers.training import run_store
+from helpers.training import recipes, run_keys, run_store
 
 
 def tiny_bundle(seed=0, n=96):
@@ -23,17 +23,17 @@ def tiny_bundle(seed=0, n=96):
 
 def config(**overrides):
     settings = dict(epochs=2, lr=0.05, batch_size=32, device="cpu", progress=False) | overrides
-    return run_store.recipe_config("well-regularised", **settings)
+    return recipes.recipe_config("well-regularised", **settings)
 
 
 def test_recipes_differ_where_the_course_says():
-    regularised = run_store.recipe_config("well-regularised", epochs=3, lr=0.1, batch_size=64)
-    overfitting = run_store.recipe_config("over-fitting", epochs=3, lr=0.1, batch_size=64)
+    regularised = recipes.recipe_config("well-regularised", epochs=3, lr=0.1, batch_size=64)
+    overfitting = recipes.recipe_config("over-fitting", epochs=3, lr=0.1, batch_size=64)
     assert (regularised.weight_decay, regularised.augment, regularised.schedule) == (5e-4, True, "onecycle")
     assert (overfitting.weight_decay, overfitting.augment, overfitting.schedule) == (0.0, False, "constant")
     assert overfitting.lr == pytest.approx(0.05) and overfitting.monitor == "epoch"  # keeps the last epoch
     with pytest.raises(ValueError, match="unknown recipe"):
-        run_store.recipe_config("long", epochs=1, lr=0.1, batch_size=8)
+        recipes.recipe_config("long", epochs=1, lr=0.1, batch_size=8)
 
 
 def test_cached_run_reproduces_the_trained_run(tmp_path):
@@ -430,11 +430,11 @@ def test_the_loss_fingerprint_does_not_depend_on_how_pytorch_prints_its_own_laye
 
     torch.manual_seed(0)
     loss = CCLNetLoss(feature_dim=16, num_classes=3)
-    before = run_store._loss_fingerprint(loss)
+    before = run_keys._loss_fingerprint(loss)
     monkeypatch.setattr(torch.nn.BatchNorm1d, "extra_repr", lambda self: "printed differently")
-    assert run_store._loss_fingerprint(loss) == before
-    assert run_store._stable_repr(DCA(beta=2.0)) == repr(DCA(beta=2.0))  # the course's own losses print as usual
-    assert run_store._stable_repr(LabelSmoothing(0.1)) != run_store._stable_repr(LabelSmoothing(0.2))
+    assert run_keys._loss_fingerprint(loss) == before
+    assert run_keys._stable_repr(DCA(beta=2.0)) == repr(DCA(beta=2.0))  # the course's own losses print as usual
+    assert run_keys._stable_repr(LabelSmoothing(0.1)) != run_keys._stable_repr(LabelSmoothing(0.2))
 
 
 def test_a_cache_dir_that_is_a_file_fails_before_training(tmp_path, monkeypatch):
@@ -469,7 +469,7 @@ def test_a_retrain_selector_retrains_only_the_runs_it_names(tmp_path, monkeypatc
     loads the older runs of the other (the GPU-only over-fitting set) as they are."""
     bundle = tiny_bundle()
     over = dict(epochs=2, lr=0.05, batch_size=32, device="cpu", progress=False)
-    overfit_config = run_store.recipe_config("over-fitting", **over)
+    overfit_config = recipes.recipe_config("over-fitting", **over)
     monkeypatch.setattr(run_store, "training_version", lambda: "older-code")
     for cfg in (config(), overfit_config):
         run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", cfg, stored=True, stored_dir=tmp_path)
@@ -479,8 +479,8 @@ def test_a_retrain_selector_retrains_only_the_runs_it_names(tmp_path, monkeypatc
     with run_store.planning() as plan:
         for cfg in (config(), overfit_config):
             run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", cfg, stored=True, stored_dir=tmp_path)
-    assert [run_store.config_recipe(p.config) for p in plan] == ["well-regularised"]
-    assert run_store.config_recipe(config(augment=False)) == "well-regularised"  # the synthetic sets' setting
+    assert [recipes.config_recipe(p.config) for p in plan] == ["well-regularised"]
+    assert recipes.config_recipe(config(augment=False)) == "well-regularised"  # the synthetic sets' setting
     monkeypatch.setenv("CALIBMED_RETRAIN_ONLY", f"dataset={bundle.name}-other")
     with run_store.planning() as plan:
         run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
@@ -490,4 +490,4 @@ def test_a_retrain_selector_retrains_only_the_runs_it_names(tmp_path, monkeypatc
 @pytest.mark.parametrize("text", ["recipe", "recipe=", "colour=red", "recipe=overfitting"])
 def test_a_wrong_retrain_selector_is_named(text):
     with pytest.raises(ValueError, match="CALIBMED_RETRAIN_ONLY"):
-        run_store.parse_retrain_selector(text)
+        recipes.parse_retrain_selector(text)

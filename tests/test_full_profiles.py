@@ -11,7 +11,7 @@ from medmnist import INFO
 from helpers import course, data
 from helpers.lessons import multilabel_analysis
 from helpers.losses import BCE, CrossEntropy
-from helpers.training import models, run_store, train
+from helpers.training import TrainConfig, models, recipes, train
 
 HANDFUL = 2  # two images: BatchNorm needs more than one value per channel
 
@@ -22,7 +22,7 @@ def handful_bundle(dataset: str, image_size: int) -> data.DatasetBundle:
         task, channels, class_names = data.MULTI_CLASS, 3, list(data.ISIC_CLASS_NAMES)
     else:
         info = INFO[dataset.removeprefix("synthetic_")]
-        task, channels, class_names = data._task_of(info), int(info["n_channels"]), list(info["label"].values())
+        task, channels, class_names = data.dataset_task(dataset), int(info["n_channels"]), list(info["label"].values())
     n_classes = len(class_names)
     generator = torch.Generator().manual_seed(0)
 
@@ -47,7 +47,7 @@ def handful_bundle(dataset: str, image_size: int) -> data.DatasetBundle:
     )
 
 
-def training_configs(cfg: course.RunConfig, task: str) -> dict[str, train.TrainConfig]:
+def training_configs(cfg: course.RunConfig, task: str) -> dict[str, TrainConfig]:
     """The TrainConfigs the notebooks build from ``cfg``: the two recipes (multi-class; the over-fitting one for
     ``overfit_epochs`` where the notebook has them), the multi-label recipe otherwise. CPU only."""
     if task == data.MULTI_LABEL:
@@ -58,7 +58,7 @@ def training_configs(cfg: course.RunConfig, task: str) -> dict[str, train.TrainC
         }
     epochs = {"well-regularised": cfg.epochs, "over-fitting": cfg.extra.get("overfit_epochs", cfg.epochs)}
     return {
-        recipe: run_store.recipe_config(
+        recipe: recipes.recipe_config(
             recipe, epochs=n, lr=cfg.lr, batch_size=cfg.batch_size, seed=cfg.seed, device="cpu", progress=False
         )
         for recipe, n in epochs.items()

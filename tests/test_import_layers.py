@@ -1,63 +1,100 @@
-"""The modules of helpers/ import each other in one direction only: no import cycle, at module level or inside a
-function (a function-level import only postpones a cycle to the first call)."""
+"""The architecture of helpers/, enforced: sub-packages in layers that import downward only (entry blocks included),
+no import cycle, no call into another module's private names, no module over ~600 lines, no function over 80 lines.
+
+Each rule is a function of source text, so each is shown failing on a small broken example that breaks that rule
+only, beside the check that the real tree keeps it."""
 
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "helpers"
 
+#: which sub-packages each sub-package may import (besides its own modules). The layers, top to bottom:
+#: course → lessons → plots → training, calibration → metrics, losses, data → utils.
+ALLOWED_IMPORTS = {
+    "utils": set(),
+    "data": {"utils"},
+    "losses": {"utils"},
+    "metrics": {"utils"},
+    "calibration": {"utils", "data", "metrics"},
+    "training": {"utils", "data", "losses", "metrics"},
+    "plots": {"utils", "metrics", "calibration"},
+    "lessons": {"utils", "data", "losses", "metrics", "calibration", "training", "plots"},
+    "course": {"utils", "data", "losses", "metrics", "calibration", "training", "plots", "lessons"},
+}
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def _without_main_block(tree: ast.Module) -> ast.Module:
-    """The module without its ``if __name__ == "__main__":`` block: that code runs only when the file is the program
-    (module ``__main__``, e.g. ``python -m helpers.course``), never when another module imports it, so an import
-    there is the program's entry importing the library, not an edge between library modules."""
-    tree.body = [node for node in tree.body if not _is_main_block(node)]
-    return tree
-
-
-def _is_main_block(node: ast.stmt) -> bool:
-    return (
-        isinstance(node, ast.If)
-        and isinstance(node.test, ast.Compare)
-        and isinstance(node.test.left, ast.Name)
-        and node.test.left.id == "__name__"
-        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in node.test.comparators)
-    )
-
-
-def imported_modules(path: Path, modules: set[str]) -> set[str]:
-    """Every module of helpers/ that ``path`` imports anywhere in its body (functions and classes included)."""
-    name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+def imports_of(source: str, name: str, is_package: bool, modules: set[str]) -> set[str]:
+    """Every module of ``modules`` that the module ``name`` imports anywhere: module level, inside functions, and in
+    its ``if __name__ == "__main__":`` block (an entry block imports downward too)."""
+    package = name if is_package else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(_without_main_block(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                source = f"{base}.{node.module}" if node.module else base
+                source_module = f"{base}.{node.module}" if node.module else base
             else:
-                source = node.module or ""
-            found.add(source)
-            # `from helpers import metrics` imports the module helpers.metrics.functional, not a name of
-            # helpers/__init__
-            found.update(f"{source}.{alias.name}" for alias in node.names if f"{source}.{alias.name}" in modules)
+                source_module = node.module or ""
+            submodules = {f"{source_module}.{a.name}" for a in node.names} & modules
+            # `from helpers.metrics import core` imports the module helpers.metrics.core; the package's __init__ is
+            # an edge only when a name of it is imported (`from helpers.metrics import ece`)
+            found.update(submodules)
+            if len(submodules) < len(node.names):
+                found.add(source_module)
     return {module for module in found if module in modules and module != name}
 
 
-def import_graph() -> dict[str, set[str]]:
-    paths = sorted((ROOT / PACKAGE).rglob("*.py"))
-    modules = {module_name(path) for path in paths}
-    return {module_name(path): imported_modules(path, modules) for path in paths}
+def tree_sources(root: Path = ROOT) -> dict[str, tuple[str, bool]]:
+    """{module name: (source, is a package __init__)} for every module of helpers/ under ``root``."""
+    return {
+        module_name(path, root): (path.read_text(encoding="utf-8"), path.name == "__init__.py")
+        for path in sorted((root / PACKAGE).rglob("*.py"))
+    }
+
+
+def import_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
+    modules = set(sources)
+    return {name: imports_of(source, name, is_package, modules) for name, (source, is_package) in sources.items()}
+
+
+def sub_package(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def layer_violations(graph: dict[str, set[str]], allowed: dict[str, set[str]] = ALLOWED_IMPORTS) -> list[str]:
+    """``"a imports b"`` for every edge from one sub-package to another that the table does not allow (and for any
+    module outside the table: every module lives in a sub-package)."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        here = sub_package(module)
+        if here is None:
+            if targets:
+                found.append(f"{module} imports {sorted(targets)} (helpers/__init__ imports nothing)")
+            continue
+        if here not in allowed:
+            found.append(f"{module} is in no layer: add helpers/{here}/ to ALLOWED_IMPORTS or move it")
+            continue
+        for target in sorted(targets):
+            there = sub_package(target)
+            if there is not None and there != here and there not in allowed[here]:
+                found.append(f"{module} imports {target}: helpers.{here} may import only {sorted(allowed[here])}")
+    return found
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -67,7 +104,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     def visit(module: str, path: list[str]) -> list[str] | None:
         state[module] = "open"
         path.append(module)
-        for target in sorted(graph[module]):
+        for target in sorted(graph.get(module, ())):
             if state.get(target) == "open":
                 return path[path.index(target) :] + [target]
             if target not in state:
@@ -86,41 +123,137 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_the_graph_sees_every_kind_of_import():
-    graph = import_graph()
-    assert "helpers.metrics.functional" in graph["helpers.metrics.stats"]  # from helpers import metrics
-    assert "helpers.losses" in graph["helpers.course.suites"]  # from .losses import (...)
-    assert (
-        "helpers.losses.cclnet" in graph["helpers.course.suites"]
-    )  # from .cclnet import CCLNetLoss, inside a function
-    assert "helpers.losses.base" in graph["helpers.losses.multiclass"]  # from .base import (...)
+def private_calls(source: str, name: str, modules: set[str]) -> list[str]:
+    """Uses of another module's private names: ``from helpers.x import _f`` or ``alias._f`` where ``alias`` is an
+    imported module of helpers/ (the module's own privates, and dunder names, are fine)."""
+    tree = ast.parse(source)
+    aliases, found = {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE):
+            for alias in node.names:
+                target = f"{node.module}.{alias.name}"
+                if target in modules and target != name:
+                    aliases[alias.asname or alias.name] = target
+                elif alias.name.startswith("_") and not alias.name.startswith("__") and node.module != name:
+                    found.append(f"{name} imports {node.module}.{alias.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            if node.attr.startswith("_") and not node.attr.startswith("__"):
+                found.append(f"{name} uses {aliases[node.value.id]}.{node.attr}")
+    return found
 
 
-def test_an_import_in_the_main_block_is_the_programs_entry_not_an_edge():
-    """``python -m helpers.course run --engine ray`` passes helpers.course.ray_engine (which imports
-    helpers.course.runner) to main from
-    the ``__main__`` block; the same import anywhere else in course.py would be a cycle."""
-    graph = import_graph()
-    assert "helpers.course.runner" in graph["helpers.course.ray_engine"]
-    assert (
-        "helpers.course.ray_engine" not in graph["helpers.course.runner"]
-        and "helpers.course.ray_engine" not in graph["helpers.course.suites"]
-    )
-    source = 'import os\ndef f():\n    from helpers import scale\nif __name__ == "__main__":\n    import json\n'
-    tree = _without_main_block(ast.parse(source))
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    assert imported == {"os"}
+def oversized_modules(sources: dict[str, tuple[str, bool]], limit: int = MAX_MODULE_LINES) -> list[str]:
+    return [
+        f"{name}: {source.count(chr(10))} lines" for name, (source, _) in sources.items() if source.count("\n") > limit
+    ]
 
 
-def test_find_cycle_reports_a_function_level_cycle():
-    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
-    assert find_cycle(graph) == ["a", "b", "c", "a"]
-    assert find_cycle({"a": {"b"}, "b": set()}) is None
+def long_functions(source: str, name: str, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    return [
+        f"{name}.{node.name}: {node.end_lineno - node.lineno + 1} lines"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno + 1 > limit
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the real tree
+
+
+SOURCES = tree_sources()
+GRAPH = import_graph(SOURCES)
+
+
+def test_every_module_lives_in_a_layer_and_imports_downward_only():
+    assert layer_violations(GRAPH) == []
 
 
 def test_helpers_has_no_import_cycle():
-    cycle = find_cycle(import_graph())
-    assert cycle is None, (
-        "import cycle in helpers/: " + " -> ".join(cycle) + "; move the shared pieces into a "
-        "lower module that both import"
+    cycle = find_cycle(GRAPH)
+    assert cycle is None, "import cycle in helpers/: " + " -> ".join(cycle) + "; move the shared piece lower"
+
+
+def test_no_module_calls_another_modules_private_names():
+    modules = set(SOURCES)
+    assert [call for name, (source, _) in SOURCES.items() for call in private_calls(source, name, modules)] == []
+
+
+def test_no_module_is_over_the_size_limit():
+    assert oversized_modules(SOURCES) == []
+
+
+def test_no_function_is_over_the_size_limit():
+    assert [hit for name, (source, _) in SOURCES.items() for hit in long_functions(source, name)] == []
+
+
+def test_the_graph_sees_every_kind_of_import():
+    assert "helpers.metrics" in GRAPH["helpers.training.run_store"] or any(
+        target.startswith("helpers.training.") for target in GRAPH["helpers.training.run_store"]
     )
+    assert "helpers.losses" in GRAPH["helpers.losses.properness"]  # from helpers.losses import (...)
+    assert "helpers.course.cli" in GRAPH["helpers.course.__main__"]  # the program's entry
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# each rule fails on a broken example, and only that rule
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> dict[str, tuple[str, bool]]:
+    for relative, text in files.items():
+        path = tmp_path / PACKAGE / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tree_sources(tmp_path)
+
+
+def _all_rules(sources: dict[str, tuple[str, bool]]) -> dict[str, bool]:
+    graph = import_graph(sources)
+    modules = set(sources)
+    return {
+        "layers": bool(layer_violations(graph)),
+        "cycle": find_cycle(graph) is not None,
+        "private": any(private_calls(source, name, modules) for name, (source, _) in sources.items()),
+        "module size": bool(oversized_modules(sources)),
+        "function size": any(long_functions(source, name) for name, (source, _) in sources.items()),
+    }
+
+
+GOOD = {
+    "__init__.py": "",
+    "utils/__init__.py": "",
+    "utils/paths.py": "ROOT = 1\n",
+    "metrics/__init__.py": "from helpers.metrics.core import ece\n",
+    "metrics/core.py": "from helpers.utils import paths\n\n\ndef ece():\n    return paths.ROOT\n",
+    "plots/__init__.py": "",
+    "plots/reliability.py": "from helpers import metrics\n\n\ndef draw():\n    return metrics.ece()\n",
+}
+BROKEN = {
+    # a metric importing the figures' package: upward (and no cycle: helpers/plots/__init__ imports nothing)
+    "layers": {"metrics/core.py": "def ece():\n    from helpers import plots\n\n    return plots\n"},
+    # two modules of one layer importing each other
+    "cycle": {
+        "utils/paths.py": "from helpers.utils import atomic\n\nROOT = 1\n",
+        "utils/atomic.py": "from helpers.utils import paths\n",
+    },
+    "private": {"plots/reliability.py": "from helpers.metrics import core\n\n\ndef draw():\n    return core._bins()\n"},
+    "module size": {"utils/paths.py": "ROOT = 1\n" + "#\n" * MAX_MODULE_LINES},
+    "function size": {"utils/paths.py": "def f():\n" + "    x = 1\n" * MAX_FUNCTION_LINES + "    return x\n"},
+}
+
+
+def test_the_good_example_keeps_every_rule(tmp_path):
+    assert not any(_all_rules(_tree(tmp_path, GOOD)).values())
+
+
+@pytest.mark.parametrize("rule", sorted(BROKEN))
+def test_each_broken_example_fails_its_rule_only(tmp_path, rule):
+    broken = _all_rules(_tree(tmp_path, GOOD | BROKEN[rule]))
+    assert broken == {name: name == rule for name in broken}
+
+
+def test_an_upward_import_in_an_entry_block_is_a_layer_violation(tmp_path):
+    """``if __name__ == "__main__":`` runs only when the module is the program, but it is still this module reaching
+    up: the program's entry belongs in the top layer (``helpers/course/__main__.py``)."""
+    entry = 'def ece():\n    return 1\n\n\nif __name__ == "__main__":\n    from helpers import plots\n'
+    assert _all_rules(_tree(tmp_path, GOOD | {"metrics/core.py": entry}))["layers"]

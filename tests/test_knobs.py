@@ -4,7 +4,7 @@ value and what is allowed (issue 18, defect 2)."""
 import pytest
 
 from helpers import course
-from helpers.course import knobs
+from helpers.course import cli, knobs
 
 PROFILES = {
     name: dict(
@@ -110,5 +110,5 @@ def test_course_run_refuses_a_bad_knob_value_before_anything_runs(tmp_path, monk
 
     monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: pytest.fail("a notebook was executed"))
     with pytest.raises(SystemExit, match=r"timing_images=-5 \(int\): timing_images must be an integer >= 1"):
-        course.main(["run", "--notebooks", "00", "--out", str(tmp_path / "run"), "-p", "timing_images", "-5"])
+        cli.main(["run", "--notebooks", "00", "--out", str(tmp_path / "run"), "-p", "timing_images", "-5"])
     assert not (tmp_path / "run").exists()

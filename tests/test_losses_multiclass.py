@@ -19,7 +19,6 @@ from helpers.losses import (
     MbLS,
     MDCARegulariser,
     MultiClassLoss,
-    class_accuracy_from_model,
     class_accuracy_from_predictions,
     class_frequencies,
     lsplus_soft_targets,
@@ -245,18 +244,6 @@ def test_class_accuracy_missing_class_raises_or_fills():
         class_accuracy_from_predictions(preds, labels, 3)
     acc = class_accuracy_from_predictions(preds, labels, 3, fill_missing=1 / 3)
     torch.testing.assert_close(acc, torch.tensor([0.5, 1.0, 1 / 3]))
-
-
-def test_class_accuracy_from_model_uses_predict_logits(monkeypatch):
-    import sys
-    import types
-
-    fake = types.ModuleType("helpers.training.train")
-    fixed = torch.tensor([[2.0, 0.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 1.0], [5.0, 0.0, 0.0]])
-    fake.predict_logits = lambda model, images, device=None, batch_size=1024: fixed
-    monkeypatch.setitem(sys.modules, "helpers.training.train", fake)
-    acc = class_accuracy_from_model(None, torch.zeros(4, 1, 2, 2, dtype=torch.uint8), torch.tensor([0, 1, 1, 2]))
-    torch.testing.assert_close(acc, torch.tensor([1.0, 0.5, 0.0]))  # preds 0,1,2,0
 
 
 # ---------------------------------------------------------------- DCA / MDCA

@@ -92,7 +92,7 @@ def test_bootstrap_table_restores_the_thread_setting():
 
 
 def test_binned_calibration_with_counts_agrees_with_the_metrics_and_counts_bins():
-    """ACE / MCE / per-label ACE equal helpers.metrics.functional' values; the counts are those of an independent numpy
+    """ACE / MCE / per-label ACE equal helpers.metrics.multilabel's values; the counts are those of an independent numpy
     binning (equal-width bins, (lo, hi], 0 in the first bin)."""
     import numpy as np
 

@@ -114,10 +114,12 @@ def test_per_label_view_shows_what_pooling_cancels():
 
 
 def test_variant_runs_load_both_data_sets_under_one_summary(monkeypatch):
-    from helpers.course import suites
+    from helpers.course import suites, suites_multilabel
 
     calls = []
-    monkeypatch.setattr(suites, "multilabel_runs", lambda cfg, bundle, losses: calls.append(bundle) or {bundle: 1})
+    monkeypatch.setattr(
+        suites_multilabel, "multilabel_runs", lambda cfg, bundle, losses: calls.append(bundle) or {bundle: 1}
+    )
     assert suites.multilabel_variant_runs(None, "coupled", ["BCE"], "independent", ["BCE"]) == (
         {"coupled": 1},
         {"independent": 1},

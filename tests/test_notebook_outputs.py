@@ -1,11 +1,12 @@
 """The output and structure rules of helpers.course.output_rules: each rule on a notebook that breaks it and on one
-that keeps it, the clean-up, and every committed notebook against every rule."""
+that keeps it, the clean-up (helpers.course.output_cleanup), and every committed notebook against every rule."""
 
 import json
 from pathlib import Path
 
 import pytest
 
+from helpers.course import output_cleanup
 from helpers.course import output_rules as rules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -226,16 +227,16 @@ def test_publishing_names_the_results_json_in_the_repository_and_hides_the_param
     for cell in nb["cells"]:
         cell["metadata"]["tags"] = [t for t in cell["metadata"].get("tags", []) if t != "remove-cell"]
     nb["cells"][7]["source"] = '# Parameters\nresults_path = "../runs/s5-ref/results/99_x.json"\nprofile = "quick"\n'
-    cleaned, _ = rules.clean_notebook(nb)
+    cleaned, _ = output_cleanup.clean_notebook(nb)
     assert rules.parameters_hidden(cleaned) == [] and rules.parameters_hidden(nb) != []
-    published = rules.settle_injected_results_path(cleaned, "99_x")
+    published = output_cleanup.settle_injected_results_path(cleaned, "99_x")
     assert published["cells"][7]["source"] == (
         '# Parameters\nresults_path = "../results/reference/99_x.json"\nprofile = "quick"\n'
     )
     assert rules.check_notebook(published)["no_run_folder_injected"] == []
     assert nb["cells"][7]["source"].count("runs/") == 1  # the input is left as it was
     assert published["cells"][6]["outputs"][0]["text"] == "results written to results/reference/99_x.json\n"
-    assert rules.settle_injected_results_path(published, "99_x") == published
+    assert output_cleanup.settle_injected_results_path(published, "99_x") == published
 
 
 def test_papermills_record_of_the_injected_parameters_names_no_run_folder_either():
@@ -247,7 +248,7 @@ def test_papermills_record_of_the_injected_parameters_names_no_run_folder_either
         "parameters": {"profile": "quick", "results_path": "../runs/s5-ref/results/99_x.json"}
     }
     assert any("metadata" in problem for problem in rules.no_run_folder_injected(nb))
-    published = rules.settle_injected_results_path(nb, "99_x")
+    published = output_cleanup.settle_injected_results_path(nb, "99_x")
     assert published["metadata"]["papermill"]["parameters"] == {
         "profile": "quick",
         "results_path": "../results/reference/99_x.json",
@@ -258,16 +259,16 @@ def test_papermills_record_of_the_injected_parameters_names_no_run_folder_either
 def test_clean_folds_the_solutions_on_the_site_and_keeps_their_code():
     nb = good_notebook()
     nb["cells"].append(code("answer = 42", tags=["solution"]))
-    cleaned, report = rules.clean_notebook(nb)
+    cleaned, report = output_cleanup.clean_notebook(nb)
     assert rules.solutions_collapsed(nb) and rules.solutions_collapsed(cleaned) == []
     assert cleaned["cells"][-1]["metadata"]["tags"] == ["solution", "hide-input"]
     assert cleaned["cells"][-1]["source"] == "answer = 42" and report["site_tags_added"] == 1
-    assert rules.clean_notebook(cleaned)[1]["site_tags_added"] == 0
+    assert output_cleanup.clean_notebook(cleaned)[1]["site_tags_added"] == 0
 
 
 def test_clean_removes_the_execution_paths_and_times_and_keeps_the_rest():
     executed = papermill_executed(good_notebook())
-    cleaned, report = rules.clean_notebook(executed, repo_roots=["/home/someone/calibmed"])
+    cleaned, report = output_cleanup.clean_notebook(executed, repo_roots=["/home/someone/calibmed"])
     assert cleaned["metadata"]["papermill"] == {
         "default_parameters": {},
         "environment_variables": {},
@@ -283,7 +284,7 @@ def test_clean_removes_the_execution_paths_and_times_and_keeps_the_rest():
     assert rules.no_absolute_paths(cleaned) == [] and rules.no_timestamps(cleaned) == []
     assert [c["source"] for c in cleaned["cells"]] == [c["source"] for c in executed["cells"]]
     assert [c.get("outputs") for c in cleaned["cells"]] == [c.get("outputs") for c in executed["cells"]]
-    assert rules.clean_notebook(cleaned)[1]["run_metadata_removed"] == 0  # cleaning twice changes nothing
+    assert output_cleanup.clean_notebook(cleaned)[1]["run_metadata_removed"] == 0  # cleaning twice changes nothing
 
 
 def tqdm_outputs():
@@ -307,7 +308,7 @@ def test_clean_keeps_the_last_redraw_as_one_line_and_changes_nothing_else():
         }
     )
     nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
-    cleaned, report = rules.clean_notebook(nb, repo_roots=["/srv/ci/calibmed"])
+    cleaned, report = output_cleanup.clean_notebook(nb, repo_roots=["/srv/ci/calibmed"])
     assert cleaned["cells"][4]["outputs"] == [
         stream("training\n"),
         stream(["epochs: 3/3 in 12 s (train_loss=0.6)\n"]),
@@ -326,14 +327,14 @@ def test_clean_keeps_the_last_redraw_as_one_line_and_changes_nothing_else():
 def test_clean_leaves_a_stderr_message_that_is_not_a_bar():
     nb = good_notebook()
     nb["cells"][4]["outputs"] = [stream("RuntimeWarning: overflow\n", "stderr")]
-    cleaned, _ = rules.clean_notebook(nb, repo_roots=["/nowhere"])
+    cleaned, _ = output_cleanup.clean_notebook(nb, repo_roots=["/nowhere"])
     assert cleaned["cells"][4]["outputs"] == nb["cells"][4]["outputs"]
     assert rules.no_raw_warnings(cleaned)
 
 
 def test_clean_rewrites_only_whole_path_prefixes():
     assert (
-        rules._relative("/srv/calibmed/data and /srv/calibmed2/x and /srv/calibmed", ["/srv/calibmed"])
+        output_cleanup._relative("/srv/calibmed/data and /srv/calibmed2/x and /srv/calibmed", ["/srv/calibmed"])
         == "data and /srv/calibmed2/x and ."
     )
 
@@ -343,7 +344,7 @@ def test_clean_files_writes_atomically_and_keeps_the_layout(tmp_path):
     nb["cells"][4]["outputs"] = tqdm_outputs()
     path = tmp_path / "99_x.ipynb"
     path.write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False))
-    [row] = rules.clean_files([path], repo_roots=[str(tmp_path)])
+    [row] = output_cleanup.clean_files([path], repo_roots=[str(tmp_path)])
     written = path.read_text()
     assert row["rules_failing"] == [] and row["outputs_removed"] == 4
     assert written == json.dumps(json.loads(written), indent=1, sort_keys=True, ensure_ascii=False)
@@ -414,7 +415,7 @@ def test_human_headers_and_printed_numbers_pass():
 def test_clean_folds_an_expert_code_cell_on_the_site_and_in_jupyterlab():
     nb = good_notebook()
     nb["cells"].append(code("per_seed_table()", [stream("seed 0 …\n")], tags=["expert"]))
-    cleaned, _ = rules.clean_notebook(nb)
+    cleaned, _ = output_cleanup.clean_notebook(nb)
     cell = cleaned["cells"][-1]
     assert "hide-cell" in cell["metadata"]["tags"]
     assert cell["metadata"]["jupyter"] == {"source_hidden": True, "outputs_hidden": True}

@@ -1,5 +1,5 @@
-"""Tests of helpers.plots.figures: every function returns a Figure, draws on a given axis, and draws what was
-computed."""
+"""Tests of the figures of helpers.plots: every function returns a Figure, draws on a given axis, and draws what
+was computed."""
 
 import re
 

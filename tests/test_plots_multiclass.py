@@ -1,4 +1,4 @@
-"""Tests of the multi-class plot functions appended to helpers.plots.figures (Agg backend, no display)."""
+"""Tests of the multi-class plot functions of helpers.plots (Agg backend, no display)."""
 
 import matplotlib
 

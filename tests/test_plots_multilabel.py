@@ -1,5 +1,4 @@
-"""Multi-label plot functions of helpers.plots.figures: each draws what it is given, on a given axis, and checks
-input."""
+"""Multi-label plot functions of helpers.plots: each draws what it is given, on a given axis, and checks input."""
 
 import matplotlib
 

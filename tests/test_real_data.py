@@ -453,12 +453,12 @@ def test_chestxray14_partial_or_inconsistent_layouts_raise_naming_the_problem(tm
 @pytest.mark.filterwarnings("ignore:macro_auroc")  # a tiny validation split lacks positives of some labels
 def test_chestxray14_bundle_trains_on_the_multilabel_path(tmp_path):
     from helpers.losses import BCE
-    from helpers.training import models, train
+    from helpers.training import TrainConfig, models, train
 
     _chest_layout(tmp_path / "ChestXray14", per_split=(("train", 12), ("val", 4), ("test", 4)))
     bundle = load_dataset("chestxray14", image_size=28, data_dir=tmp_path)
     model = models.build_model("small_cnn", bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
-    result = train.fit(model, BCE(), bundle, train.TrainConfig(epochs=1, batch_size=8, device="cpu", progress=False))
+    result = train.fit(model, BCE(), bundle, TrainConfig(epochs=1, batch_size=8, device="cpu", progress=False))
     assert len(result.history) == 1 and np.isfinite(result.history[0]["val_loss"])
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from helpers import course, metrics
-from helpers.course import suites
+from helpers.course import suites, suites_multilabel
 from helpers.lessons import multilabel_comparison, real_xray
 
 
@@ -75,9 +75,10 @@ def test_with_the_folder_the_declaration_loads_the_real_xrays(tmp_path, monkeypa
     (tmp_path / "ChestXray14").mkdir()
     cfg = notebook_11_config(tmp_path)
     declared = []
-    monkeypatch.setattr(suites, "multilabel_runs", lambda cfg, bundle, losses: declared.append((bundle, losses)))
+    for module in (suites, suites_multilabel):  # the declaration's names, and those of xray_runs
+        monkeypatch.setattr(module, "multilabel_runs", lambda cfg, bundle, losses: declared.append((bundle, losses)))
+        monkeypatch.setattr(module, "load_bundle", lambda cfg, name=None: name or cfg.dataset)
     monkeypatch.setattr(suites, "multilabel_contest", lambda cfg, bundle, split_seed=0: None)
-    monkeypatch.setattr(suites, "load_bundle", lambda cfg, name=None: name or cfg.dataset)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         suites.DECLARED_RUNS["11_multilabel_comparison"](cfg)

@@ -201,7 +201,7 @@ def _random_pairwise_model(n_labels, n_images, seed):
 
 
 def _brute_force_joint(fields, couplings):
-    """P(y | h) over every configuration by an explicit loop (independent of helpers.data.synthetic's factorisation)."""
+    """P(y | h) over every configuration by an explicit loop (not helpers.data.pairwise_label_model's factorisation)."""
     configs = np.array(list(itertools.product((0.0, 1.0), repeat=fields.shape[1])))
     energy = fields @ configs.T + 0.5 * np.einsum("ci,ij,cj->c", configs, couplings, configs)[None, :]
     joint = np.exp(energy - energy.max(axis=1, keepdims=True))
@@ -209,13 +209,13 @@ def _brute_force_joint(fields, couplings):
 
 
 def test_inclusion_exclusion_gives_the_exact_query_probability_of_a_dependent_joint():
-    from helpers.data import synthetic
+    from helpers.data import multilabel_subset_moments
 
     fields, couplings = _random_pairwise_model(6, 25, seed=4)
     configs, joint = _brute_force_joint(fields, couplings)
     queries = enumerate_queries(6, 4)
     masks, coefficients = inclusion_exclusion(queries)
-    scores = coefficients @ synthetic.multilabel_subset_moments(fields, couplings, masks).T
+    scores = coefficients @ multilabel_subset_moments(fields, couplings, masks).T
     matches = np.all(
         (configs[None, :, :] == 1) == (queries.numpy()[:, None, :] == 1), axis=2, where=queries.numpy()[:, None, :] != 0
     )
@@ -229,14 +229,14 @@ def test_inclusion_exclusion_gives_the_exact_query_probability_of_a_dependent_jo
 def test_joint_retrieval_map_ranks_by_the_exact_joint_and_equals_eq22_without_couplings():
     from functools import partial
 
-    from helpers.data import synthetic
+    from helpers.data import multilabel_subset_moments
 
     fields, couplings = _random_pairwise_model(5, 80, seed=6)
     configs, joint = _brute_force_joint(fields, couplings)
     labels = torch.from_numpy(configs[[np.random.default_rng(7).choice(32, p=p) for p in joint]])
     queries = enumerate_queries(5, 3)
     result = joint_retrieval_map(
-        partial(synthetic.multilabel_subset_moments, fields, couplings), labels, queries, chunk_elements=500
+        partial(multilabel_subset_moments, fields, couplings), labels, queries, chunk_elements=500
     )
     relevant = query_relevance(labels, queries).numpy()
     matches = np.all(
@@ -247,9 +247,7 @@ def test_joint_retrieval_map_ranks_by_the_exact_joint_and_equals_eq22_without_co
         if relevant[q].any():
             expected = average_precision_score(relevant[q], exact_scores[q])
             assert result.average_precision[q].item() == pytest.approx(expected, abs=1e-9)
-    independent = joint_retrieval_map(
-        partial(synthetic.multilabel_subset_moments, fields, np.zeros((5, 5))), labels, queries
-    )
+    independent = joint_retrieval_map(partial(multilabel_subset_moments, fields, np.zeros((5, 5))), labels, queries)
     marginals = torch.sigmoid(torch.from_numpy(fields))
     torch.testing.assert_close(
         independent.average_precision,

@@ -1,5 +1,5 @@
-"""helpers/ray_engine.py without a cluster: grids, atomic writes under content keys, rebuilding a run from its name,
-and the command-line checks of --engine ray (the two-node cluster test is tests/test_scale_cluster.py)."""
+"""helpers/course/ray_engine.py without a cluster: grids, atomic writes under content keys, rebuilding a run from its
+name, and the command-line checks of --engine ray (the two-node cluster test is tests/test_scale_cluster.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sys
 import pytest
 from test_suites import tiny_bundle, tiny_config
 
-from helpers import course
-from helpers.course import ray_engine, suites
+from helpers.course import cli, ray_engine, suites, train_runs
 from helpers.training import run_store
+from helpers.utils import REPO_ROOT
 
 
 def test_a_grid_is_parsed_as_json_values_and_expands_to_every_combination_in_order():
@@ -102,7 +102,7 @@ def test_a_run_is_rebuilt_from_its_name_trained_once_and_its_dependants_declared
         assert [n.title for n, _ in ray_engine.missing_runs(["tiny"], "reference", {})] == [
             "LS+, well-regularised, seed 0"
         ]
-    assert run_store.STORED_RUNS_DIR == run_store.course.REPO_ROOT / "stored_runs"  # the roots were restored
+    assert run_store.STORED_RUNS_DIR == REPO_ROOT / "stored_runs"  # the roots were restored
 
 
 def test_a_key_the_node_does_not_declare_is_refused_with_the_reason(tiny_suite):
@@ -126,13 +126,13 @@ def test_a_run_trained_with_other_training_code_is_not_kept(tmp_path):
 
 def test_ray_options_without_the_ray_engine_are_refused(capsys):
     with pytest.raises(SystemExit):
-        suites.main(["train", "--address", "auto", "--notebooks", "01"])
+        train_runs.main(["train", "--address", "auto", "--notebooks", "01"])
     assert "--address only apply with --engine ray" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        suites.main(["train", "--engine", "ray", "--workers", "4", "--notebooks", "01"])
+        train_runs.main(["train", "--engine", "ray", "--workers", "4", "--notebooks", "01"])
     assert "--workers is the local process pool" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        course.main(["run", "--grid", "seed=0,1", "--notebooks", "00"])
+        cli.main(["run", "--grid", "seed=0,1", "--notebooks", "00"])
     assert "--grid runs through Ray: add --engine ray" in capsys.readouterr().err
 
 

@@ -351,12 +351,20 @@ def test_the_api_reference_is_in_the_navigation_and_documents_the_metrics(browse
         "els => [...new Set(els.map(e => e.getAttribute('href')))]",
     )
     assert len(modules) == len(api_modules()), modules
-    page.click("article a[href^='generated/helpers.metrics.html']")
-    page.wait_for_load_state("load")
-    documented = page.eval_on_selector_all("dl.py.function > dt", "els => els.map(e => e.id)")
+    documented = []
+    for module in ("calibration", "bootstrapping"):
+        page.click(f"article a[href^='generated/helpers.metrics.{module}.html']")
+        page.wait_for_load_state("load")
+        documented += page.eval_on_selector_all("dl.py.function > dt", "els => els.map(e => e.id)")
+        page.go_back(wait_until="load")
     page.close()
-    for name in ("ece", "adaptive_ece", "paired_bootstrap", "weighted_evaluator"):
-        assert f"helpers.metrics.functional.{name}" in documented
+    for name in (
+        "calibration.ece",
+        "calibration.adaptive_ece",
+        "bootstrapping.paired_bootstrap",
+        "bootstrapping.weighted_evaluator",
+    ):
+        assert f"helpers.metrics.{name}" in documented
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The run declarations shared by the notebooks and `python -m helpers.course.suites`: planning, dependencies,
+"""The run declarations shared by the notebooks and `python -m helpers.course.train_runs`: planning, dependencies,
 profiles."""
 
 import pytest
@@ -8,7 +8,8 @@ from tiny_bundles import three_class_bundle
 from helpers import course
 from helpers.course import suites
 from helpers.data import Split
-from helpers.training import run_store
+from helpers.losses import CrossEntropy
+from helpers.training import recipes, run_store
 
 
 def tiny_bundle(n=64):
@@ -83,11 +84,11 @@ def test_only_the_reference_profile_stores_runs_and_seeds_default_to_the_seed_kn
 
 
 def test_the_over_fitting_recipe_widens_only_the_small_cnn():
-    assert run_store.recipe_model("over-fitting", "small_cnn") == "small_cnn_wide"
-    assert run_store.recipe_model("well-regularised", "small_cnn") == "small_cnn"
-    assert run_store.recipe_model("over-fitting", "resnet18") == "resnet18"
+    assert recipes.recipe_model("over-fitting", "small_cnn") == "small_cnn_wide"
+    assert recipes.recipe_model("well-regularised", "small_cnn") == "small_cnn"
+    assert recipes.recipe_model("over-fitting", "resnet18") == "resnet18"
     with pytest.raises(ValueError, match="unknown recipe"):
-        run_store.recipe_model("long", "small_cnn")
+        recipes.recipe_model("long", "small_cnn")
 
 
 @pytest.mark.parametrize("notebook", [nb.stem for nb in course.list_notebooks()])
@@ -157,7 +158,7 @@ def test_the_overfit_model_knob_replaces_the_widened_cnn_in_every_over_fitting_r
 
 
 def test_suites_train_fails_clearly_when_a_trained_run_cannot_be_stored(tmp_path, monkeypatch):
-    """Issue 18, defect 1: train_run now warns and returns a run it cannot store; `suites train`, whose job is to
+    """Issue 18, defect 1: train_run now warns and returns a run it cannot store; `train_runs train`, whose job is to
     store runs, must then fail naming the file instead of planning the same run again for ever."""
     import errno
 
@@ -168,8 +169,8 @@ def test_suites_train_fails_clearly_when_a_trained_run_cannot_be_stored(tmp_path
         raise OSError(errno.EROFS, "Read-only file system", str(path))
 
     monkeypatch.setattr(run_store.atomic, "write_atomically_with", refuse)
-    config = run_store.recipe_config("well-regularised", epochs=1, lr=0.05, batch_size=32, device="cpu", progress=False)
-    bundle, loss = tiny_bundle(), suites.CrossEntropy()
+    config = recipes.recipe_config("well-regularised", epochs=1, lr=0.05, batch_size=32, device="cpu", progress=False)
+    bundle, loss = tiny_bundle(), CrossEntropy()
     key = run_store.run_key(bundle, "small_cnn", loss, config)
     planned = run_store.PlannedRun("ce", loss, bundle, "small_cnn", config, True, key)
     monkeypatch.setattr(suites, "_pending", [planned])

@@ -18,7 +18,14 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.data import label_stats, load_dataset, load_medmnist, synthetic
+from helpers import data
+from helpers.data import (
+    label_stats,
+    load_dataset,
+    load_medmnist,
+    synthetic_multiclass,
+    synthetic_multilabel,
+)
 
 REAL_CSV = "chestxray14_labels_first40k.csv"
 PREVALENCE_TOLERANCE = 0.10  # relative, issue 9
@@ -29,20 +36,20 @@ SE_MULTIPLIER = 4.0
 
 @pytest.fixture(scope="module")
 def derma():
-    return synthetic.make_synthetic_dermamnist(seed=0)  # DermaMNIST's sizes 7007 / 1003 / 2005
+    return data.make_synthetic_dermamnist(seed=0)  # DermaMNIST's sizes 7007 / 1003 / 2005
 
 
 @pytest.fixture(scope="module")
 def chest():
-    return synthetic.make_synthetic_chestmnist(n_train=12000, n_val=1000, n_test=1000, seed=0)
+    return data.make_synthetic_chestmnist(n_train=12000, n_val=1000, n_test=1000, seed=0)
 
 
 @pytest.fixture(scope="module")
 def chest_independent():
-    return synthetic.make_synthetic_chestmnist(n_train=12000, n_val=1000, n_test=1000, seed=0, variant="independent")
+    return data.make_synthetic_chestmnist(n_train=12000, n_val=1000, n_test=1000, seed=0, variant="independent")
 
 
-def _all(dataset: synthetic.SyntheticDataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _all(dataset: data.SyntheticDataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     splits = dataset.splits().values()
     return (
         np.concatenate([s.images for s in splits]),
@@ -98,12 +105,12 @@ def _brute_force(fields: np.ndarray, couplings: np.ndarray):
 
 def test_enumeration_of_all_2_14_configurations_matches_a_brute_force_loop():
     rng = np.random.default_rng(1)
-    couplings = synthetic.chest_model("coupled").couplings
+    couplings = data.chest_model("coupled").couplings
     fields = rng.normal(-2.0, 2.0, size=(2, 14))
     expected = _brute_force(fields, couplings)
-    marginals = synthetic.multilabel_marginals(fields, couplings)
-    log_z = synthetic.multilabel_log_partition(fields, couplings)
-    moment = synthetic.multilabel_expected_cooccurrence(fields, couplings)
+    marginals = data.multilabel_marginals(fields, couplings)
+    log_z = data.multilabel_log_partition(fields, couplings)
+    moment = data.multilabel_expected_cooccurrence(fields, couplings)
     for row, (first, lz, _) in enumerate(expected):
         np.testing.assert_allclose(marginals[row], first, rtol=0, atol=1e-12)
         np.testing.assert_allclose(log_z[row], lz, rtol=1e-13)
@@ -117,22 +124,22 @@ def test_enumeration_with_uneven_halves_and_extreme_fields():
     fields = np.vstack([rng.normal(0, 2, size=(3, 5)), [[40.0, -40.0, 35.0, -60.0, 0.0]]])
     expected = _brute_force(fields, couplings)
     np.testing.assert_allclose(
-        synthetic.multilabel_marginals(fields, couplings), np.array([first for first, *_ in expected]), atol=1e-12
+        data.multilabel_marginals(fields, couplings), np.array([first for first, *_ in expected]), atol=1e-12
     )
     np.testing.assert_allclose(
-        synthetic.multilabel_log_partition(fields, couplings), np.array([lz for _, lz, _ in expected]), rtol=1e-12
+        data.multilabel_log_partition(fields, couplings), np.array([lz for _, lz, _ in expected]), rtol=1e-12
     )
 
 
 def test_enumeration_rejects_invalid_couplings():
     with pytest.raises(ValueError, match="symmetric"):
-        synthetic.multilabel_marginals(np.zeros((1, 3)), np.triu(np.ones((3, 3)), 1))
+        data.multilabel_marginals(np.zeros((1, 3)), np.triu(np.ones((3, 3)), 1))
     with pytest.raises(ValueError, match="square"):
-        synthetic.multilabel_marginals(np.zeros((1, 3)), np.zeros((3, 2)))
+        data.multilabel_marginals(np.zeros((1, 3)), np.zeros((3, 2)))
     with pytest.raises(ValueError, match=r"shape \(N, 4\)"):
-        synthetic.multilabel_marginals(np.zeros((2, 3)), np.zeros((4, 4)))
+        data.multilabel_marginals(np.zeros((2, 3)), np.zeros((4, 4)))
     with pytest.raises(ValueError, match="finite"):
-        synthetic.multilabel_marginals(np.full((1, 2), np.nan), np.zeros((2, 2)))
+        data.multilabel_marginals(np.full((1, 2), np.nan), np.zeros((2, 2)))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -140,9 +147,9 @@ def test_enumeration_rejects_invalid_couplings():
 # ---------------------------------------------------------------------------------------------------------------
 def test_multiclass_posterior_is_eq_1_2_of_the_stored_image(derma):
     """Eq. (1)-(2) recomputed with explicit loops over classes and shifts for a few stored images."""
-    model = synthetic.derma_model()
-    lesions = synthetic._derma_lesions()
-    shifts = range(-synthetic.DERMA_MAX_SHIFT, synthetic.DERMA_MAX_SHIFT + 1)
+    model = data.derma_model()
+    lesions = synthetic_multiclass._derma_lesions()
+    shifts = range(-data.DERMA_MAX_SHIFT, data.DERMA_MAX_SHIFT + 1)
     images = derma.test.images[:3]
     for image, stored in zip(images, derma.test.posteriors[:3]):
         x = image.astype(np.float64) / 255.0
@@ -150,9 +157,7 @@ def test_multiclass_posterior_is_eq_1_2_of_the_stored_image(derma):
         for k, lesion in enumerate(lesions):
             template = lesion - lesion.mean(axis=(0, 1))
             scores = [
-                synthetic.DERMA_BETA * np.sum(x * np.roll(template, (dy, dx), axis=(0, 1)))
-                for dy in shifts
-                for dx in shifts
+                data.DERMA_BETA * np.sum(x * np.roll(template, (dy, dx), axis=(0, 1))) for dy in shifts for dx in shifts
             ]
             logits.append(model.bias[k] + np.log(np.mean(np.exp(scores))))
         expected = np.exp(logits) / np.sum(np.exp(logits))
@@ -160,10 +165,10 @@ def test_multiclass_posterior_is_eq_1_2_of_the_stored_image(derma):
     assert images.dtype == np.uint8
 
 
-def _explicit_chest_fields(images: np.ndarray, model: synthetic.SyntheticChestModel) -> np.ndarray:
+def _explicit_chest_fields(images: np.ndarray, model: data.SyntheticChestModel) -> np.ndarray:
     """h(x) = c + M phi(x) with eq. (1) evaluated by explicit loops over findings and positions."""
     features = np.empty((len(images), 14))
-    for t, (pattern, shifts, _, beta) in enumerate(synthetic._chest_findings()):
+    for t, (pattern, shifts, _, beta) in enumerate(synthetic_multilabel._chest_findings()):
         template = pattern - pattern.mean()
         for row, image in enumerate(images):
             x = image.astype(np.float64) / 255.0
@@ -174,7 +179,7 @@ def _explicit_chest_fields(images: np.ndarray, model: synthetic.SyntheticChestMo
 
 def test_multilabel_posterior_is_eq_1_3_of_the_stored_image(chest):
     """Coupled variant: the stored marginals are those of eq. (3), by brute-force enumeration of all 2^14 y."""
-    model = synthetic.chest_model("coupled")
+    model = data.chest_model("coupled")
     np.testing.assert_array_equal(model.mixing, np.eye(14))
     fields = _explicit_chest_fields(chest.test.images[:2], model)
     expected = np.array([first for first, *_ in _brute_force(fields, model.couplings)])
@@ -183,7 +188,7 @@ def test_multilabel_posterior_is_eq_1_3_of_the_stored_image(chest):
 
 def test_independent_variant_posterior_factorises(chest_independent):
     """Eq. (4): J = 0, so the brute-force joint of every pair is the product of the marginals, which are σ(h)."""
-    model = synthetic.chest_model("independent")
+    model = data.chest_model("independent")
     assert np.all(model.couplings == 0) and np.all(chest_independent.ground_truth["couplings"] == 0)
     fields = _explicit_chest_fields(chest_independent.test.images[:2], model)
     off_diagonal = ~np.eye(14, dtype=bool)
@@ -195,25 +200,25 @@ def test_independent_variant_posterior_factorises(chest_independent):
 
 def test_coupled_variant_couples_labels_given_the_image(chest):
     """J != 0: for an image, the joint of a strongly coupled pair differs from the product of its marginals."""
-    model = synthetic.chest_model("coupled")
+    model = data.chest_model("coupled")
     couplings = chest.ground_truth["couplings"]
     np.testing.assert_array_equal(couplings, model.couplings)
     assert np.abs(couplings).max() > 0.5
     s, t = np.unravel_index(np.abs(couplings).argmax(), couplings.shape)
     fields = model.fields(chest.test.images[:3])
-    pairs = synthetic._Enumerator(model.couplings).pair_statistics(fields)[0]
+    pairs = data.PairwiseEnumerator(model.couplings).pair_statistics(fields)[0]
     marginals = chest.test.posteriors[:3]
     assert np.all(np.abs(pairs[:, s, t] - marginals[:, s] * marginals[:, t]) > 1e-4)
 
 
 def test_posterior_rejects_non_uint8_images():
     with pytest.raises(ValueError, match="uint8"):
-        synthetic.derma_model().posterior(np.zeros((2, 28, 28, 3), dtype=np.float32))
+        data.derma_model().posterior(np.zeros((2, 28, 28, 3), dtype=np.float32))
 
 
 def test_multiclass_posterior_is_invariant_to_flips(derma):
     """Radially symmetric templates and a symmetric shift set: flipped images have the same posterior."""
-    images, model = derma.val.images[:200], synthetic.derma_model()
+    images, model = derma.val.images[:200], data.derma_model()
     for flipped in (images[:, :, ::-1], images[:, ::-1, :]):
         np.testing.assert_allclose(model.posterior(flipped.copy()), derma.val.posteriors[:200], atol=1e-9)
     shifted = np.roll(images, 3, axis=2)  # not invariant to everything: the test can fail
@@ -238,17 +243,17 @@ def test_multilabel_label_frequencies_match_the_marginals_per_bin(chest):
     _, labels, marginals = _all(chest)
     for t in range(14):
         failures = _binned_violations(marginals[:, t], labels[:, t] == 1)
-        assert not failures, f"{synthetic.CHEST_FINDINGS[t]}: " + "; ".join(failures)
+        assert not failures, f"{data.CHEST_FINDINGS[t]}: " + "; ".join(failures)
     sharpened = 1 / (1 + np.exp(-np.log(marginals / (1 - marginals)) / 0.7))
     assert any(_binned_violations(sharpened[:, t], labels[:, t] == 1) for t in range(14))
 
 
 def test_multilabel_labels_are_drawn_from_the_joint_not_the_marginals(chest):
     images, labels, marginals = _all(chest)
-    model = synthetic.chest_model()
+    model = data.chest_model()
     fields = model.fields(images)
     n = len(images)
-    expected = synthetic.multilabel_expected_cooccurrence(fields, model.couplings) * n
+    expected = data.multilabel_expected_cooccurrence(fields, model.couplings) * n
     observed = labels.T.astype(np.float64) @ labels
     np.testing.assert_allclose(np.diag(expected), marginals.sum(axis=0), rtol=1e-9)
     # var(count of y_s y_t = 1) <= expected count: the Bernoulli variance bound gives the standard error
@@ -267,11 +272,11 @@ def test_multilabel_labels_are_drawn_from_the_joint_not_the_marginals(chest):
 # ---------------------------------------------------------------------------------------------------------------
 def test_multiclass_imbalance_is_dermamnist_like(derma):
     counts = np.bincount(derma.train.labels, minlength=7)
-    expected = 7007 * synthetic.DERMA_PRIOR
+    expected = 7007 * data.DERMA_PRIOR
     # binomial standard error, plus 3 % for the offsets being fitted on a finite reference sample
-    tolerance = SE_MULTIPLIER * np.sqrt(expected * (1 - synthetic.DERMA_PRIOR)) + 0.03 * expected
+    tolerance = SE_MULTIPLIER * np.sqrt(expected * (1 - data.DERMA_PRIOR)) + 0.03 * expected
     assert np.all(np.abs(counts - expected) <= tolerance), (counts, expected.round())
-    np.testing.assert_allclose(synthetic.DERMA_PRIOR * 7007, [228, 359, 769, 80, 779, 4693, 99])
+    np.testing.assert_allclose(data.DERMA_PRIOR * 7007, [228, 359, 769, 80, 779, 4693, 99])
     _, _, posteriors = _all(derma)
     np.testing.assert_allclose(posteriors.sum(axis=1), 1.0, atol=1e-12)
     bayes_accuracy = posteriors.max(axis=1).mean()
@@ -294,15 +299,15 @@ def test_sampled_labels_follow_the_population_prevalences(variant, chest, chest_
 def test_population_label_statistics_match_chestxray14(variant):
     """Population = reference-sample averages of the exact posteriors (recomputed here from the model, not read
     from the stored ground truth); prevalences within 10 % relative, correlations within 0.02 of the real ones."""
-    model, _ = synthetic._chest_model_and_reference(variant)
-    images = model.sample_images(synthetic._REFERENCE_SIZE, np.random.default_rng(synthetic._REFERENCE_SEED))
-    cooccurrence = synthetic.multilabel_expected_cooccurrence(model.fields(images), model.couplings)
+    model, _ = synthetic_multilabel._chest_model_and_reference(variant)
+    images = model.sample_images(data.REFERENCE_SIZE, np.random.default_rng(data.REFERENCE_SEED))
+    cooccurrence = data.multilabel_expected_cooccurrence(model.fields(images), model.couplings)
     real = label_stats.load_label_stats()
     prevalence = np.diag(cooccurrence)
     assert np.abs(prevalence / real["prevalence"] - 1).max() <= PREVALENCE_TOLERANCE
     correlation = label_stats.correlation_from_moments(cooccurrence)
     assert np.abs(correlation - real["correlation"]).max() <= CORRELATION_TOLERANCE
-    side_by_side = synthetic.chest_label_statistics(variant)
+    side_by_side = data.chest_label_statistics(variant)
     np.testing.assert_allclose(side_by_side["synthetic_correlation"], correlation, atol=1e-9)
     np.testing.assert_allclose(side_by_side["real_prevalence"], real["prevalence"])
     # negative control: labels independent with the real prevalences are further from the real correlations
@@ -320,14 +325,14 @@ def test_fit_pairwise_moments_recovers_a_known_model():
     offsets = rng.normal(-1.5, 0.5, size=5)
     features = rng.normal(0, 1.0, size=(40, 5))
     moments = np.mean([second for *_, second in _brute_force(features + offsets, couplings)], axis=0)
-    fitted_offsets, fitted_couplings = synthetic.fit_pairwise_moments(features, moments)
+    fitted_offsets, fitted_couplings = data.fit_pairwise_moments(features, moments)
     np.testing.assert_allclose(fitted_offsets, offsets, atol=1e-8)
     np.testing.assert_allclose(fitted_couplings, couplings, atol=1e-8)
     latent = _brute_force(offsets[None], couplings)[0][2]
-    fitted_offsets, fitted_couplings = synthetic.fit_pairwise_moments(np.zeros((1, 5)), latent)
+    fitted_offsets, fitted_couplings = data.fit_pairwise_moments(np.zeros((1, 5)), latent)
     np.testing.assert_allclose(fitted_couplings, couplings, atol=1e-8)
     with pytest.raises(ValueError, match="symmetric"):
-        synthetic.fit_pairwise_moments(features, np.triu(moments))
+        data.fit_pairwise_moments(features, np.triu(moments))
 
 
 def test_fit_independent_posterior_matches_the_moments_it_is_given():
@@ -335,7 +340,7 @@ def test_fit_independent_posterior_matches_the_moments_it_is_given():
     features = rng.normal(0, 1.0, size=(5000, 4)) + rng.normal(0, 1.0, size=(5000, 1))  # a shared factor
     target = np.full((4, 4), 0.02)
     np.fill_diagonal(target, [0.1, 0.2, 0.05, 0.15])
-    offsets, mixing = synthetic.fit_independent_posterior(features, target)
+    offsets, mixing = data.fit_independent_posterior(features, target)
     probabilities = 1 / (1 + np.exp(-(offsets + features @ mixing.T)))
     moments = probabilities.T @ probabilities / len(features)
     np.fill_diagonal(moments, probabilities.mean(axis=0))
@@ -376,8 +381,8 @@ def test_label_stats_reader_maps_the_chestxray14_names(tmp_path):
     labels, patients = label_stats.read_labels(path)
     np.testing.assert_array_equal(labels[:14], np.eye(14))
     assert labels[14].sum() == 0
-    assert [synthetic.CHEST_FINDINGS[t] for t in np.flatnonzero(labels[15])] == ["effusion", "pleural"]
-    assert label_stats.FINDINGS == synthetic.CHEST_FINDINGS and len(np.unique(patients)) == 14
+    assert [data.CHEST_FINDINGS[t] for t in np.flatnonzero(labels[15])] == ["effusion", "pleural"]
+    assert label_stats.FINDINGS == data.CHEST_FINDINGS and len(np.unique(patients)) == 14
     path.write_text(rows[0] + "\nx.png,Pleural Thickening,0,1\n")
     with pytest.raises(ValueError, match="unknown finding"):
         label_stats.read_labels(path)
@@ -386,26 +391,26 @@ def test_label_stats_reader_maps_the_chestxray14_names(tmp_path):
 def test_true_class_similarity_is_the_conditional_mean_posterior(derma):
     """S[k, j] = E[P(j|x) | y=k]: compare with the plain average of posterior rows grouped by sampled label."""
     _, labels, posteriors = _all(derma)
-    similarity = synthetic.true_class_similarity(posteriors)
+    similarity = data.true_class_similarity(posteriors)
     np.testing.assert_allclose(similarity.sum(axis=1), 1.0, atol=1e-12)
     for k in range(7):
         rows = posteriors[labels == k]
         standard_error = rows.std(axis=0) / np.sqrt(len(rows))
         assert np.all(np.abs(rows.mean(axis=0) - similarity[k]) <= SE_MULTIPLIER * standard_error + 0.01)
     with pytest.raises(ValueError, match="summing to 1"):
-        synthetic.true_class_similarity(posteriors * 2)
+        data.true_class_similarity(posteriors * 2)
 
 
 def test_designed_similar_pairs_are_the_most_confused(derma):
     truth = derma.ground_truth
     templates = truth["template_similarity"]
-    paired = {k for pair in synthetic.DERMA_SIMILAR_PAIRS for k in pair}
-    for k, j in synthetic.DERMA_SIMILAR_PAIRS:  # mutual nearest neighbours among the paired classes
+    paired = {k for pair in data.DERMA_SIMILAR_PAIRS for k in pair}
+    for k, j in data.DERMA_SIMILAR_PAIRS:  # mutual nearest neighbours among the paired classes
         for a, b in ((k, j), (j, k)):
             others = [i for i in paired if i not in (a, b)]
             assert templates[a, b] > templates[a, others].max()
     symmetric = truth["true_class_similarity"] + truth["true_class_similarity"].T
-    pairs = {tuple(sorted(p)) for p in synthetic.DERMA_SIMILAR_PAIRS}
+    pairs = {tuple(sorted(p)) for p in data.DERMA_SIMILAR_PAIRS}
     designed = min(symmetric[p] for p in pairs)
     other = max(symmetric[k, j] for k in range(7) for j in range(k + 1, 7) if (k, j) not in pairs)
     assert designed > other
@@ -415,24 +420,24 @@ def test_designed_similar_pairs_are_the_most_confused(derma):
 # Determinism and files
 # ---------------------------------------------------------------------------------------------------------------
 def test_same_seed_gives_identical_arrays_and_file_bytes(tmp_path):
-    first = synthetic.make_synthetic_dermamnist(n_train=300, n_val=50, n_test=60, seed=3)
-    second = synthetic.make_synthetic_dermamnist(n_train=300, n_val=50, n_test=60, seed=3)
-    other_seed = synthetic.make_synthetic_dermamnist(n_train=300, n_val=50, n_test=60, seed=4)
-    bigger_train = synthetic.make_synthetic_dermamnist(n_train=400, n_val=50, n_test=60, seed=3)
+    first = data.make_synthetic_dermamnist(n_train=300, n_val=50, n_test=60, seed=3)
+    second = data.make_synthetic_dermamnist(n_train=300, n_val=50, n_test=60, seed=3)
+    other_seed = data.make_synthetic_dermamnist(n_train=300, n_val=50, n_test=60, seed=4)
+    bigger_train = data.make_synthetic_dermamnist(n_train=400, n_val=50, n_test=60, seed=3)
     for name in ("train", "val", "test"):
         a, b = first.splits()[name], second.splits()[name]
         assert np.array_equal(a.images, b.images) and np.array_equal(a.labels, b.labels)
         assert np.array_equal(a.posteriors, b.posteriors)
     assert not np.array_equal(first.train.images, other_seed.train.images)
     assert np.array_equal(first.test.images, bigger_train.test.images)  # splits use independent streams
-    paths_a = synthetic.write_medmnist_npz(tmp_path / "a" / "dermamnist.npz", first)
-    paths_b = synthetic.write_medmnist_npz(tmp_path / "b" / "dermamnist.npz", second)
+    paths_a = data.write_medmnist_npz(tmp_path / "a" / "dermamnist.npz", first)
+    paths_b = data.write_medmnist_npz(tmp_path / "b" / "dermamnist.npz", second)
     for path_a, path_b in zip(paths_a, paths_b):
         assert path_a.read_bytes() == path_b.read_bytes()
 
-    for variant in synthetic.CHEST_VARIANTS:
-        chest_a = synthetic.make_synthetic_chestmnist(n_train=200, n_val=30, n_test=30, seed=5, variant=variant)
-        chest_b = synthetic.make_synthetic_chestmnist(n_train=200, n_val=30, n_test=30, seed=5, variant=variant)
+    for variant in data.CHEST_VARIANTS:
+        chest_a = data.make_synthetic_chestmnist(n_train=200, n_val=30, n_test=30, seed=5, variant=variant)
+        chest_b = data.make_synthetic_chestmnist(n_train=200, n_val=30, n_test=30, seed=5, variant=variant)
         assert np.array_equal(chest_a.train.images, chest_b.train.images)
         assert np.array_equal(chest_a.train.labels, chest_b.train.labels)
         assert np.array_equal(chest_a.test.posteriors, chest_b.test.posteriors)
@@ -440,16 +445,16 @@ def test_same_seed_gives_identical_arrays_and_file_bytes(tmp_path):
 
 def test_invalid_arguments_are_rejected(tmp_path):
     with pytest.raises(ValueError, match="n_train"):
-        synthetic.make_synthetic_dermamnist(n_train=0)
+        data.make_synthetic_dermamnist(n_train=0)
     with pytest.raises(ValueError, match="seed"):
-        synthetic.make_synthetic_chestmnist(n_train=10, n_val=10, n_test=10, seed=-1)
-    small = synthetic.make_synthetic_dermamnist(n_train=20, n_val=10, n_test=10)
+        data.make_synthetic_chestmnist(n_train=10, n_val=10, n_test=10, seed=-1)
+    small = data.make_synthetic_dermamnist(n_train=20, n_val=10, n_test=10)
     with pytest.raises(ValueError, match=r"\.npz"):
-        synthetic.write_medmnist_npz(tmp_path / "dermamnist.zip", small)
+        data.write_medmnist_npz(tmp_path / "dermamnist.zip", small)
 
 
 def test_written_chestmnist_file_reads_back_through_the_real_loader(tmp_path, chest):
-    image_path, posterior_path = synthetic.write_medmnist_npz(tmp_path / "chestmnist.npz", chest)
+    image_path, posterior_path = data.write_medmnist_npz(tmp_path / "chestmnist.npz", chest)
     with np.load(image_path) as raw:  # medmnist's layout
         assert raw["train_images"].shape == (12000, 28, 28) and raw["train_labels"].shape == (12000, 14)
     bundle = load_medmnist("chestmnist", data_dir=tmp_path)
@@ -459,16 +464,16 @@ def test_written_chestmnist_file_reads_back_through_the_real_loader(tmp_path, ch
     assert torch.equal(bundle.val.labels, torch.from_numpy(chest.val.labels).float())
     with np.load(posterior_path) as stored:
         np.testing.assert_array_equal(stored["test_posteriors"], chest.test.posteriors)
-        np.testing.assert_array_equal(stored["gt_couplings"], synthetic.chest_model("coupled").couplings)
-        assert int(stored["generator_version"]) == synthetic.GENERATOR_VERSION
+        np.testing.assert_array_equal(stored["gt_couplings"], data.chest_model("coupled").couplings)
+        assert int(stored["generator_version"]) == data.GENERATOR_VERSION
 
 
 def test_load_dataset_generates_synthetic_dermamnist_once_and_reads_it_back(tmp_path, monkeypatch):
     sizes = dict(n_train=700, n_val=100, n_test=200)
     monkeypatch.setitem(
-        synthetic.GENERATORS, "synthetic_dermamnist", functools.partial(synthetic.make_synthetic_dermamnist, **sizes)
+        data.GENERATORS, "synthetic_dermamnist", functools.partial(data.make_synthetic_dermamnist, **sizes)
     )  # the default, smaller
-    reference = synthetic.make_synthetic_dermamnist(**sizes, seed=0)
+    reference = data.make_synthetic_dermamnist(**sizes, seed=0)
     bundle = load_dataset("synthetic_dermamnist", data_dir=tmp_path)
     generated = sorted(p.name for p in tmp_path.rglob("*.npz"))
     assert generated == ["dermamnist.npz", "dermamnist_posteriors.npz"]
@@ -481,7 +486,7 @@ def test_load_dataset_generates_synthetic_dermamnist_once_and_reads_it_back(tmp_
     )
     assert "Exact posteriors" in bundle.describe()
 
-    monkeypatch.setitem(synthetic.GENERATORS, "synthetic_dermamnist", None)  # a second load must not regenerate
+    monkeypatch.setitem(data.GENERATORS, "synthetic_dermamnist", None)  # a second load must not regenerate
     subset = load_dataset("synthetic_dermamnist", data_dir=tmp_path, max_train=300, seed=1)
     assert len(subset.train) == 300 and len(subset.test) == 200
     rows = [
@@ -496,21 +501,21 @@ def test_load_dataset_serves_the_independent_chest_variant_and_never_a_stale_fil
     sizes = dict(n_train=300, n_val=50, n_test=60)
     name = "synthetic_chestmnist_independent"
     monkeypatch.setitem(
-        synthetic.GENERATORS,
+        data.GENERATORS,
         name,
-        functools.partial(synthetic.make_synthetic_chestmnist, variant="independent", **sizes),
+        functools.partial(data.make_synthetic_chestmnist, variant="independent", **sizes),
     )
-    reference = synthetic.make_synthetic_chestmnist(variant="independent", **sizes)
+    reference = data.make_synthetic_chestmnist(variant="independent", **sizes)
     bundle = load_dataset(name, data_dir=tmp_path)
     assert bundle.name == name and bundle.task == "multi-label" and bundle.n_classes == 14
     np.testing.assert_array_equal(bundle.true_posteriors["test"].numpy(), reference.test.posteriors)
     assert torch.all(bundle.ground_truth["couplings"] == 0)
-    assert torch.equal(bundle.ground_truth["mixing"], torch.from_numpy(synthetic.chest_model("independent").mixing))
+    assert torch.equal(bundle.ground_truth["mixing"], torch.from_numpy(data.chest_model("independent").mixing))
     # a posteriors file written by another generator version is refused, not served
     posteriors = next(tmp_path.rglob("chestmnist_posteriors.npz"))
     with np.load(posteriors) as archive:
         arrays = {key: archive[key] for key in archive.files}
-    synthetic._write_npz(posteriors, {**arrays, "generator_version": np.array(synthetic.GENERATOR_VERSION - 1)})
+    data.write_npz(posteriors, {**arrays, "generator_version": np.array(data.GENERATOR_VERSION - 1)})
     with pytest.raises(ValueError, match="generator version"):
         load_dataset(name, data_dir=tmp_path)
 
@@ -522,13 +527,13 @@ def test_pair_posteriors_from_marginals_recover_the_enumerated_pairs():
     fields = rng.normal(-1.5, 2.0, size=(5, 6))
     expected = _brute_force(fields, couplings)
     marginals = np.array([first for first, *_ in expected])
-    pairs = synthetic.multilabel_pair_posteriors(marginals, couplings)
+    pairs = data.multilabel_pair_posteriors(marginals, couplings)
     np.testing.assert_allclose(pairs, np.array([second for *_, second in expected]), atol=1e-10)
 
 
 def test_pair_posteriors_factorise_without_couplings():
     marginals = np.array([[0.1, 0.6, 0.3], [0.9, 0.05, 0.5]])
-    pairs = synthetic.multilabel_pair_posteriors(marginals, np.zeros((3, 3)))
+    pairs = data.multilabel_pair_posteriors(marginals, np.zeros((3, 3)))
     expected = marginals[:, :, None] * marginals[:, None, :]
     expected[:, range(3), range(3)] = marginals
     np.testing.assert_allclose(pairs, expected, atol=1e-12)
@@ -536,12 +541,12 @@ def test_pair_posteriors_factorise_without_couplings():
 
 def test_pair_posteriors_reject_probabilities_outside_the_open_interval():
     with pytest.raises(ValueError, match="strictly inside"):
-        synthetic.multilabel_pair_posteriors(np.array([[0.0, 0.5]]), np.zeros((2, 2)))
+        data.multilabel_pair_posteriors(np.array([[0.0, 0.5]]), np.zeros((2, 2)))
 
 
 def test_subset_moments_and_pair_marginals_of_all_2_14_configurations_match_a_brute_force_loop():
     rng = np.random.default_rng(11)
-    couplings = synthetic.chest_model("coupled").couplings
+    couplings = data.chest_model("coupled").couplings
     fields = rng.normal(-2.0, 2.0, size=(2, 14))
     configs = np.array(list(itertools.product((0.0, 1.0), repeat=14)))[:, ::-1]  # column t = label t
     upper = np.triu(couplings, 1)
@@ -551,35 +556,33 @@ def test_subset_moments_and_pair_marginals_of_all_2_14_configurations_match_a_br
     masks = np.r_[0, rng.integers(1, 2**14, size=40), 2**14 - 1, 1 << 13]
     present = (configs[None, :, :] == 1) | ~((masks[:, None] >> np.arange(14)) & 1).astype(bool)[:, None, :]
     expected = joint @ np.all(present, axis=2).T.astype(float)
-    np.testing.assert_allclose(synthetic.multilabel_subset_moments(fields, couplings, masks), expected, atol=1e-13)
+    np.testing.assert_allclose(data.multilabel_subset_moments(fields, couplings, masks), expected, atol=1e-13)
     pairs = np.einsum("nc,ci,cj->nij", joint, configs, configs)
-    np.testing.assert_allclose(synthetic.multilabel_pair_marginals(fields, couplings), pairs, atol=1e-13)
+    np.testing.assert_allclose(data.multilabel_pair_marginals(fields, couplings), pairs, atol=1e-13)
     with pytest.raises(ValueError, match="bitmasks"):
-        synthetic.multilabel_subset_moments(fields, couplings, [2**14])
+        data.multilabel_subset_moments(fields, couplings, [2**14])
 
 
-@pytest.mark.parametrize("variant", synthetic.CHEST_VARIANTS)
+@pytest.mark.parametrize("variant", data.CHEST_VARIANTS)
 def test_chest_fields_from_the_ground_truth_reproduce_the_stored_posteriors(variant, chest, chest_independent):
     dataset = chest if variant == "coupled" else chest_independent
     truth = dataset.ground_truth
-    fields = synthetic.chest_fields(torch.from_numpy(dataset.test.images[:, None]), truth["offsets"], truth["mixing"])
+    fields = data.chest_fields(torch.from_numpy(dataset.test.images[:, None]), truth["offsets"], truth["mixing"])
     np.testing.assert_allclose(
-        synthetic.multilabel_marginals(fields, truth["couplings"]), dataset.test.posteriors, rtol=0, atol=1e-12
+        data.multilabel_marginals(fields, truth["couplings"]), dataset.test.posteriors, rtol=0, atol=1e-12
     )
     with pytest.raises(ValueError, match="offsets must be"):
-        synthetic.chest_fields(dataset.test.images, truth["offsets"][:13], truth["mixing"])
+        data.chest_fields(dataset.test.images, truth["offsets"][:13], truth["mixing"])
 
 
 @pytest.mark.parametrize("damage", ["truncated", "a_missing_array", "labels_out_of_range", "wrong_image_shape"])
 def test_a_damaged_synthetic_file_says_to_delete_its_folder_not_to_download_it(tmp_path, monkeypatch, damage):
     """Issue 18, defect 6: a damaged *generated* file said "Replace it with the official file: download it from
     zenodo…"; it is regenerated when its folder is deleted."""
-    from helpers import data
-
     monkeypatch.setitem(
-        synthetic.GENERATORS,
+        data.GENERATORS,
         "synthetic_dermamnist",
-        functools.partial(synthetic.make_synthetic_dermamnist, n_train=70, n_val=20, n_test=20),
+        functools.partial(data.make_synthetic_dermamnist, n_train=70, n_val=20, n_test=20),
     )
     load_dataset("synthetic_dermamnist", data_dir=tmp_path)
     folder = data.synthetic_dir("synthetic_dermamnist", tmp_path)

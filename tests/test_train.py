@@ -582,12 +582,12 @@ def test_device_resolution():
 
 
 def test_mixed_precision_only_on_cuda():
-    from helpers.training.train import _amp_dtype
+    from helpers.training.devices import amp_dtype
 
-    assert _amp_dtype(torch.device("cpu"), True) is None
-    assert _amp_dtype(torch.device("cuda"), False) is None
+    assert amp_dtype(torch.device("cpu"), True) is None
+    assert amp_dtype(torch.device("cuda"), False) is None
     if torch.cuda.is_available():
-        assert _amp_dtype(torch.device("cuda"), True) in (torch.bfloat16, torch.float16)
+        assert amp_dtype(torch.device("cuda"), True) in (torch.bfloat16, torch.float16)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -702,16 +702,16 @@ def test_unusable_checkpoint_paths_fail_before_training_and_leave_nothing(tmp_pa
 
 
 def test_a_failed_checkpoint_write_leaves_no_temporary_file(tmp_path, monkeypatch):
-    from helpers.training import train
+    from helpers.training import checkpoints
 
     def failing_save(payload, target):  # target: the open temporary file
         target.write(b"partial")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(train.torch, "save", failing_save)
+    monkeypatch.setattr(checkpoints.torch, "save", failing_save)
     path = tmp_path / "run.pt"
     with pytest.raises(OSError, match="No space left"):
-        train._save_checkpoint(path, {"format": train.CHECKPOINT_FORMAT})
+        checkpoints.save_checkpoint(path, {"format": checkpoints.CHECKPOINT_FORMAT})
     assert list(tmp_path.iterdir()) == []
 
 
@@ -737,3 +737,13 @@ def test_predict_logits_refuses_channels_last_or_wrong_channel_images_as_fit_doe
     data.train.images = data.train.images.permute(0, 2, 3, 1).contiguous()
     with pytest.raises(ValueError, match=r"train images.*channels-last.*permute\(0, 3, 1, 2\)"):
         fit(tiny_model(in_channels=1), CE(), data, quick(epochs=1))
+
+
+def test_class_accuracy_from_model_uses_predict_logits(monkeypatch):
+    """The LS+ prior of a trained model: its logits (predict_logits) through class_accuracy_from_predictions."""
+    from helpers.training import class_accuracy_from_model, prediction
+
+    fixed = torch.tensor([[2.0, 0.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 1.0], [5.0, 0.0, 0.0]])
+    monkeypatch.setattr(prediction, "predict_logits", lambda model, images, device=None, batch_size=1024: fixed)
+    acc = class_accuracy_from_model(None, torch.zeros(4, 1, 2, 2, dtype=torch.uint8), torch.tensor([0, 1, 1, 2]))
+    torch.testing.assert_close(acc, torch.tensor([1.0, 0.5, 0.0]))  # preds 0,1,2,0

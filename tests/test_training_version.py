@@ -14,7 +14,7 @@ from helpers import metrics
 from helpers.losses import FocalLoss
 from helpers.training import run_store, version
 
-HELPERS = Path(version.__file__).resolve().parent
+HELPERS = Path(version.__file__).resolve().parents[1]  # helpers/ (version.py is helpers/training/version.py)
 FOCAL_LINE = "        return _focal_terms(log_pt, self.gamma).mean()\n"
 FOCAL_EDITED = "        return _focal_terms(log_pt, self.gamma + 0.5).mean()\n"
 
@@ -99,7 +99,7 @@ print(json.dumps({"version": ex.training_version()}))
 
 # imports the code, then the files change on disk (an edit in another window), then it trains, stores and caches
 OLD_PROCESS_SCRIPT = """
-import json, pathlib, sys, torch, helpers, helpers.training.run_store as ex
+import json, pathlib, sys, torch, helpers, helpers.training.run_store as ex, helpers.training.recipes as recipes
 from helpers.data import DatasetBundle, Split
 from helpers.losses import FocalLoss
 assert pathlib.Path(helpers.__file__).resolve().parent == pathlib.Path.cwd().resolve() / "helpers", helpers.__file__
@@ -110,7 +110,7 @@ labels = torch.randint(0, 3, (32,), generator=g)
 split = Split(torch.randint(0, 250, (32, 1, 8, 8), generator=g, dtype=torch.uint8), labels)
 bundle = DatasetBundle(name="tiny", task="multi-class", class_names=["a", "b", "c"], train=split, val=split,
                        test=split, source="test", licence="none", image_size=8)
-config = ex.recipe_config("over-fitting", epochs=1, lr=0.05, batch_size=16, device="cpu", progress=False)
+config = recipes.recipe_config("over-fitting", epochs=1, lr=0.05, batch_size=16, device="cpu", progress=False)
 ex.train_run("focal", FocalLoss(2.0), bundle, "small_cnn", config, stored=True, stored_dir="stored")
 ex.train_run("focal", FocalLoss(2.0), bundle, "small_cnn", config, cache_dir="cache")
 [stored] = pathlib.Path("stored/tiny").glob("*.npz")
@@ -144,8 +144,8 @@ def test_versions_of_edited_copies_and_a_process_that_imported_older_code(tmp_pa
         "Focal loss (Lin et al. 2017): the docstring was edited",
     )
     _edit(cosmetic, "losses/multiclass.py", FOCAL_LINE, FOCAL_LINE.rstrip("\n") + "  # a comment\n")
-    (cosmetic / "helpers" / "metrics.py").write_text(
-        (cosmetic / "helpers" / "metrics.py").read_text()
+    (cosmetic / "helpers" / "metrics" / "calibration.py").write_text(
+        (cosmetic / "helpers" / "metrics" / "calibration.py").read_text()
         + "\n\ndef true_rms(probs, true_posteriors):\n    return -1.0\n"
     )
     assert _run(cosmetic, VERSION_SCRIPT)["version"] == today

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from helpers.calibration import posthoc
-from helpers.course import suites
+from helpers.course import suites, suites_multiclass
 from helpers.lessons import multilabel_analysis, tuning
-from helpers.training import run_store
+from helpers.training import run_keys
 
 
 def test_a_grid_must_hold_its_default():
@@ -77,7 +77,7 @@ def test_the_grid_table_marks_the_default_and_the_choice():
 
 
 def _fingerprint(loss):
-    return run_store._loss_fingerprint(loss)
+    return run_keys._loss_fingerprint(loss)
 
 
 @pytest.mark.parametrize("name", list(tuning.MULTILABEL_GRIDS))
@@ -89,7 +89,7 @@ def test_the_multilabel_default_grid_point_is_the_paper_default_loss(name):
 
 
 def with_knob(cfg, knob, value):
-    """The configuration a grid point trains with (as helpers.course.suites._multiclass_points sets it)."""
+    """The configuration a grid point trains with (as helpers.course.suites_multiclass._multiclass_points sets it)."""
     return dataclasses.replace(cfg, extra={**cfg.extra, knob: value})
 
 
@@ -101,7 +101,7 @@ def test_the_multiclass_default_grid_point_is_the_paper_default_run(name):
     assert cfg.extra.get(grid.knob, grid.default) == grid.default  # the grid's default is the profile's value
     bundle = types.SimpleNamespace(n_channels=3, n_classes=7, image_size=28)
     accuracy = torch.linspace(0.2, 0.9, 7)
-    make = suites._make_multiclass_loss
+    make = suites_multiclass._make_multiclass_loss
     paper = make(name, cfg, bundle, "small_cnn", accuracy, 0)
     at_default = make(name, with_knob(cfg, grid.knob, grid.default), bundle, "small_cnn", accuracy, 0)
     assert _fingerprint(at_default) == _fingerprint(paper)

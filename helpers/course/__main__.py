@@ -1,6 +1,5 @@
-"""``python -m helpers.course``: the course runner's command line (:func:`helpers.course.runner.main`),
-with the Ray engine."""
+"""``python -m helpers.course``: the course runner's command line (:func:`helpers.course.cli.main`)."""
 
-from helpers.course import ray_engine, runner
+from helpers.course import cli
 
-runner.main(ray_engine=ray_engine)
+cli.main()

@@ -20,8 +20,7 @@ Rules (``check_notebook`` returns the problems per rule; ``tests/test_notebook_o
 ``takeaway_cell``             a markdown cell headed "Takeaway"
 ``results_json_written``      a cell calls ``course.save_results`` and printed "results written to"
 ``quiet_run_logs``            runs load quietly (``helpers.training.run_log``): no per-run listing, no "(*)" mark, at
-most
-                              ``MAX_RUN_SUMMARIES`` summary lines and one warning about older training code
+                              most ``MAX_RUN_SUMMARIES`` summary lines and one warning about older training code
 ``no_run_folder_injected``    papermill's injected cell names no folder of one run (``runs/…``), no
                               absolute or home path (``course publish`` names the committed results JSON instead)
 ``parameters_hidden``         the ``parameters`` and ``injected-parameters`` cells are tagged ``remove-cell``: the
@@ -48,29 +47,19 @@ A code cell whose output is expert material (a per-seed table, a robustness chec
 ``clean_notebook`` adds ``hide-cell`` (the website folds source and outputs under one toggle) and JupyterLab's
 ``source_hidden`` / ``outputs_hidden`` flags.
 
-``clean_notebook`` (command line: ``python -m helpers.course clean-outputs``) only removes or rewrites what carries
-no result: tqdm redraws (the last one is kept as the one-line summary a headless run now prints), whitespace-only
-stderr outputs, saved widget state, the executing checkout's absolute path prefix in text outputs, and what
-an execution writes into the metadata: papermill's ``input_path``, ``output_path``, start and end times and
-duration (notebook and cells) and Jupyter's per-cell ``execution`` timestamps. It also tags the parameter
-cells ``remove-cell`` (MyST-NB leaves them off the website) and the solution cells ``hide-input`` (folded there).
-``course publish`` cleans every notebook this way and points the injected ``results_path`` at the committed results
-JSON (``settle_injected_results_path``), so the committed notebooks stay free of machine paths, run folders and
-timestamps after each re-execution.
+
+The clean-up that makes a notebook keep these rules without changing a result (``clean_notebook``, command line:
+``python -m helpers.course clean-outputs``) is :mod:`helpers.course.output_cleanup`.
 """
 
 from __future__ import annotations
 
 import ast
-import copy
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-from helpers.utils import REPO_ROOT, final_line, format_duration, write_text_atomically
 
 MAX_LINE = 120
 MAX_OUTPUT_BYTES = 1_000_000
@@ -80,20 +69,12 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 # a tqdm text bar: "epochs:  43%|████▎     | 13/30 [07:22<06:37, 23.37s/it, ...]"
 TQDM_BAR = re.compile(r"\d+%\|[^|\n]*\|\s*\d+/\d+|\[\d+:\d+(?::\d+)?<|\d(?:it/s|s/it)[,\]]")
-TQDM_FINAL = re.compile(
-    r"(?P<desc>[^\r\n:]*): *\d+%\|[^|]*\| *(?P<n>\d+)/(?P<total>\d+) "
-    r"\[(?P<elapsed>[\d:]+)<[^,\]]*(?:, *[^,\]]*(?:it/s|s/it))?(?:, *(?P<postfix>[^\]]*))?\]"
-)
 # an absolute POSIX path with at least one folder ("/work/x/…"), not inside a URL or a relative path
 ABSOLUTE_PATH = re.compile(r"(?<![\w.~$/:-])/(?:[\w.+-]+/)+[\w.+-]*|\b[A-Za-z]:\\\\?[\w.-]+\\")
 LICENCE = re.compile(r"licen[cs]e|\bCC[- ]BY|\bCC0\b|\bMIT\b", re.IGNORECASE)
 RAW_WARNING = re.compile(r"\.py:\d+: \w*Warning")
 # a date and a time, as papermill and Jupyter write them ("2026-11-22T20:37:32.775667+00:00") or printed
 TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
-# what executing a notebook writes into its metadata: where the machine read and wrote it, and when (None: the
-# whole entry); removed by clean_notebook
-RUN_METADATA = {"papermill": ("input_path", "output_path", "start_time", "end_time", "duration")}
-CELL_RUN_METADATA = {"papermill": ("start_time", "end_time", "duration"), "execution": None}
 PRINTED_CONFIG = [
     re.compile(r"profile '(?P<profile>[\w-]+)', dataset '(?P<dataset>[\w-]+)'"),
     re.compile(r"profile='(?P<profile>[\w-]+)'.*?dataset='(?P<dataset>[\w-]+)'"),
@@ -137,7 +118,6 @@ MAX_MAIN_FLOW_WORDS = 2_500
 MAX_MAIN_FLOW_WORDS_00 = 1_800
 MAX_CELL_WORDS = 350
 EXPERT_TAG = "expert"
-EXPERT_SITE_TAG = "hide-cell"  # MyST-NB: source and outputs folded under one toggle
 EXPERT_BLOCK = re.compile(r"<details\b.*?</details>", re.DOTALL | re.IGNORECASE)
 WORD = re.compile(r"[^\W_](?:[\w'’-]*\w)?")
 # a Python list or dict of strings as repr() prints it: "['LS α=0.1 +4.4', …]", "{'ece': 0.1}"
@@ -151,8 +131,6 @@ HIDDEN_TAG = "remove-cell"  # MyST-NB: the website shows neither the cell nor it
 SOLUTION_TAG = "solution"
 COLLAPSED_TAG = "hide-input"  # MyST-NB: the code folded under a toggle, the outputs shown
 INJECTED_TAG = "injected-parameters"
-#: where a published notebook's results JSON lives, relative to notebooks/ (the folder a notebook executes in)
-PUBLISHED_RESULTS_PATH = "../results/reference/{stem}.json"
 # a value naming one run's folder, an absolute path or a home folder
 LOCAL_FOLDER = re.compile(r"(?:^|/)runs/|^/|^~")
 
@@ -161,7 +139,8 @@ LOCAL_FOLDER = re.compile(r"(?:^|/)runs/|^/|^~")
 # reading
 
 
-def _text(value: Any) -> str:
+def joined_text(value: Any) -> str:
+    """A stored text as one string: nbformat stores a source or an output as one string or as a list of lines."""
     return "".join(value) if isinstance(value, list) else str(value)
 
 
@@ -172,11 +151,11 @@ def text_outputs(nb: dict) -> Iterator[tuple[int, dict, str, str]]:
         for output in cell.get("outputs", []):
             kind = output.get("output_type")
             if kind == "stream":
-                yield index, output, output.get("name", "stdout"), _text(output.get("text", ""))
+                yield index, output, output.get("name", "stdout"), joined_text(output.get("text", ""))
             elif kind in ("execute_result", "display_data"):
                 for mime in TEXT_MIMES:
                     if mime in output.get("data", {}):
-                        yield index, output, mime, _text(output["data"][mime])
+                        yield index, output, mime, joined_text(output["data"][mime])
             elif kind == "error":
                 yield index, output, "error", "\n".join(output.get("traceback", []))
 
@@ -234,14 +213,15 @@ def output_bytes(nb: dict) -> int:
 
 
 def _markdown(cell: dict) -> str:
-    return _text(cell.get("source", "")) if cell.get("cell_type") == "markdown" else ""
+    return joined_text(cell.get("source", "")) if cell.get("cell_type") == "markdown" else ""
 
 
-def _is_progress_output(output: dict) -> bool:
+def is_progress_output(output: dict) -> bool:
+    """Whether an output is a progress bar: a tqdm redraw in a stream (or a carriage return), or a widget bar."""
     if output.get("output_type") == "stream":
-        text = _text(output.get("text", ""))
+        text = joined_text(output.get("text", ""))
         return bool(TQDM_BAR.search(text)) or "\r" in text
-    plain = _text(output.get("data", {}).get("text/plain", ""))
+    plain = joined_text(output.get("data", {}).get("text/plain", ""))
     return WIDGET_VIEW in output.get("data", {}) and ("Progress(" in plain or plain.startswith("HBox("))
 
 
@@ -255,10 +235,10 @@ def no_progress_bars(nb: dict) -> list[str]:
             index
             for index, cell in enumerate(nb["cells"])
             for output in cell.get("outputs", [])
-            if _is_progress_output(output)
+            if is_progress_output(output)
         }
     )
-    count = sum(_is_progress_output(o) for cell in nb["cells"] for o in cell.get("outputs", []))
+    count = sum(is_progress_output(o) for cell in nb["cells"] for o in cell.get("outputs", []))
     return [f"{count} progress-bar outputs in cells {cells}"] if count else []
 
 
@@ -368,9 +348,9 @@ def takeaway_cell(nb: dict) -> list[str]:
 
 def results_json_written(nb: dict) -> list[str]:
     for cell in nb["cells"]:
-        if cell.get("cell_type") == "code" and "save_results(" in _text(cell.get("source", "")):
+        if cell.get("cell_type") == "code" and "save_results(" in joined_text(cell.get("source", "")):
             printed = any(
-                o.get("output_type") == "stream" and "results written to" in _text(o.get("text", ""))
+                o.get("output_type") == "stream" and "results written to" in joined_text(o.get("text", ""))
                 for o in cell.get("outputs", [])
             )
             return [] if printed else ["the save_results cell did not print 'results written to'"]
@@ -400,19 +380,20 @@ def quiet_run_logs(nb: dict) -> list[str]:
     return [f"{counts[key]} {what[key]}, at most {limit}" for key, limit in limits.items() if counts[key] > limit]
 
 
-def _tags(cell: dict) -> list[str]:
+def cell_tags(cell: dict) -> list[str]:
+    """The tags of a cell (its ``metadata.tags``; none when absent)."""
     return cell.get("metadata", {}).get("tags", [])
 
 
 def _injected_cells(nb: dict) -> list[dict]:
-    return [cell for cell in nb["cells"] if INJECTED_TAG in _tags(cell)]
+    return [cell for cell in nb["cells"] if INJECTED_TAG in cell_tags(cell)]
 
 
 def no_run_folder_injected(nb: dict) -> list[str]:
     problems = []
     for cell in _injected_cells(nb):
         try:
-            tree = ast.parse(_text(cell.get("source", "")))
+            tree = ast.parse(joined_text(cell.get("source", "")))
         except SyntaxError as error:
             problems.append(f"the injected cell cannot be parsed ({error.msg}): re-execute the notebook")
             continue
@@ -432,34 +413,18 @@ def no_run_folder_injected(nb: dict) -> list[str]:
 
 
 def parameters_hidden(nb: dict) -> list[str]:
-    shown = [i for i, cell in enumerate(nb["cells"]) if set(PARAMETER_TAGS) & set(_tags(cell))]
-    shown = [i for i in shown if HIDDEN_TAG not in _tags(nb["cells"][i])]
+    shown = [i for i, cell in enumerate(nb["cells"]) if set(PARAMETER_TAGS) & set(cell_tags(cell))]
+    shown = [i for i in shown if HIDDEN_TAG not in cell_tags(nb["cells"][i])]
     return [f"parameter cells {shown} are not tagged {HIDDEN_TAG!r} (clean-outputs adds it)"] if shown else []
 
 
 def solutions_collapsed(nb: dict) -> list[str]:
     shown = [
-        i for i, cell in enumerate(nb["cells"]) if SOLUTION_TAG in _tags(cell) and COLLAPSED_TAG not in _tags(cell)
+        i
+        for i, cell in enumerate(nb["cells"])
+        if SOLUTION_TAG in cell_tags(cell) and COLLAPSED_TAG not in cell_tags(cell)
     ]
     return [f"solution cells {shown} are not tagged {COLLAPSED_TAG!r} (clean-outputs adds it)"] if shown else []
-
-
-def _tag_for_the_site(cell: dict) -> int:
-    """Add the tags that hide a parameter cell, fold a solution and fold an expert code cell on the website (and
-    the expert cell in JupyterLab); how many were added."""
-    wanted = [HIDDEN_TAG] if set(PARAMETER_TAGS) & set(_tags(cell)) else []
-    wanted += [COLLAPSED_TAG] if SOLUTION_TAG in _tags(cell) else []
-    expert = EXPERT_TAG in _tags(cell) and cell.get("cell_type") == "code"
-    wanted += [EXPERT_SITE_TAG] if expert else []
-    missing = [tag for tag in wanted if tag not in _tags(cell)]
-    if missing:
-        cell.setdefault("metadata", {})["tags"] = [*_tags(cell), *missing]
-    if expert:
-        folded = cell.setdefault("metadata", {}).setdefault("jupyter", {})
-        changed = not (folded.get("source_hidden") and folded.get("outputs_hidden"))
-        folded.update(source_hidden=True, outputs_hidden=True)
-        return len(missing) + changed
-    return len(missing)
 
 
 def _notebook_number(nb: dict) -> str | None:
@@ -470,7 +435,7 @@ def _notebook_number(nb: dict) -> str | None:
 
 def main_flow_text(cell: dict) -> str:
     """The markdown a student reads in the main flow: the cell's prose outside its expert blocks."""
-    if EXPERT_TAG in _tags(cell):
+    if EXPERT_TAG in cell_tags(cell):
         return ""
     return EXPERT_BLOCK.sub(" ", _markdown(cell))
 
@@ -532,175 +497,6 @@ def human_table_headers(nb: dict) -> list[str]:
 def check_notebook(nb: dict) -> dict[str, list[str]]:
     """Every rule's problems for one notebook (as loaded by ``json.load`` or ``nbformat.read``)."""
     return {rule: globals()[rule](nb) for rule in RULES}
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# the clean-up
-
-
-def _summary_of_bars(texts: list[str]) -> str | None:
-    """The one-line summary ``helpers.utils.progress`` prints, rebuilt from the last redraw of a stored tqdm bar."""
-    for text in reversed(texts):
-        matches = list(TQDM_FINAL.finditer(text))
-        if matches:
-            last = matches[-1]
-            seconds = 0
-            for part in last["elapsed"].split(":"):
-                seconds = seconds * 60 + int(part)
-            return final_line(
-                last["desc"].strip(),
-                int(last["n"]),
-                int(last["total"]),
-                format_duration(seconds),
-                (last["postfix"] or "").strip(),
-            )
-    return None
-
-
-def _clean_outputs(outputs: list[dict], prefixes: list[str]) -> tuple[list[dict], int]:
-    cleaned: list[dict] = []
-    bars: list[str] = []
-    removed = 0
-
-    def flush() -> None:
-        summary = _summary_of_bars(bars)
-        if summary is not None:
-            cleaned.append({"name": "stdout", "output_type": "stream", "text": [summary + "\n"]})
-        bars.clear()
-
-    for output in outputs:
-        if _is_progress_output(output):
-            bars.append(_text(output.get("text", output.get("data", {}).get("text/plain", ""))))
-            removed += 1
-            continue
-        if (
-            output.get("output_type") == "stream"
-            and output.get("name") == "stderr"
-            and not _text(output.get("text", "")).strip()
-        ):
-            removed += 1
-            continue
-        if bars:
-            flush()
-        cleaned.append(_relative_paths(output, prefixes))
-    if bars:
-        flush()
-    return cleaned, removed
-
-
-def _relative(text: str, prefixes: list[str]) -> str:
-    for prefix in prefixes:
-        prefix = prefix.rstrip("/")
-        text = text.replace(prefix + "/", "")
-        text = re.sub(re.escape(prefix) + r"(?![\w.-])", ".", text)
-    return text
-
-
-def _relative_paths(output: dict, prefixes: list[str]) -> dict:
-    output = copy.deepcopy(output)
-
-    def rewrite(value: str | list[str]) -> str | list[str]:  # keeps the stored layout: one string or a line list
-        return [_relative(line, prefixes) for line in value] if isinstance(value, list) else _relative(value, prefixes)
-
-    if output.get("output_type") == "stream":
-        output["text"] = rewrite(output["text"])
-    for mime in TEXT_MIMES:
-        if mime in output.get("data", {}):
-            output["data"][mime] = rewrite(output["data"][mime])
-    return output
-
-
-def _remove_run_metadata(metadata: dict, entries: dict[str, tuple[str, ...] | None]) -> int:
-    """Remove the listed keys of each entry (or the whole entry for None) from ``metadata``; how many were there."""
-    removed = 0
-    for entry, keys in entries.items():
-        if entry not in metadata:
-            continue
-        if keys is None:
-            del metadata[entry]
-            removed += 1
-        elif isinstance(metadata[entry], dict):
-            removed += sum(metadata[entry].pop(key, None) is not None for key in keys)
-    return removed
-
-
-def clean_notebook(nb: dict, repo_roots: list[str] | None = None) -> tuple[dict, dict[str, Any]]:
-    """A copy of ``nb`` without progress-bar redraws, blank stderr outputs, widget state and the execution's
-    paths and times in the metadata (``RUN_METADATA``, ``CELL_RUN_METADATA``), with every ``repo_roots`` prefix
-    (default: this checkout) made relative in text outputs; and what was changed."""
-    prefixes = sorted({os.path.abspath(p) for p in (repo_roots or [str(REPO_ROOT)])}, key=len, reverse=True)
-    nb = copy.deepcopy(nb)
-    metadata = nb.setdefault("metadata", {})
-    report: dict[str, Any] = {
-        "bytes_before": output_bytes(nb),
-        "outputs_removed": 0,
-        "widget_state_removed": bool(metadata.pop("widgets", None)),
-        "run_metadata_removed": _remove_run_metadata(metadata, RUN_METADATA),
-    }
-    report["site_tags_added"] = 0
-    for cell in nb["cells"]:
-        report["run_metadata_removed"] += _remove_run_metadata(cell.get("metadata", {}), CELL_RUN_METADATA)
-        report["site_tags_added"] += _tag_for_the_site(cell)
-        if cell.get("cell_type") == "code":
-            cell["outputs"], removed = _clean_outputs(cell.get("outputs", []), prefixes)
-            report["outputs_removed"] += removed
-    report["bytes_after"] = output_bytes(nb)
-    return nb, report
-
-
-def settle_injected_results_path(nb: dict, stem: str) -> dict:
-    """A copy of ``nb`` whose injected ``results_path`` names the committed results JSON of notebook ``stem``
-    (:data:`PUBLISHED_RESULTS_PATH`) instead of the folder of the run that executed it: the same value for every
-    run, and where ``course publish`` puts the JSON. The printed outputs that name the run's copy
-    (``runs/<run>/results/<stem>.json``: the resolved configuration, "results written to …") name the committed one
-    too (``results/reference/<stem>.json``, relative to the repository root as they were printed), and so does
-    papermill's record of the injected values (``metadata.papermill.parameters``)."""
-    nb = copy.deepcopy(nb)
-    published = json.dumps(PUBLISHED_RESULTS_PATH.format(stem=stem))
-    run_copy = re.compile(r"\bruns/[\w.+-]+/results/" + re.escape(stem) + r"\.json")
-    committed = PUBLISHED_RESULTS_PATH.format(stem=stem).removeprefix("../")
-    for cell in nb["cells"]:
-        if INJECTED_TAG in _tags(cell):
-            source = re.sub(
-                r"^results_path = .*$",
-                lambda _: f"results_path = {published}",
-                _text(cell.get("source", "")),
-                flags=re.M,
-            )
-            cell["source"] = _stored_like(source, cell.get("source"))
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "stream":
-                output["text"] = _stored_like(run_copy.sub(committed, _text(output.get("text", ""))), output["text"])
-    recorded = nb.get("metadata", {}).get("papermill", {}).get("parameters", {})
-    if "results_path" in recorded:  # papermill's record of the injected values
-        recorded["results_path"] = PUBLISHED_RESULTS_PATH.format(stem=stem)
-    return nb
-
-
-def _stored_like(text: str, stored: Any) -> Any:
-    """``text`` in the form ``stored`` had: papermill and nbformat write a list of lines, a hand-made cell a string."""
-    return text.splitlines(keepends=True) if isinstance(stored, list) else text
-
-
-def write_notebook_atomically(nb: dict, path: Path, trailing_newline: bool = True) -> None:
-    """The layout nbformat and papermill write (indent 1, sorted keys, UTF-8; sources and texts kept as they are,
-    so a clean-up diff shows only what changed), through a temporary file in the same folder."""
-    text = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + ("\n" if trailing_newline else "")
-    write_text_atomically(path, text)
-
-
-def clean_files(paths: list[Path], repo_roots: list[str] | None = None) -> list[dict[str, Any]]:
-    """Clean every notebook in place; return one report row per notebook (with the rules still failing)."""
-    rows = []
-    for path in paths:
-        text = Path(path).read_text(encoding="utf-8")
-        nb = json.loads(text)
-        cleaned, report = clean_notebook(nb, repo_roots)
-        if cleaned != nb:
-            write_notebook_atomically(cleaned, Path(path), trailing_newline=text.endswith("\n"))
-        failing = [rule for rule, problems in check_notebook(cleaned).items() if problems]
-        rows.append({"notebook": Path(path).stem, **report, "rules_failing": failing})
-    return rows
 
 
 def report_table(paths: list[Path]) -> str:

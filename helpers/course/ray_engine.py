@@ -3,11 +3,10 @@
 Ray (https://docs.ray.io) is an optional extra: ``pip install -e '.[scale]'``. Without ``--engine ray`` nothing
 here is imported and the course works as before.
 
-* **Declared runs** (``python -m helpers.course.suites train --engine ray``): every run the notebooks declare that is
-not
-  stored yet becomes one Ray task, with ``--gpus-per-run`` of a GPU (fractional: 0.0625 packs sixteen runs onto one
-  GPU) and ``--cpus-per-run`` CPUs. A task receives only what *names* the run — notebook, profile, knobs and the
-  run's content key (:class:`RunName`) — and rebuilds it on its node from that node's data
+* **Declared runs** (``python -m helpers.course.train_runs train --engine ray``): every run the notebooks declare
+  that is not stored yet becomes one Ray task, with ``--gpus-per-run`` of a GPU (fractional: 0.0625 packs sixteen
+  runs onto one GPU) and ``--cpus-per-run`` CPUs. A task receives only what *names* the run — notebook, profile,
+  knobs and the run's content key (:class:`RunName`) — and rebuilds it on its node from that node's data
   (``CALIBMED_DATA_DIR``), so no data crosses the network. A key the node does not declare (its data or code
   differ) is refused with the reason. Rounds are kept: LS+ is declared only once its cross-entropy run exists.
 * **The store stays correct.** A task first plans again on its node: a run already stored (or cached) there is
@@ -26,6 +25,7 @@ stops the command with the task's traceback.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import itertools
@@ -53,6 +53,40 @@ def require_ray() -> Any:
     except ImportError as error:
         raise SystemExit(f"--engine ray needs Ray, which is not installed here: {INSTALL_HINT}") from error
     return ray
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--engine ray`` and its options for ``python -m helpers.course.train_runs train`` (Ray is the optional extra
+    ``scale``)."""
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="local",
+        help="local: this process (or --workers forked processes); ray: every run a Ray task",
+    )
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="Ray cluster to join: auto (the one `ray start` runs here) or HOST:PORT; default: a "
+        "local Ray on this machine",
+    )
+    parser.add_argument("--gpus-per-run", type=float, default=0.0, help="GPU share of each Ray task (0.0625: 16 a GPU)")
+    parser.add_argument("--cpus-per-run", type=int, default=1, help="CPUs (and torch threads) of each Ray task")
+
+
+def check_engine_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse Ray options without ``--engine ray`` (they would be ignored without a word)."""
+    given = [
+        flag
+        for flag, value in (
+            ("--address", args.address),
+            ("--gpus-per-run", args.gpus_per_run),
+            ("--cpus-per-run", args.cpus_per_run != 1),
+        )
+        if value
+    ]
+    if args.engine != "ray" and given:
+        parser.error(f"{', '.join(given)} only apply with --engine ray")
 
 
 def connect(address: str | None = None, num_cpus: int | None = None) -> Any:
@@ -313,7 +347,7 @@ def _resources(ray: Any) -> str:
 def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
     """``["seed=0,1,2", "dataset=dermamnist"]`` → ``{"seed": [0, 1, 2], "dataset": ["dermamnist"]}`` (each value
     parsed as JSON when it is JSON, else kept as text)."""
-    from helpers.course.runner import _parse_value
+    from helpers.course.runner import parse_value
 
     grid: dict[str, list[Any]] = {}
     for item in items:
@@ -323,7 +357,7 @@ def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
             raise ValueError(f"--grid {item!r}: write NAME=VALUE[,VALUE...], e.g. --grid seed=0,1,2")
         if name in grid:
             raise ValueError(f"--grid names {name!r} twice; give all its values in one --grid {name}=A,B")
-        grid[name] = [_parse_value(value.strip()) for value in values.split(",")]
+        grid[name] = [parse_value(value.strip()) for value in values.split(",")]
         if any(value == "" for value in grid[name]):
             raise ValueError(f"--grid {item!r} has an empty value")
     return grid
@@ -354,7 +388,7 @@ def execute_notebook_task(notebook: str, profile: str | None, parameters: Mappin
         (work / "notebooks").mkdir()
         (work / "results").mkdir()
         with course.kernel_environment(), contextlib.redirect_stdout(io.StringIO()):
-            row = course._execute_one(path, work, profile, parameters, prepare_only=False)
+            row = course.execute_notebook(path, work, profile, parameters, prepare_only=False)
         files = {}
         for relative in (f"notebooks/{path.name}", f"results/{path.stem}.json"):
             if (work / relative).is_file():
@@ -383,11 +417,11 @@ def run_grid(
 
     notebooks = course.list_notebooks(list(selection) if selection else None)
     points = grid_points(grid)
-    course._check_parameter_names(notebooks, list({**(extra or {}), **grid}))
+    course.check_parameter_names(notebooks, list({**(extra or {}), **grid}))
     out = Path(out)
     folders = [out / point_folder(point) for point in points]
     for folder in folders:
-        course._clear_previous_outputs(folder)
+        course.clear_previous_outputs(folder)
         (folder / "notebooks").mkdir(parents=True, exist_ok=True)
         (folder / "results").mkdir(parents=True, exist_ok=True)
     ray = connect(address, num_cpus)
@@ -421,7 +455,7 @@ def run_grid(
     for index, point in enumerate(points):
         ordered = [rows[index][notebook.stem] for notebook in notebooks]
         with contextlib.redirect_stdout(io.StringIO()):
-            course._write_summary(folders[index], ordered, profile, started_at)
+            course.write_summary(folders[index], ordered, profile, started_at)
         summary.append({"point": point, "folder": folders[index].name, "notebooks": ordered})
     _write_sweep_summary(out, summary, profile, started_at)
     problems = []

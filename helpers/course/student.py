@@ -26,7 +26,7 @@ import copy
 import json
 from pathlib import Path
 
-from helpers.course.output_rules import write_notebook_atomically
+from helpers.course.output_cleanup import write_notebook_atomically
 from helpers.utils import REPO_ROOT, display_path
 
 SOLUTION_TAG = "solution"

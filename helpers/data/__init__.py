@@ -1,8 +1,35 @@
 """Data sets as uint8 tensors: MedMNIST 2D, ISIC 2018 Task 3, NIH ChestX-ray14, and synthetic sets whose posteriors are
 known exactly; image files on disk and the real multi-label statistics the synthetic chest set is fitted to.
 
+Modules: ``bundle`` (DatasetBundle, Split, their checks), ``locations`` (the data directory), ``npz_files``,
+``medmnist_files``, ``image_files`` and ``image_cache`` (decoded real images), ``isic2018`` / ``chestxray14`` (parsing
+the official layouts) and ``isic2018_bundle`` / ``chestxray14_bundle`` (their bundles), ``label_stats``,
+``synthetic_common``, ``synthetic_multiclass``, ``synthetic_multilabel``, ``pairwise_label_model`` (exact inference
+for the coupled chest set), ``synthetic_sets`` (the synthetic sets as files) and ``catalogue`` (every set by name,
+``load_dataset``).
+
 Imports only :mod:`helpers.utils`."""
 
+from helpers.data.bundle import (  # noqa: F401
+    DESCRIBE_WIDTH,
+    MULTI_CLASS,
+    MULTI_LABEL,
+    DatasetBundle,
+    Split,
+    images_to_tensor,
+    labels_to_tensor,
+    split_from_arrays,
+    subsample_train,
+    test_sets,
+)
+from helpers.data.catalogue import (  # noqa: F401
+    DATASET_NAMES,
+    SYNTHETIC_NAMES,
+    dataset_task,
+    inventory,
+    inventory_report,
+    load_dataset,
+)
 from helpers.data.chestxray14 import (  # noqa: F401
     LABEL_FILE,
     LABEL_SOURCES,
@@ -14,41 +41,13 @@ from helpers.data.chestxray14 import (  # noqa: F401
     read_data_entry,
     read_split_list,
 )
-from helpers.data.datasets import (  # noqa: F401
+from helpers.data.chestxray14_bundle import (  # noqa: F401
     CHEST_LABELS,
-    DATA_DIR_ENV,
-    DATASET_NAMES,
-    DESCRIBE_WIDTH,
-    IN_DISTRIBUTION,
-    ISIC_CLASS_NAMES,
-    ISIC_CLASSES,
-    ISIC_LICENCE,
-    ISIC_TEST,
-    ISIC_URL,
-    MEDMNIST_2D,
-    MEDMNIST_SIZES,
-    SYNTHETIC_NAMES,
-    DatasetBundle,
-    Split,
-    cache_dir_default,
-    data_dir,
-    dataset_task,
-    inventory,
-    inventory_report,
-    isic_heldout_split,
-    isic_paths,
-    isic_site_split,
     load_chestxray14,
-    load_dataset,
-    load_isic2018,
-    load_medmnist,
-    load_synthetic,
-    medmnist_filename,
-    repo_root,
-    resolve_data_dir,
-    subsample_train,
-    synthetic_dir,
-    test_sets,
+)
+from helpers.data.image_cache import (  # noqa: F401
+    check_image_size,
+    decode_cached,
 )
 from helpers.data.image_files import (  # noqa: F401
     IMAGE_SUFFIXES,
@@ -73,6 +72,18 @@ from helpers.data.isic2018 import (  # noqa: F401
     site_indices,
     split_paths,
 )
+from helpers.data.isic2018_bundle import (  # noqa: F401
+    IN_DISTRIBUTION,
+    ISIC_CLASS_NAMES,
+    ISIC_CLASSES,
+    ISIC_LICENCE,
+    ISIC_TEST,
+    ISIC_URL,
+    isic_heldout_split,
+    isic_paths,
+    isic_site_split,
+    load_isic2018,
+)
 from helpers.data.label_stats import (  # noqa: F401
     CHESTXRAY14_NAMES,
     CITATION,
@@ -86,11 +97,56 @@ from helpers.data.label_stats import (  # noqa: F401
     read_labels,
     write_label_stats,
 )
-from helpers.data.synthetic import (  # noqa: F401
-    CHEST_AMPLITUDE_RANGE,
-    CHEST_FINDINGS,
-    CHEST_NOISE,
-    CHEST_VARIANTS,
+from helpers.data.locations import (  # noqa: F401
+    DATA_DIR_ENV,
+    cache_dir_default,
+    data_dir,
+    repo_root,
+    resolve_data_dir,
+)
+from helpers.data.medmnist_files import (  # noqa: F401
+    MEDMNIST_2D,
+    MEDMNIST_SIZES,
+    load_medmnist,
+    medmnist_filename,
+    medmnist_task,
+    read_medmnist_file,
+)
+from helpers.data.npz_files import (  # noqa: F401
+    check_regular_file,
+    read_npz,
+    write_npz,
+)
+from helpers.data.pairwise_label_model import (  # noqa: F401
+    PairwiseEnumerator,
+    fit_pairwise_moments,
+    label_configurations,
+    multilabel_expected_cooccurrence,
+    multilabel_log_partition,
+    multilabel_marginals,
+    multilabel_pair_marginals,
+    multilabel_pair_posteriors,
+    multilabel_subset_moments,
+)
+from helpers.data.synthetic_common import (  # noqa: F401
+    CHUNK_ROWS,
+    GENERATOR_VERSION,
+    IMAGE_SIZE,
+    REFERENCE_SEED,
+    REFERENCE_SIZE,
+    PlacedTemplates,
+    SyntheticDataset,
+    SyntheticSplit,
+    build_template_bank,
+    check_split_sizes,
+    inverse_cdf,
+    newton_minimise,
+    one_blas_thread,
+    pixel_grid,
+    quantise,
+    split_rngs,
+)
+from helpers.data.synthetic_multiclass import (  # noqa: F401
     DERMA_AMPLITUDE,
     DERMA_BETA,
     DERMA_CLASS_NAMES,
@@ -101,32 +157,30 @@ from helpers.data.synthetic import (  # noqa: F401
     DERMA_SIMILAR_PAIRS,
     DERMA_SKIN,
     DERMA_TRAIN_COUNTS,
-    GENERATOR_VERSION,
-    GENERATORS,
-    IMAGE_SIZE,
-    MEDMNIST_FLAGS,
-    PlacedTemplates,
-    SyntheticChestModel,
-    SyntheticDataset,
     SyntheticDermaModel,
-    SyntheticSplit,
+    derma_model,
+    make_synthetic_dermamnist,
+    true_class_similarity,
+)
+from helpers.data.synthetic_multilabel import (  # noqa: F401
+    CHEST_AMPLITUDE_RANGE,
+    CHEST_FINDINGS,
+    CHEST_NOISE,
+    CHEST_VARIANTS,
+    SyntheticChestModel,
     chest_fields,
     chest_label_statistics,
     chest_model,
     chest_real_statistics,
-    derma_model,
     fit_independent_posterior,
-    fit_pairwise_moments,
     make_synthetic_chestmnist,
-    make_synthetic_dermamnist,
-    multilabel_expected_cooccurrence,
-    multilabel_log_partition,
-    multilabel_marginals,
-    multilabel_pair_marginals,
-    multilabel_pair_posteriors,
-    multilabel_subset_moments,
+)
+from helpers.data.synthetic_sets import (  # noqa: F401
+    GENERATORS,
+    MEDMNIST_FLAGS,
+    load_synthetic,
     posteriors_path,
-    true_class_similarity,
+    synthetic_dir,
     write_medmnist_npz,
 )
 
@@ -245,4 +299,29 @@ __all__ = [
     "GENERATORS",
     "MEDMNIST_FLAGS",
     "multilabel_pair_posteriors",
+    "MULTI_CLASS",
+    "MULTI_LABEL",
+    "images_to_tensor",
+    "labels_to_tensor",
+    "split_from_arrays",
+    "check_regular_file",
+    "read_npz",
+    "write_npz",
+    "medmnist_task",
+    "read_medmnist_file",
+    "check_image_size",
+    "decode_cached",
+    "REFERENCE_SIZE",
+    "REFERENCE_SEED",
+    "CHUNK_ROWS",
+    "one_blas_thread",
+    "build_template_bank",
+    "quantise",
+    "pixel_grid",
+    "split_rngs",
+    "check_split_sizes",
+    "inverse_cdf",
+    "newton_minimise",
+    "label_configurations",
+    "PairwiseEnumerator",
 ]

@@ -12,7 +12,7 @@ Center, https://nihcc.app.box.com/v/ChestXray-NIHCC)::
 The lists give ChestMNIST's patient-wise split (from the CheXNet reimplementation arnoweng/CheXNet); their labels
 are checked against ``Data_Entry_2017.csv`` wherever both name an image. Listed images that are absent from
 ``images/`` are skipped and counted (a sample or a partial download); images present but in no list are named.
-This module parses and checks; ``helpers.data.datasets`` decodes the images and builds the bundle.
+This module parses and checks; ``helpers.data.chestxray14_bundle`` decodes the images and builds the bundle.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ HAM10000 (Tschandl et al., Scientific Data 5, 180161, 2018) gives, per training 
 diagnosis method (``dx_type``: histo, follow_up, consensus, confocal), age, sex, body site (``localization``) and
 the acquisition site (``dataset``): vidir_molemax, vidir_modern and vienna_dias (Medical University of Vienna),
 rosendahl (a skin-cancer practice in Queensland, Australia). :func:`site_indices` picks images by site for
-dataset-shift splits. This module parses; ``helpers.data.datasets`` builds the tensors and the bundle.
+dataset-shift splits. This module parses; ``helpers.data.isic2018_bundle`` builds the tensors and the bundle.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Benchmarks on Weakly-Supervised Classification and Localization of Common Thorax
 file (``Data_Entry_2017.csv``) lists, per image, its findings separated by ``|`` (or ``No Finding``) and the
 patient ID. ChestMNIST's 14 labels are these findings.
 
-Only a small derived file is committed: ``helpers/data_files/chestxray14_label_stats.json`` (per-finding counts,
+Only a small derived file is committed: ``helpers/data/data_files/chestxray14_label_stats.json`` (per-finding counts,
 the 14 x 14 co-occurrence counts in ChestMNIST's label order, the numbers of images and patients, the md5 of the
 source CSV, citation and licence note). Regenerate it from the CSV with
 

@@ -20,7 +20,7 @@ from torch import nn
 from helpers import metrics
 from helpers.losses import ASL, BCE, LDACE, LPR, SPA, AsymmetricFocal, Composite, LDACEWithCCL, properness
 from helpers.metrics import stats
-from helpers.training import run_store
+from helpers.training import recipes
 
 __all__ = [
     "LOSS_NAMES",
@@ -65,13 +65,13 @@ def course_losses(names: tuple[str, ...] | list[str] = LOSS_NAMES, lpr_weight: f
 
 
 def multilabel_train_config(epochs: int, lr: float, batch_size: int, seed: int = 0, device: str = "auto"):
-    """The ``well-regularised`` recipe of :mod:`helpers.training.run_store` WITHOUT augmentation.
+    """The ``well-regularised`` recipe of :mod:`helpers.training.recipes` WITHOUT augmentation.
 
     The synthetic ChestMNIST-like posterior is a function of the stored pixels at fixed anatomical positions
     (the heart is off-centre, hernia and edema have one position each): a flipped, shifted or rotated image has a
     different exact posterior than the label it carries, so augmenting would corrupt the known ground truth.
     """
-    return run_store.recipe_config(
+    return recipes.recipe_config(
         "well-regularised", epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, device=device, augment=False
     )
 
@@ -202,7 +202,7 @@ def binned_calibration_with_counts(
     probs: torch.Tensor, labels: torch.Tensor, n_bins: int = metrics.DEFAULT_N_BINS
 ) -> dict[str, float]:
     """The SPA / LDACE papers' binned calibration errors of one model, with the bin counts that say how noisy
-    they are (equal-width bins, :mod:`helpers.metrics.functional`).
+    they are (equal-width bins, :mod:`helpers.metrics.multilabel`).
 
     ``ace`` / ``mce``: pooled over every (image, label) forecast (the ACE weighs every non-empty bin equally, so a
     bin holding a handful of forecasts counts as much as one holding thousands); ``ace_per_label``: the ACE of each

@@ -20,7 +20,7 @@ multi-class contest runs in the well-regularised recipe only: one over-fitting r
 about 15 minutes on a 2-core CPU.
 
 The runs are declared for notebooks 06 and 11 (:data:`helpers.course.DECLARED_RUNS`), so
-``python -m helpers.course.suites train [--engine ray]`` trains them like every other run, in two rounds: the grids,
+``python -m helpers.course.train_runs train [--engine ray]`` trains them like every other run, in two rounds: the grids,
 then the chosen values once every grid point of a loss exists (as LS+ waits for its cross-entropy run).
 """
 

@@ -1,9 +1,10 @@
 """Every loss of the course, importable as ``helpers.losses.NAME``.
 
 Multi-class (``multiclass.py``): cross-entropy, label smoothing, focal / FLSD-53, MbLS, LS+, DCA / MDCA.
-Multi-label (``multilabel.py``): BCE, asymmetric focal, ASL, phi recovery, SPA, LPR, LDACE, canonical calibration
-loss. CCL-Net (``cclnet.py``) and the properness tools (``properness.py``: numerical minimisers of the conditional
-risk, links, the recovery map φ).
+Multi-label (``multilabel.py``): BCE, asymmetric focal, ASL, phi recovery, SPA, LPR; (``multilabel_ldace.py``):
+LDACE, canonical calibration loss. CCL-Net (``cclnet.py``) and the properness tools (``properness.py``: numerical
+minimisers of the conditional risk, links, the recovery map φ). The per-class accuracy of a trained model (LS+'s
+input) is :func:`helpers.training.class_accuracy_from_model`: running a model is training's business.
 
 Imports only :mod:`helpers.utils` (and torch): the losses are the floor the training engine stands on.
 """
@@ -30,7 +31,6 @@ from helpers.losses.multiclass import (
     LSPlus,
     MbLS,
     MDCARegulariser,
-    class_accuracy_from_model,
     class_accuracy_from_predictions,
     class_frequencies,
     lsplus_soft_targets,
@@ -38,15 +38,13 @@ from helpers.losses.multiclass import (
 from helpers.losses.multilabel import (
     ASL,
     BCE,
-    LDACE,
     LPR,
     SPA,
     AsymmetricFocal,
-    CanonicalCalibrationLoss,
-    LDACEWithCCL,
     phi_recovery,
     spa_link_as_printed,
 )
+from helpers.losses.multilabel_ldace import LDACE, CanonicalCalibrationLoss, LDACEWithCCL
 from helpers.losses.properness import (  # noqa: F401
     BrierScore,
     JointRiskMinimum,
@@ -82,7 +80,6 @@ __all__ = [
     "MDCA",
     "DCARegulariser",
     "MDCARegulariser",
-    "class_accuracy_from_model",
     "class_accuracy_from_predictions",
     "class_frequencies",
     "lsplus_soft_targets",

@@ -38,7 +38,6 @@ __all__ = [
     "LSPlus",
     "lsplus_soft_targets",
     "class_accuracy_from_predictions",
-    "class_accuracy_from_model",
     "class_frequencies",
     "DCARegulariser",
     "MDCARegulariser",
@@ -272,8 +271,9 @@ class LSPlus(_SoftmaxLoss):
         L = (1 − α)·CE(y, p̂) + α·KL(v^k ‖ p̂),   k = the sample's true class,
 
     with v^k from :func:`lsplus_soft_targets` (c_k = validation accuracy of class k of a plain cross-entropy
-    model, Algorithm 1 line 2 — see :func:`class_accuracy_from_model`). The KL uses 0·log 0 = 0, so a class with
-    c_k = 1 contributes KL(onehot ‖ p̂) = CE and an all-ones accuracy vector gives exactly cross-entropy.
+    model, Algorithm 1 line 2 — see :func:`helpers.training.class_accuracy_from_model`). The KL uses
+    0·log 0 = 0, so a class with c_k = 1 contributes KL(onehot ‖ p̂) = CE and an all-ones accuracy vector gives
+    exactly cross-entropy.
     Classes below ``min_accuracy`` (default 1/K) are floored, with a warning (see :func:`lsplus_soft_targets`).
     The paper uses α = 0.5. Mean over the batch.
     """
@@ -344,26 +344,6 @@ def class_accuracy_from_predictions(
         fill = check_number("fill_missing", fill_missing, 0.0, 1.0)
         return torch.where(missing, torch.full_like(counts, fill), hits / counts.clamp_min(1.0))
     return hits / counts
-
-
-def class_accuracy_from_model(
-    model: nn.Module,
-    images_uint8: torch.Tensor,
-    labels: torch.Tensor,
-    num_classes: int | None = None,
-    device=None,
-    batch_size: int = 1024,
-    fill_missing: float | None = None,
-) -> torch.Tensor:
-    """Per-class validation accuracy of a trained (plain cross-entropy) model — the LS+ priors' input.
-
-    Thin wrapper: ``helpers.training.predict_logits`` then :func:`class_accuracy_from_predictions`.
-    """
-    from helpers.training import predict_logits  # lazy: train.py imports the losses
-
-    logits = predict_logits(model, images_uint8, device=device, batch_size=batch_size)
-    k = logits.shape[1] if num_classes is None else num_classes
-    return class_accuracy_from_predictions(logits, torch.as_tensor(labels).to(logits.device), k, fill_missing)
 
 
 def class_frequencies(labels: torch.Tensor, num_classes: int) -> torch.Tensor:

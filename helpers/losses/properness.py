@@ -370,7 +370,7 @@ def pairwise_risk_minimiser(
             f"pairwise_risk_minimiser: no convergence in {max_iter} Newton steps for "
             f"{active.numel()} image(s) (largest gradient {float(grad.abs().max()):.2e})"
         )
-    from helpers.losses import LDACE
+    from helpers.losses.multilabel_ldace import LDACE
 
     with torch.no_grad():
         proba = LDACE(diagonal=diagonal).predict_proba(v).double()

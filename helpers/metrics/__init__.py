@@ -2,14 +2,55 @@
 paired bootstrap, statistics across seeds and the tables the notebooks show, calibration-refinement
 decompositions, threshold decisions, selective prediction, estimator bias and multi-label retrieval.
 
+Modules: ``calibration``, ``classification``, ``multilabel`` (the metrics), ``bootstrapping`` (bootstrap intervals and
+the weighted forms' table), ``weighted``, ``selective``, ``core``, ``stats``, ``class_focus``, ``decisions``,
+``decomposition``, ``estimator_bias``, ``retrieval``.
+
 Compute only (figures are in :mod:`helpers.plots`). Imports only :mod:`helpers.utils`."""
 
+from helpers.metrics.bootstrapping import (  # noqa: F401
+    WEIGHTED_METRICS,
+    BootstrapResult,
+    PairedBootstrapResult,
+    bootstrap,
+    paired_bootstrap,
+    weighted_evaluator,
+)
+from helpers.metrics.calibration import (  # noqa: F401
+    POOLED,
+    ReliabilityBins,
+    SmoothReliability,
+    TrueCalibrationError,
+    adaptive_ece,
+    average_calibration_error,
+    classwise_ece,
+    debiased_ece,
+    ece,
+    mce,
+    reliability_bins,
+    smooth_ece,
+    smooth_reliability,
+    true_calibration_error,
+    true_rms,
+)
 from helpers.metrics.class_focus import (  # noqa: F401
     CLASS_RECALLS,
     Names,
     available,
     class_recall_metrics,
     has_metric,
+)
+from helpers.metrics.classification import (  # noqa: F401
+    accuracy,
+    auroc_ovr,
+    brier,
+    class_recall,
+    cohen_kappa,
+    confidence_minus_accuracy,
+    jaccard,
+    macro_f1,
+    multiclass_report,
+    nll,
 )
 from helpers.metrics.core import (  # noqa: F401
     DEFAULT_N_BINS,
@@ -60,34 +101,11 @@ from helpers.metrics.estimator_bias import (  # noqa: F401
     sharpened,
     study_table,
 )
-from helpers.metrics.functional import (  # noqa: F401
-    POOLED,
-    WEIGHTED_METRICS,
-    BootstrapResult,
-    PairedBootstrapResult,
-    ReliabilityBins,
-    SmoothReliability,
-    TrueCalibrationError,
-    accuracy,
-    adaptive_ece,
-    auroc_ovr,
-    average_calibration_error,
-    bootstrap,
-    brier,
-    class_recall,
-    classwise_ece,
-    cohen_kappa,
-    confidence_minus_accuracy,
-    debiased_ece,
-    ece,
+from helpers.metrics.multilabel import (  # noqa: F401
     hamming_loss,
-    jaccard,
     macro_auroc,
-    macro_f1,
     map_per_class,
     map_per_example,
-    mce,
-    multiclass_report,
     multilabel_average_calibration_error,
     multilabel_brier,
     multilabel_ece,
@@ -95,14 +113,6 @@ from helpers.metrics.functional import (  # noqa: F401
     multilabel_nll,
     multilabel_report,
     multilabel_smooth_ece,
-    nll,
-    paired_bootstrap,
-    reliability_bins,
-    smooth_ece,
-    smooth_reliability,
-    true_calibration_error,
-    true_rms,
-    weighted_evaluator,
 )
 from helpers.metrics.retrieval import (  # noqa: F401
     RetrievalResult,

@@ -17,7 +17,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from helpers.metrics import functional as metrics
+from helpers.metrics import classification
 
 #: metric name -> the class (as named in a data set's ``class_names``) whose recall it is
 CLASS_RECALLS: dict[str, str] = {"melanoma_recall": "melanoma"}
@@ -45,7 +45,7 @@ def class_recall_metrics(class_names: Sequence[str]) -> dict[str, Callable[[Any,
     :data:`CLASS_RECALLS` the data set has: ``{"melanoma_recall": ...}`` on DermaMNIST, ``{}`` on PneumoniaMNIST."""
     found = {metric: class_index(class_names, name) for metric, name in CLASS_RECALLS.items()}
     return {
-        metric: functools.partial(metrics.class_recall, class_index=index)
+        metric: functools.partial(classification.class_recall, class_index=index)
         for metric, index in found.items()
         if index is not None
     }

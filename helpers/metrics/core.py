@@ -1,15 +1,18 @@
-"""Input checks, the one binning routine and rank helpers shared by the metric modules (the floor below them).
+"""Input checks, the one binning routine, rank helpers and the reductions shared by the metric modules (the floor
+below them).
 
-:mod:`helpers.metrics.functional` (the metrics), :mod:`helpers.metrics.weighted` (their forms on many bootstrap
-resamples at once) and :mod:`helpers.metrics.selective` (retention curves) all validate their inputs and bin confidences
-with the functions here, so the three agree by construction. This module imports none of them: imports flow one way,
-``metrics`` -> ``weighted_metrics`` -> ``selective`` -> ``metrics_core``. Binning conventions: see
-:mod:`helpers.metrics.functional`.
+The metrics (:mod:`helpers.metrics.calibration`, :mod:`helpers.metrics.classification`,
+:mod:`helpers.metrics.multilabel`), their forms on many bootstrap resamples at once (:mod:`helpers.metrics.weighted`)
+and the retention curves (:mod:`helpers.metrics.selective`) all validate their inputs and bin confidences with the
+functions here, so they agree by construction. This module imports none of them: imports flow one way, from
+``bootstrapping`` (the intervals) through ``classification`` and ``multilabel`` to ``calibration``, and through
+``weighted`` to ``selective``, each down to ``core``. Binning conventions: see :mod:`helpers.metrics.calibration`.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -35,6 +38,10 @@ def _to_tensor(values: Any, name: str) -> torch.Tensor:
             raise TypeError(f"{name} must be numeric, got a numpy array of dtype object")
         return torch.from_numpy(array if array.flags.writeable else array.copy())
     raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {type(values).__name__}")
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().numpy()
 
 
 def _check_n_bins(n_bins: int) -> None:
@@ -355,3 +362,36 @@ def _debiased_squared_error(sums: _BinSums) -> torch.Tensor:
     variance = accuracy_in_bin * (1.0 - accuracy_in_bin) / (safe_counts - 1.0).clamp_min(1.0)
     per_bin = torch.where(usable, gap * gap - variance, torch.zeros_like(gap))
     return (counts * per_bin).sum(-1) / counts.sum(-1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# reductions: the mean of -log p with log(0) handled, the mean over defined columns
+# ----------------------------------------------------------------------------------------------------------------
+def _mean_negative_log(p_outcome: torch.Tensor, metric: str) -> float:
+    """Mean of -log of the probabilities given to the observed outcomes (float64).
+
+    A probability of exactly 0 on the observed outcome makes the NLL infinite. Instead of returning inf (which
+    poisons averages and bootstrap intervals) log is evaluated at ``torch.finfo(float64).tiny`` for those entries,
+    i.e. about 708.4 is added per such entry, with a warning. No other input is altered.
+    """
+    tiny = torch.finfo(torch.float64).tiny
+    n_zero = int((p_outcome == 0).sum())
+    if n_zero:
+        warnings.warn(
+            f"{metric}: {n_zero} forecast(s) give probability 0 to the observed outcome; each contributes "
+            f"-log(float64 tiny) = {-math.log(tiny):.1f} instead of infinity",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return float(-p_outcome.clamp_min(tiny).log().mean())
+
+
+def _mean_over_defined(values: torch.Tensor, metric: str, what: str) -> float:
+    defined = ~torch.isnan(values)
+    if not bool(defined.any()):
+        raise ValueError(f"{metric}: undefined for every column ({what})")
+    n_skipped = int((~defined).sum())
+    if n_skipped:
+        skipped = torch.nonzero(~defined)[:, 0].tolist()
+        warnings.warn(f"{metric}: skipped {n_skipped} {what}: columns {skipped}", RuntimeWarning, stacklevel=3)
+    return float(values[defined].mean())

@@ -16,7 +16,7 @@ when the one-vs-rest probability p_k(x) of class k reaches t; the functions here
 * :func:`paired_net_benefit` -- paired bootstrap intervals of NB differences between models on the same test
   images, through :func:`helpers.metrics.paired_differences` (the course's one paired bootstrap);
 * :func:`one_vs_rest_bins` -- the equal-width reliability bins of p_k against 1[y = k], in the
-  :class:`helpers.metrics.ReliabilityBins` that :mod:`helpers.plots.figures` /
+  :class:`helpers.metrics.ReliabilityBins` that :mod:`helpers.plots.reliability` /
   :mod:`helpers.plots.decision_plots` draw.
 
 Why calibration is what this rule needs: with exact posteriors, treating when P(y = k | x) ≥ t maximises NB(t)
@@ -38,9 +38,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from helpers.metrics import class_focus, stats
-from helpers.metrics import functional as metrics
-from helpers.metrics.functional import PairedBootstrapResult, ReliabilityBins
+from helpers.metrics import class_focus, core, stats
+from helpers.metrics.bootstrapping import PairedBootstrapResult
+from helpers.metrics.calibration import ReliabilityBins
 
 __all__ = [
     "BIOPSY_THRESHOLD",
@@ -114,7 +114,7 @@ def _check_class(k: int, n_classes: int) -> int:
 
 def one_vs_rest(probs: Any, labels: Any, class_index: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(p_k (N,) float64, 1[y = k] (N,) bool) of one class from (N, K) probabilities and (N,) labels."""
-    p, y = metrics._multiclass_inputs(probs, labels)
+    p, y = core._multiclass_inputs(probs, labels)
     if p.shape[0] == 0:
         raise ValueError("probs and labels are empty (0 rows); a decision needs at least one patient")
     k = _check_class(class_index, p.shape[1])
@@ -285,17 +285,17 @@ def paired_net_benefit(
 
 
 def one_vs_rest_bins(
-    probs: Any, labels: Any, class_index: int, class_name: str | None = None, n_bins: int = metrics.DEFAULT_N_BINS
+    probs: Any, labels: Any, class_index: int, class_name: str | None = None, n_bins: int = core.DEFAULT_N_BINS
 ) -> ReliabilityBins:
     """Equal-width reliability bins of the forecast p_k against 1[y = k] (the one-vs-rest diagram of one class,
     the forecasts that :func:`helpers.metrics.classwise_ece` averages over classes); its ``ece`` is that
     class's one-vs-rest ECE. ``kind`` names the class ("melanoma vs rest")."""
-    metrics._check_n_bins(n_bins)
+    core._check_n_bins(n_bins)
     p, positive = one_vs_rest(probs, labels, class_index)
-    sums = metrics._bin_sums(p[:, None], positive[:, None], n_bins)
+    sums = core._bin_sums(p[:, None], positive[:, None], n_bins)
     kind = f"{class_name or f'class {class_index}'} vs rest"
     return ReliabilityBins(
-        metrics.bin_edges(n_bins), sums.counts[0].cpu(), sums.confidence_sum[0].cpu(), sums.outcome_sum[0].cpu(), kind
+        core.bin_edges(n_bins), sums.counts[0].cpu(), sums.confidence_sum[0].cpu(), sums.outcome_sum[0].cpu(), kind
     )
 
 
@@ -329,7 +329,7 @@ def decision_summaries(
     fns = {name: threshold_metric(name, class_index, threshold) for name in THRESHOLD_METRICS}
     summaries = stats.seed_summaries(probs_by_model, labels, fns)
     if treat_all:
-        p, _ = metrics._multiclass_inputs(next(iter(_seed_list(probs_by_model))), labels)
+        p, _ = core._multiclass_inputs(next(iter(_seed_list(probs_by_model))), labels)
         everyone = torch.zeros_like(p)
         everyone[:, _check_class(class_index, p.shape[1])] = 1.0  # P(class) = 1: every patient is treated
         summaries.update(stats.seed_summaries({TREAT_ALL: [everyone]}, labels, fns))

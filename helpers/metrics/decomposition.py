@@ -1,6 +1,6 @@
 """Calibration–refinement decompositions of the Brier score and the NLL (compute only; no plotting).
 
-Conventions as in :mod:`helpers.metrics.functional`: multi-class ``probs`` (N, K) with (N,) integer ``labels``;
+Conventions as in :mod:`helpers.metrics.calibration`: multi-class ``probs`` (N, K) with (N,) integer ``labels``;
 multi-label ``probs`` (N, T) of P(y_t = 1) with an (N, T) 0/1 ``labels`` matrix. Inputs are validated by the same checks
 as the metrics, and equal-width bins are the metrics' bins ((lo, hi], 0 in the first bin; 15 by default).
 
@@ -105,16 +105,17 @@ import pandas as pd
 import torch
 from sklearn.isotonic import IsotonicRegression
 
-from helpers.metrics import functional as metrics
-from helpers.metrics import stats
+from helpers.metrics import classification, stats
 
 # the metrics' own input checks and binning, so the decomposition and the metrics read inputs and bins alike
-from helpers.metrics.functional import (
+from helpers.metrics.core import (
+    DEFAULT_N_BINS,
     _check_n_bins,
     _equal_width_bin_index,
     _multiclass_inputs,
     _multilabel_inputs,
 )
+from helpers.metrics.multilabel import multilabel_nll
 
 __all__ = [
     "COLUMNS",
@@ -211,7 +212,7 @@ def _brier_terms(forecast: torch.Tensor, outcome: torch.Tensor, n_bins: int) -> 
     }
 
 
-def brier_decomposition(probs: Any, labels: Any, n_bins: int = metrics.DEFAULT_N_BINS) -> BrierDecomposition:
+def brier_decomposition(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> BrierDecomposition:
     """Multi-class Brier score (:func:`helpers.metrics.brier`, summed over classes) split as in eq. (1), one-vs-rest:
     column k of ``probs`` forecasts 1[y = k] with its own ``n_bins`` equal-width bins; each component is the sum
     over the K classes (see the module docstring for the derivation and why one-vs-rest)."""
@@ -222,7 +223,7 @@ def brier_decomposition(probs: Any, labels: Any, n_bins: int = metrics.DEFAULT_N
     return BrierDecomposition(**{name: float(values.sum()) for name, values in terms.items()})
 
 
-def multilabel_brier_decomposition(probs: Any, labels: Any, n_bins: int = metrics.DEFAULT_N_BINS) -> BrierDecomposition:
+def multilabel_brier_decomposition(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> BrierDecomposition:
     """Multi-label Brier score (:func:`helpers.metrics.multilabel_brier`) split as in eq. (1) per label, each
     component averaged over the T labels (so they add up to the mean over all (sample, label) pairs)."""
     _check_n_bins(n_bins)
@@ -273,7 +274,7 @@ def _binary_kl(q: torch.Tensor, rate: torch.Tensor) -> torch.Tensor:
 
 
 def multilabel_nll_decomposition(
-    probs: Any, labels: Any, recalibration: str = "isotonic", n_bins: int = metrics.DEFAULT_N_BINS
+    probs: Any, labels: Any, recalibration: str = "isotonic", n_bins: int = DEFAULT_N_BINS
 ) -> ScoreDecomposition:
     """Multi-label NLL (:func:`helpers.metrics.multilabel_nll`) = calibration + refinement (eq. 2), per label with a
     recalibration map fitted per label on these data, each component averaged over labels. The resolution is the
@@ -283,7 +284,7 @@ def multilabel_nll_decomposition(
     p, y = _multilabel_inputs(probs, labels)
     q = torch.stack([_recalibrate(p[:, t], y[:, t], recalibration, n_bins) for t in range(p.shape[1])], dim=1)
     base_rate = y.mean(0)
-    score = metrics.multilabel_nll(p, y)
+    score = multilabel_nll(p, y)
     refinement = float(_binary_log_loss(q, y).mean())
     return ScoreDecomposition(
         score=score,
@@ -320,14 +321,14 @@ def _rank_chain_log_loss(p: torch.Tensor, y: torch.Tensor, recalibration: str, n
 
 
 def nll_decomposition(
-    probs: Any, labels: Any, recalibration: str = "isotonic", n_bins: int = metrics.DEFAULT_N_BINS
+    probs: Any, labels: Any, recalibration: str = "isotonic", n_bins: int = DEFAULT_N_BINS
 ) -> ScoreDecomposition:
     """Multi-class NLL (:func:`helpers.metrics.nll`) = calibration + refinement (eq. 2), with the rank-by-rank
     recalibration map of the module docstring fitted on these data; uncertainty = the entropy of the class
     frequencies (the NLL of the constant base-rate forecast), resolution = uncertainty - refinement."""
     _check_recalibration(recalibration, n_bins)
     p, y = _multiclass_inputs(probs, labels)
-    score = metrics.nll(p, y)
+    score = classification.nll(p, y)
     refinement = _rank_chain_log_loss(p, y, recalibration, n_bins)
     frequency = torch.bincount(y, minlength=p.shape[1]).to(torch.float64) / len(y)
     uncertainty = float(-torch.xlogy(frequency, frequency).sum())
@@ -368,7 +369,7 @@ def decomposition_summaries(
     probs_by_model: Mapping[str, Sequence[Any]],
     labels: Any,
     multilabel: bool = False,
-    n_bins: int = metrics.DEFAULT_N_BINS,
+    n_bins: int = DEFAULT_N_BINS,
     recalibration: str = "isotonic",
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """{model: {component: :func:`helpers.metrics.seed_summary` over the model's seeds}}, the shape of
@@ -448,7 +449,7 @@ def decomposition_grid(
 def results_record(
     summaries: Mapping[str, Mapping[str, Mapping[str, Any]]],
     multilabel: bool = False,
-    n_bins: int = metrics.DEFAULT_N_BINS,
+    n_bins: int = DEFAULT_N_BINS,
     recalibration: str = "isotonic",
 ) -> dict[str, Any]:
     """The block a notebook stores in its results JSON: how the components were computed, and every model's

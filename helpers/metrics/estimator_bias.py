@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from helpers.metrics import functional as metrics
+from helpers.metrics import bootstrapping
 
 __all__ = ["sharpened", "exact_top_label_errors", "draw_test_sets", "estimator_study", "study_table"]
 
@@ -110,7 +110,7 @@ def estimator_study(
         raise ValueError(f"repeats_by_estimator must lie in [1, repeats={repeats}], got {bad}")
     generator = torch.Generator().manual_seed(seed)
     values = {model: {name: [] for name in estimators} for model in probs}
-    with metrics._one_cpu_thread():
+    with bootstrapping._one_cpu_thread():
         for n in sample_sizes:
             indices, labels = draw_test_sets(p, n, repeats, generator)
             for model, q in probs.items():

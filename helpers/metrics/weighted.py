@@ -1,5 +1,5 @@
-"""The metrics of :mod:`helpers.metrics.functional` on many bootstrap resamples at once
-(used by ``metrics.paired_bootstrap``).
+"""The metrics of :mod:`helpers.metrics.calibration`, :mod:`helpers.metrics.classification` and
+:mod:`helpers.metrics.multilabel` on many bootstrap resamples at once (used by ``metrics.paired_bootstrap``).
 
 A bootstrap resample of the N test rows is represented by its multiplicity weights: w_i is how often row i was drawn
 (Σ_i w_i = N). Every metric below is a function of weighted sums of per-row quantities, so B resamples become one
@@ -13,7 +13,7 @@ that the resample does not contain), or None for a metric without a weighted for
 computes it; the bootstrap then calls the metric on each resample). ``functools.partial`` of a metric with keyword
 arguments (``n_bins``, ``per_label``, ``threshold``, ``class_index``) is recognised.
 
-The table and the look-up live in :mod:`helpers.metrics.functional`, the floor above: this module imports only
+The table and the look-up live in :mod:`helpers.metrics.bootstrapping`, the module above: this module imports only
 :mod:`helpers.metrics.core` (the shared input checks and binning) and :mod:`helpers.metrics.selective`, so imports flow
 one way.
 

@@ -2,65 +2,92 @@
 curves and shift figures. Every function draws on the ``ax`` it is given and returns the Figure; what it draws is
 computed in :mod:`helpers.metrics` or :mod:`helpers.calibration`.
 
+Modules: :mod:`~helpers.plots.reliability` (binned reliability diagrams, grids, overlays, pooled multi-label
+reliability), :mod:`~helpers.plots.smooth_reliability` (smooth reliability diagrams, binned and smooth together),
+:mod:`~helpers.plots.curves` (training and validation curves, curves over seeds, estimator bias against sample
+size), :mod:`~helpers.plots.intervals` (bootstrap intervals, paired differences, before/after),
+:mod:`~helpers.plots.heatmaps` (heat maps, correlation matrices, image grids, class counts),
+:mod:`~helpers.plots.retrieval` (retrieval mAP, retrieved images), :mod:`~helpers.plots.loss_behaviour` (risk
+minimisers, confidence maps, partial losses, links, weight functions, logit distances),
+:mod:`~helpers.plots.selective_prediction` (retention curves, confidence densities),
+:mod:`~helpers.plots.decision_plots` (one-vs-rest reliability, decision curves), :mod:`~helpers.plots.shift_plots`
+(a metric across test sets), and :mod:`~helpers.plots.style` (the palette, the gap marks and the shared helpers).
+
 Imports :mod:`helpers.metrics`, :mod:`helpers.calibration` and :mod:`helpers.utils`."""
 
+from helpers.plots.curves import (  # noqa: F401
+    HISTORY_LABELS,
+    curves_over_seeds,
+    estimator_curves,
+    loss_and_ece_curves,
+    seed_band_curves,
+    seed_spread_plot,
+    training_curves,
+    validation_curves,
+)
 from helpers.plots.decision_plots import (  # noqa: F401
     decision_curve_plot,
     one_vs_rest_reliability,
     reliability_and_decision_curve,
 )
-from helpers.plots.figures import (  # noqa: F401
-    ACCURACY_COLOR,
-    AFTER_COLOR,
-    BETTER_COLOR,
-    GAP_COLOR,
-    HISTORY_LABELS,
-    NEUTRAL_COLOR,
-    OVER_GAP_LABEL,
-    UNDER_GAP_COLOR,
-    UNDER_GAP_LABEL,
-    before_after_plot,
-    binned_and_smooth_reliability,
-    binned_output_plot,
-    bootstrap_interval_plot,
+from helpers.plots.heatmaps import (  # noqa: F401
     class_counts,
-    confidence_densities,
-    confidence_maps,
     correlation_comparison,
-    curves_over_seeds,
-    difference_panels,
-    difference_plot,
-    distance_histograms,
-    ece_title,
-    estimator_curves,
     heatmap,
     image_grid,
-    image_row,
+)
+from helpers.plots.intervals import (  # noqa: F401
+    AFTER_COLOR,
+    BETTER_COLOR,
+    NEUTRAL_COLOR,
+    before_after_plot,
+    bootstrap_interval_plot,
+    difference_panels,
+    difference_plot,
     interval_plot,
-    link_plot,
-    loss_and_ece_curves,
-    negative_weight_plot,
     outlier_rows,
-    overlaid_reliability,
+)
+from helpers.plots.loss_behaviour import (  # noqa: F401
+    confidence_maps,
+    distance_histograms,
+    link_plot,
+    negative_weight_plot,
     partial_loss_plot,
+    risk_minimiser_plot,
+    weight_function_plot,
+)
+from helpers.plots.reliability import (  # noqa: F401
+    binned_output_plot,
+    ece_title,
     pooled_reliability_curves,
     reliability_diagram,
     reliability_grid,
     reliability_overlay,
-    retention_curves,
+)
+from helpers.plots.retrieval import (  # noqa: F401
+    image_row,
     retrieval_curve,
     retrieval_curve_spread,
-    risk_minimiser_plot,
-    seed_band_curves,
-    seed_spread_plot,
-    smooth_reliability_diagram,
-    smooth_reliability_grid,
-    training_curves,
-    validation_curves,
-    weight_function_plot,
+)
+from helpers.plots.selective_prediction import (  # noqa: F401
+    confidence_densities,
+    retention_curves,
 )
 from helpers.plots.shift_plots import (  # noqa: F401
     metric_across_test_sets,
+)
+from helpers.plots.smooth_reliability import (  # noqa: F401
+    binned_and_smooth_reliability,
+    overlaid_reliability,
+    smooth_reliability_diagram,
+    smooth_reliability_grid,
+)
+from helpers.plots.style import (  # noqa: F401
+    ACCURACY_COLOR,
+    GAP_COLOR,
+    OVER_GAP_LABEL,
+    UNDER_GAP_COLOR,
+    UNDER_GAP_LABEL,
 )
 
 __all__ = [

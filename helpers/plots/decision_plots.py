@@ -1,7 +1,6 @@
 """Figures of the threshold decision (:mod:`helpers.metrics.decisions`): a one-vs-rest reliability diagram and a
-decision
-curve (matplotlib only, Agg-safe). As in :mod:`helpers.plots.figures`, compute and draw are separate, every function
-takes ``ax=None`` and returns the Figure, and legends sit outside the data.
+decision curve (matplotlib only, Agg-safe). As in :mod:`helpers.plots.reliability`, compute and draw are separate,
+every function takes ``ax=None`` and returns the Figure, and legends sit outside the data.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from helpers.metrics import DecisionCurve, ReliabilityBins
-from helpers.plots.figures import _figure_and_axes, _numpy
+from helpers.plots.style import _figure_and_axes, _numpy
 
 __all__ = [
     "one_vs_rest_reliability",

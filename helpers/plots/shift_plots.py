@@ -1,7 +1,6 @@
 """Figures of notebook 12 (:mod:`helpers.calibration.shift`): one metric of each model on several test sets
-(matplotlib only,
-Agg-safe). As in :mod:`helpers.plots.figures`, compute and draw are separate, functions take ``ax=None`` and return the
-Figure, and legends sit outside the data.
+(matplotlib only, Agg-safe). As in :mod:`helpers.plots.reliability`, compute and draw are separate, functions take
+``ax=None`` and return the Figure, and legends sit outside the data.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from helpers.metrics import stats
-from helpers.plots.figures import _figure_and_axes
+from helpers.plots.style import _figure_and_axes
 
 __all__ = ["metric_across_test_sets"]
 

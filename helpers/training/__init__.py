@@ -2,14 +2,29 @@
 name for what the training code does), and the run store (the two recipes, stored reference runs, the local cache,
 and the one line a notebook prints about the runs it loads).
 
+Modules: ``models``; the engine ``train`` (``fit``) with ``config`` (``TrainConfig``, ``Augmentation``), ``devices``,
+``augmentation``, ``prediction`` (``predict``, ``predict_logits``, ``features_of``, the validation metrics) and
+``checkpoints``; ``determinism``; ``version`` (the training version); ``recipes``, ``run_keys``, ``run_store`` and
+``run_log`` (the runs the notebooks load).
+
 Imports :mod:`helpers.losses`, :mod:`helpers.metrics`, :mod:`helpers.data` and :mod:`helpers.utils`."""
 
+from helpers.training.augmentation import affine_sampling_grid, augment_batch  # noqa: F401
+from helpers.training.checkpoints import CHECKPOINT_FORMAT  # noqa: F401
+from helpers.training.config import MONITOR_MODES, OPTIMIZERS, SCHEDULES, Augmentation, TrainConfig  # noqa: F401
 from helpers.training.determinism import (  # noqa: F401
     CUBLAS_WORKSPACE,
     check_cublas_workspace,
     deterministic,
     device_name,
     software_record,
+)
+from helpers.training.devices import (  # noqa: F401
+    DEVICE_DATA_FRACTION,
+    preferred_memory_format,
+    resolve_device,
+    seed_everything,
+    to_float,
 )
 from helpers.training.models import (  # noqa: F401
     MODEL_NAMES,
@@ -19,6 +34,23 @@ from helpers.training.models import (  # noqa: F401
     SmallCNN,
     build_model,
 )
+from helpers.training.prediction import (  # noqa: F401
+    class_accuracy_from_model,
+    features_of,
+    predict,
+    predict_logits,
+)
+from helpers.training.recipes import (  # noqa: F401
+    RECIPE_MODELS,
+    RECIPES,
+    RETRAIN_ONLY_ENV,
+    config_recipe,
+    parse_retrain_selector,
+    recipe_config,
+    recipe_model,
+    retrain_selected,
+)
+from helpers.training.run_keys import run_definition, run_key  # noqa: F401
 from helpers.training.run_log import (  # noqa: F401
     LINE_WIDTH,
     RETRAIN_COMMAND,
@@ -36,51 +68,22 @@ from helpers.training.run_log import (  # noqa: F401
 from helpers.training.run_store import (  # noqa: F401
     CACHE_DIR,
     CACHE_DIR_ENV,
-    RECIPE_MODELS,
-    RECIPES,
-    RETRAIN_ONLY_ENV,
     STORE_FORMAT,
     STORED_RUNS_DIR,
     DamagedRunError,
     PlannedRun,
     RunNotSavedWarning,
     TrainedRun,
-    config_recipe,
     default_cache_dir,
     is_current,
     load_stored_run,
-    parse_retrain_selector,
     planning,
     read_stored_meta,
-    recipe_config,
-    recipe_model,
-    retrain_selected,
-    run_definition,
-    run_key,
     save_stored_run,
     stored_run_path,
     train_run,
 )
-from helpers.training.train import (  # noqa: F401
-    CHECKPOINT_FORMAT,
-    DEVICE_DATA_FRACTION,
-    MONITOR_MODES,
-    OPTIMIZERS,
-    SCHEDULES,
-    Augmentation,
-    FitResult,
-    TrainConfig,
-    affine_sampling_grid,
-    augment_batch,
-    features_of,
-    fit,
-    predict,
-    predict_logits,
-    preferred_memory_format,
-    resolve_device,
-    seed_everything,
-    to_float,
-)
+from helpers.training.train import FitResult, fit  # noqa: F401
 from helpers.training.version import (  # noqa: F401
     LOSS_DIGITS,
     PROBED_MODELS,
@@ -123,6 +126,7 @@ __all__ = [
     "predict_logits",
     "predict",
     "features_of",
+    "class_accuracy_from_model",
     "fit",
     "LOSS_DIGITS",
     "TRAINING_DIGITS",

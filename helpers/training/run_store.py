@@ -1,19 +1,9 @@
-"""The two training recipes of the course, the stored reference runs, and a local cache of trained runs.
+"""The stored reference runs and a local cache of trained runs: :func:`train_run` loads a run or trains it.
 
-**Recipes.** Calibration losses correct over-confidence; applied to a model that is already calibrated they can
-over-correct. Every comparison therefore runs under two recipes, defined here once (:data:`RECIPES`):
+The two training recipes every comparison runs under are in :mod:`helpers.training.recipes`.
 
-* ``well-regularised`` — SGD with momentum, one-cycle schedule, weight decay 5e-4, batched flips/shifts/rotations;
-  the epoch with the best validation NLL is kept.
-* ``over-fitting`` — no weight decay, no augmentation, a constant learning rate, and the *last* epoch is kept: the
-  regime of the papers' long fine-tuning of large networks, where cross-entropy is over-confident. Its optimiser,
-  rate and model width were chosen from cross-entropy runs alone, before any other loss was trained (see
-  :data:`RECIPES` and notebook 01).
-
-**What defines a run** (:func:`run_definition`): the data set's name, the size and content (a hash) of its
-training, validation *and* test splits, the model, the loss (class, hyper-parameters and initial state), the
-training configuration (recipe settings, epochs, batch size, rate, seed). Where the data live, the device and the
-training version do not define a run: the key (:func:`run_key`) is a hash of the definition.
+**What defines a run** (:mod:`helpers.training.run_keys`): the data, the model, the loss and the training
+configuration; a run's files are named by the key, a hash of that definition.
 
 **Stored reference runs** (``stored_runs/<dataset>/<key>.npz``, committed): the validation and test logits, the
 training history and the loss's final state (e.g. the CCL-Net dictionary), with the definition, the device's name,
@@ -21,8 +11,8 @@ whether it was trained deterministically (:mod:`helpers.training.determinism`), 
 the training version that produced them. No weights: every notebook works from logits. A notebook run in the
 ``reference`` profile loads a stored run when present and trains and stores it when absent; each suite of runs
 prints one summary line (:mod:`helpers.training.run_log`; ``CALIBMED_VERBOSE=1`` lists every run). ``python -m
-helpers.course.suites train`` trains every declared run, one at a time, storing each as it finishes (so it resumes where
-it stopped).
+helpers.course.train_runs train`` trains every declared run, one at a time, storing each as it finishes (so it
+resumes where it stopped).
 
 **Training version** (:func:`training_version`, :mod:`helpers.training.version`): the hash of what the training
 code loaded in this process *does* on a short fixed CPU probe (every loss, the models, a few training steps), not
@@ -37,7 +27,7 @@ runs of other profiles, with their weights, keyed by the definition *and* the tr
 behaviour retrains.
 ``CALIBMED_NO_CACHE=1`` bypasses the local cache; ``CALIBMED_RETRAIN=1`` also retrains (and re-stores) every stored
 run whose training version is not today's, and loads the others: a retrain ends, and resumes where it stopped.
-``CALIBMED_RETRAIN_ONLY`` narrows a retrain (:func:`retrain_selected`): ``"recipe=well-regularised
+``CALIBMED_RETRAIN_ONLY`` narrows a retrain (:func:`helpers.training.retrain_selected`): ``"recipe=well-regularised
 dataset=dermamnist"`` retrains only the older runs of that recipe on that data set and loads the rest as they are.
 A trained run whose file cannot be written (a read-only or full folder) is returned all the same, with one
 :class:`RunNotSavedWarning` per folder.
@@ -46,7 +36,6 @@ A trained run whose file cannot be written (a read-only or full folder) is retur
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import math
@@ -55,7 +44,7 @@ import pickle
 import time
 import warnings
 import zipfile
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,53 +52,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.training import determinism, models, run_log, train
+from helpers.training import determinism, models, prediction, run_log, train
+from helpers.training.config import TrainConfig
+from helpers.training.recipes import retrain_selected
+from helpers.training.run_keys import plain_value, run_definition, run_key
 from helpers.training.version import training_version
 from helpers.utils import REPO_ROOT, atomic, display_path
 
-RECIPES: dict[str, dict[str, Any]] = {
-    "well-regularised": dict(
-        optimizer="sgd",
-        momentum=0.9,
-        weight_decay=5e-4,
-        schedule="onecycle",
-        augment=True,
-        monitor="val_nll",
-        monitor_mode="min",
-        lr_scale=1.0,
-    ),
-    "over-fitting": dict(
-        optimizer="sgd",
-        momentum=0.9,
-        weight_decay=0.0,
-        schedule="constant",
-        augment=False,
-        monitor="epoch",
-        monitor_mode="max",
-        lr_scale=0.5,
-    ),
-}
 CACHE_DIR = REPO_ROOT / "runs" / "cache"
 #: moves the local run cache (default :data:`CACHE_DIR`), e.g. out of a read-only checkout
 CACHE_DIR_ENV = "CALIBMED_CACHE_DIR"
 STORED_RUNS_DIR = REPO_ROOT / "stored_runs"
 STORE_FORMAT = 1
-# settings of a TrainConfig that do not change what is trained
-_NOT_DEFINING = ("device", "progress", "checkpoint_path", "resume", "eval_batch_size")
-
-
-def recipe_config(
-    recipe: str, *, epochs: int, lr: float, batch_size: int, seed: int = 0, device: str = "auto", **overrides: Any
-) -> train.TrainConfig:
-    """The :class:`~helpers.training.TrainConfig` of a named recipe; ``lr`` is the recipe's peak rate before scaling."""
-    if recipe not in RECIPES:
-        raise ValueError(f"unknown recipe {recipe!r}; choose one of {list(RECIPES)}")
-    settings = dict(RECIPES[recipe])
-    lr_scale = settings.pop("lr_scale")
-    settings.update(overrides)
-    return train.TrainConfig(
-        epochs=epochs, lr=lr * lr_scale, batch_size=batch_size, seed=seed, device=device, **settings
-    )
 
 
 @dataclass
@@ -149,72 +103,7 @@ class TrainedRun:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# what defines a run
-
-
-def _tensor_hash(*tensors: torch.Tensor) -> str:
-    digest = hashlib.sha256()
-    for tensor in tensors:
-        digest.update(str((tuple(tensor.shape), tensor.dtype)).encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy())  # the buffer itself, no bytes copy
-    return digest.hexdigest()[:16]
-
-
-def _stable_repr(module: nn.Module) -> str:
-    """``repr(module)`` as ``nn.Module.__repr__`` writes it, except that PyTorch's own layers show only their class
-    name: their ``extra_repr`` changes between PyTorch versions (BatchNorm1d gained ``bias=True``), and a run's key
-    must not. Their sizes are in the state's shapes."""
-    own = not type(module).__module__.startswith("torch.")
-    extra_lines = module.extra_repr().split("\n") if own and module.extra_repr() else []
-    child_lines = []
-    for key, child in module._modules.items():
-        text = _stable_repr(child).replace("\n", "\n  ")
-        child_lines.append(f"({key}): {text}")
-    lines = extra_lines + child_lines
-    body = ""
-    if lines:
-        body = extra_lines[0] if len(extra_lines) == 1 and not child_lines else "\n  " + "\n  ".join(lines) + "\n"
-    return f"{module._get_name()}({body})"
-
-
-def _loss_fingerprint(loss: nn.Module) -> dict[str, Any]:
-    """Class, hyper-parameters and state of a loss; non-tensor state (CCL-Net's optimiser and freeze rule, kept
-    as module extra state) is hashed through pickle."""
-    state = sorted(loss.state_dict().items())
-    tensors = [value for _, value in state if isinstance(value, torch.Tensor)]
-    others = [(key, value) for key, value in state if not isinstance(value, torch.Tensor)]
-    return {
-        "class": type(loss).__name__,
-        "repr": _stable_repr(loss),
-        "state_keys": [k for k, _ in state],
-        "state": _tensor_hash(*tensors),
-        "extra_state": hashlib.sha256(pickle.dumps(others)).hexdigest()[:16],
-    }
-
-
-def _plain(value: Any) -> Any:
-    return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
-
-
-def run_definition(bundle: Any, model_name: str, loss: nn.Module, config: train.TrainConfig) -> dict[str, Any]:
-    """Everything that determines a trained run and its stored logits, as plain JSON values (module docstring)."""
-    splits = {name: getattr(bundle, name) for name in ("train", "val", "test")}
-    config_values = asdict(replace(config, progress=True, checkpoint_path=None, resume=False))
-    return {
-        "dataset": bundle.name,
-        "image_size": bundle.image_size,
-        "split_sizes": {name: len(split.labels) for name, split in splits.items()},
-        "data": {name: _tensor_hash(split.images, split.labels) for name, split in splits.items()},
-        "model": model_name,
-        "loss": _loss_fingerprint(loss),
-        "config": {k: _plain(v) for k, v in config_values.items() if k not in _NOT_DEFINING},
-    }
-
-
-def run_key(bundle: Any, model_name: str, loss: nn.Module, config: train.TrainConfig) -> str:
-    """A hash of :func:`run_definition`."""
-    definition = run_definition(bundle, model_name, loss, config)
-    return hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()[:20]
+# where runs are kept
 
 
 def default_cache_dir() -> Path:
@@ -240,7 +129,7 @@ def _state_bytes(loss: nn.Module) -> np.ndarray:
 
 
 def _json_bytes(value: Any) -> np.ndarray:
-    return np.frombuffer(json.dumps(value, allow_nan=False, default=_plain).encode(), dtype=np.uint8)
+    return np.frombuffer(json.dumps(value, allow_nan=False, default=plain_value).encode(), dtype=np.uint8)
 
 
 def _finite_history(history: list[dict[str, float]]) -> list[dict[str, Any]]:
@@ -283,17 +172,6 @@ def _expected_shapes(bundle: Any) -> dict[str, tuple[int, int]]:
         "val_logits": (len(bundle.val.labels), bundle.n_classes),
         "test_logits": (len(bundle.test.labels), bundle.n_classes),
     }
-
-
-RECIPE_MODELS: dict[str, dict[str, str]] = {"over-fitting": {"small_cnn": "small_cnn_wide"}}
-
-
-def recipe_model(recipe: str, model: str) -> str:
-    """The model a recipe trains: the over-fitting recipe widens the small CNN (4x the parameters) so that it can
-    memorise DermaMNIST; larger models are kept."""
-    if recipe not in RECIPES:
-        raise ValueError(f"unknown recipe {recipe!r}; choose one of {list(RECIPES)}")
-    return RECIPE_MODELS.get(recipe, {}).get(model, model)
 
 
 def _check_logits(path: Path, logits: dict[str, torch.Tensor], bundle: Any) -> None:
@@ -464,7 +342,7 @@ class PlannedRun:
     loss: nn.Module
     bundle: Any
     model_name: str
-    config: train.TrainConfig
+    config: TrainConfig
     stored: bool
     key: str
 
@@ -504,45 +382,6 @@ def is_current(meta: dict[str, Any]) -> bool:
     return meta.get("training_version") == training_version()
 
 
-RETRAIN_ONLY_ENV = "CALIBMED_RETRAIN_ONLY"
-_SELECTOR_KEYS = ("recipe", "dataset", "model")
-_NOT_RECIPE = ("lr_scale", "augment")
-
-
-def parse_retrain_selector(text: str) -> dict[str, set[str]]:
-    """``"recipe=well-regularised dataset=dermamnist dataset=isic2018_heldout"`` → ``{key: allowed values}``.
-    Terms are separated by spaces (or commas); a run is selected when every named key matches one of its values."""
-    selector: dict[str, set[str]] = {}
-    for term in text.replace(",", " ").split():
-        key, sep, value = term.partition("=")
-        if not sep or key not in _SELECTOR_KEYS or not value:
-            raise ValueError(
-                f"{RETRAIN_ONLY_ENV}: {term!r} is not a selector term; write key=value with key one of "
-                f"{_SELECTOR_KEYS}, e.g. 'recipe=well-regularised dataset=dermamnist'"
-            )
-        if key == "recipe" and value not in RECIPES:
-            raise ValueError(f"{RETRAIN_ONLY_ENV}: unknown recipe {value!r}; choose one of {list(RECIPES)}")
-        selector.setdefault(key, set()).add(value)
-    return selector
-
-
-def config_recipe(config: train.TrainConfig) -> str | None:
-    """The recipe whose settings ``config`` has (:data:`RECIPES`), or ``None`` for a configuration of its own.
-    Augmentation is a data set's choice (the synthetic multi-label sets train the well-regularised recipe without
-    it), so it does not decide the recipe."""
-    for recipe, settings in RECIPES.items():
-        if all(getattr(config, name) == value for name, value in settings.items() if name not in _NOT_RECIPE):
-            return recipe
-    return None
-
-
-def retrain_selected(bundle: Any, model_name: str, config: train.TrainConfig) -> bool:
-    """Whether ``CALIBMED_RETRAIN_ONLY`` (unset: everything) selects this run for retraining."""
-    selector = parse_retrain_selector(os.environ.get(RETRAIN_ONLY_ENV, ""))
-    values = {"recipe": config_recipe(config), "dataset": bundle.name, "model": model_name}
-    return all(values[key] in allowed for key, allowed in selector.items())
-
-
 def _from_older_code(path: Path) -> bool:
     """Whether a stored run was trained by older training code (or its metadata cannot be read): what
     ``CALIBMED_RETRAIN=1`` retrains. Runs of today's code are kept, so a retrain ends and resumes where it stopped."""
@@ -552,9 +391,7 @@ def _from_older_code(path: Path) -> bool:
         return True
 
 
-def _report_run(
-    run: TrainedRun, bundle: Any, config: train.TrainConfig, line: str | None, meta: dict[str, Any]
-) -> None:
+def _report_run(run: TrainedRun, bundle: Any, config: TrainConfig, line: str | None, meta: dict[str, Any]) -> None:
     """Hand a loaded or trained run to :func:`helpers.training.report` (one summary per suite)."""
     software = meta if run.source == "stored" else run.software
     record = run_log.RunRecord(
@@ -574,7 +411,7 @@ def train_run(
     loss: nn.Module,
     bundle: Any,
     model_name: str,
-    config: train.TrainConfig,
+    config: TrainConfig,
     cache: bool = True,
     cache_dir: str | os.PathLike | None = None,
     stored: bool = False,
@@ -592,64 +429,115 @@ def train_run(
     key = run_key(bundle, model_name, loss, config)
     store_path = stored_run_path(bundle, key, stored_dir)
     if stored and store_path.is_file() and not (retrain and _from_older_code(store_path)):
-        try:
-            meta, run = load_stored_run(store_path, bundle, loss, key)
-            run.name = name
-            _report_run(run, bundle, config, _stored_run_line(name, f"{bundle.name}/{key}", meta), meta)
+        run = _stored_run_or_none(name, store_path, bundle, loss, key, config)
+        if run is not None:
             return run
-        except DamagedRunError as error:
-            print(f"{name}: {error}; training it again")
     cache_path = Path(cache_dir or default_cache_dir()) / f"{key}-{training_version()}.pt"
-    torch.manual_seed(config.seed)
-    model = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
+    model = _seeded_model(model_name, bundle, config)
     if cache and not stored and cache_path.is_file():
-        try:
-            run = _load_cached_run(cache_path, name, model, loss, bundle, key)
-            _report_run(
-                run,
-                bundle,
-                config,
-                f"{name}: loaded from the run cache ({cache_path.name}; trained in {run.seconds:.0f} s)",
-                {},
-            )
+        run = _cached_run_or_none(name, cache_path, model, loss, bundle, key, config)
+        if run is not None:
             return run
-        except DamagedRunError as error:
-            print(f"{name}: {error}; training it again")
-            torch.manual_seed(config.seed)
-            model = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
+        model = _seeded_model(model_name, bundle, config)  # the damaged file may have loaded part of its state
     if _plan is not None:
-        _plan.append(PlannedRun(name, loss, bundle, model_name, config, stored, key))
-        shapes = _expected_shapes(bundle)
-        return TrainedRun(
-            name,
-            None,
-            loss,
-            [],
-            torch.zeros(shapes["val_logits"]),
-            torch.zeros(shapes["test_logits"]),
-            0.0,
-            "planned",
-            key,
+        return _planned_run(name, loss, bundle, model_name, config, stored, key)
+    if stored or cache:
+        _check_run_file_target(store_path if stored else cache_path, store_path.parent.parent if stored else None)
+    definition = run_definition(bundle, model_name, loss, config) if stored else None
+    run = _trained_run(name, model, loss, bundle, model_name, config, key)
+    _report_run(run, bundle, config, None, {})  # its "training" line is printed by _trained_run
+    if stored:
+        _save_or_warn(store_path, lambda: save_stored_run(store_path, run, definition), stored=True)
+    elif cache:
+        _save_or_warn(cache_path, lambda: _save_cached_run(cache_path, run), stored=False)
+    return run
+
+
+def _seeded_model(model_name: str, bundle: Any, config: TrainConfig) -> nn.Module:
+    """The run's model, initialised under the run's seed."""
+    torch.manual_seed(config.seed)
+    return models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
+
+
+def _stored_run_or_none(
+    name: str, path: Path, bundle: Any, loss: nn.Module, key: str, config: TrainConfig
+) -> TrainedRun | None:
+    """The stored run at ``path``, reported; ``None`` (after one line that says so) when the file is damaged."""
+    try:
+        meta, run = load_stored_run(path, bundle, loss, key)
+        run.name = name
+        _report_run(run, bundle, config, _stored_run_line(name, f"{bundle.name}/{key}", meta), meta)
+        return run
+    except DamagedRunError as error:
+        print(f"{name}: {error}; training it again")
+        return None
+
+
+def _cached_run_or_none(
+    name: str, path: Path, model: nn.Module, loss: nn.Module, bundle: Any, key: str, config: TrainConfig
+) -> TrainedRun | None:
+    """The cached run at ``path`` (its weights loaded into ``model``), reported; ``None`` (after one line that
+    says so) when the file is damaged."""
+    try:
+        run = _load_cached_run(path, name, model, loss, bundle, key)
+        _report_run(
+            run,
+            bundle,
+            config,
+            f"{name}: loaded from the run cache ({path.name}; trained in {run.seconds:.0f} s)",
+            {},
         )
-    target_dir = store_path.parent.parent if stored else cache_path.parent
-    if (stored or cache) and target_dir.exists() and not target_dir.is_dir():
+        return run
+    except DamagedRunError as error:
+        print(f"{name}: {error}; training it again")
+        return None
+
+
+def _planned_run(
+    name: str, loss: nn.Module, bundle: Any, model_name: str, config: TrainConfig, stored: bool, key: str
+) -> TrainedRun:
+    """Record the run in the active plan (:func:`planning`) and return its placeholder (zero logits)."""
+    _plan.append(PlannedRun(name, loss, bundle, model_name, config, stored, key))
+    shapes = _expected_shapes(bundle)
+    return TrainedRun(
+        name,
+        None,
+        loss,
+        [],
+        torch.zeros(shapes["val_logits"]),
+        torch.zeros(shapes["test_logits"]),
+        0.0,
+        "planned",
+        key,
+    )
+
+
+def _check_run_file_target(target_file: Path, stored_root: Path | None) -> None:
+    """Fail before training when the run's file cannot be written where it goes: its folder (the stored runs'
+    root ``stored_root``, or the cache folder) is a file, or the file's own path is a folder."""
+    target_dir = stored_root if stored_root is not None else target_file.parent
+    if target_dir.exists() and not target_dir.is_dir():
         raise NotADirectoryError(
             f"{target_dir} is not a folder: trained runs are stored in a folder there; "
             "pass another cache_dir / stored_dir or remove the file"
         )
-    target_file = store_path if stored else cache_path
-    if (stored or cache) and target_file.is_dir():
+    if target_file.is_dir():
         raise IsADirectoryError(
             f"{target_file} is a folder, where this run's file is written: remove it "
             "(or pass another cache_dir / stored_dir)"
         )
-    definition = run_definition(bundle, model_name, loss, config) if stored else None
+
+
+def _trained_run(
+    name: str, model: nn.Module, loss: nn.Module, bundle: Any, model_name: str, config: TrainConfig, key: str
+) -> TrainedRun:
+    """Train the run (:func:`helpers.training.fit`) and predict its validation and test logits, deterministically."""
     print(f"{name}: training {model_name} with {type(loss).__name__} for {config.epochs} epochs")
     result = train.fit(model, loss, bundle, config)
     with determinism.deterministic():
-        val_logits = train.predict_logits(result.model, bundle.val.images, batch_size=config.eval_batch_size)
-        test_logits = train.predict_logits(result.model, bundle.test.images, batch_size=config.eval_batch_size)
-    run = TrainedRun(
+        val_logits = prediction.predict_logits(result.model, bundle.val.images, batch_size=config.eval_batch_size)
+        test_logits = prediction.predict_logits(result.model, bundle.test.images, batch_size=config.eval_batch_size)
+    return TrainedRun(
         name,
         result.model.cpu(),
         loss.cpu(),
@@ -662,9 +550,3 @@ def train_run(
         result.device,
         result.software,
     )
-    _report_run(run, bundle, config, None, {})  # its "training" line is printed above
-    if stored:
-        _save_or_warn(store_path, lambda: save_stored_run(store_path, run, definition), stored=True)
-    elif cache:
-        _save_or_warn(cache_path, lambda: _save_cached_run(cache_path, run), stored=False)
-    return run

@@ -9,8 +9,7 @@ every part of the code that shapes a trained run:
   value, gradient and ``predict_proba`` on fixed float64 logits;
 * CCL-Net's loss and its alternating head updates (``after_step``, ``on_epoch_end``);
 * the models (:data:`PROBED_MODELS`): seeded initialisation, forward and backward;
-* :func:`helpers.training.fit` for a few steps on a tiny generated data set under each schedule and optimiser,
-with
+* :func:`helpers.training.fit` for a few steps on a tiny generated data set under each schedule and optimiser, with
   and without augmentation, multi-class and multi-label: the history (which holds the validation metrics that pick
   the kept epoch) and a summary of the predicted logits.
 
@@ -59,11 +58,8 @@ from helpers.losses import (
     LSPlus,
     MbLS,
 )
-from helpers.training import (
-    determinism,
-    models,
-    train,  # noqa: F401  (metrics: loaded now, used by fit's validation)
-)
+from helpers.training import determinism, devices, models, prediction, train
+from helpers.training.config import TrainConfig
 
 LOSS_DIGITS = 8  # digits (of each output's scale) of the float64 loss outputs: their noise across CPUs is ~1e-16
 TRAINING_DIGITS = 4  # digits of model, CCL-Net and training outputs: ~1e-7 apart between vectorised and plain kernels
@@ -129,7 +125,7 @@ def _loss_probe() -> Iterator[tuple[str, torch.Tensor]]:
 
 
 def _model_probe() -> Iterator[tuple[str, torch.Tensor]]:
-    images = train.to_float(
+    images = devices.to_float(
         torch.randint(0, 256, (4, 3, 16, 16), generator=torch.Generator().manual_seed(1), dtype=torch.uint8)
     ).double()
     for name in PROBED_MODELS:
@@ -215,7 +211,7 @@ def _fit_probe() -> Iterator[tuple[str, torch.Tensor]]:
         torch.manual_seed(3)
         model = Float64Model(models.build_model("small_cnn", 1, n_outputs, image_size=8))
         loss = make_loss().double()
-        config = train.TrainConfig(
+        config = TrainConfig(
             **({"epochs": 2, "batch_size": 16, "lr": 0.05, "device": "cpu", "progress": False, "seed": 4} | settings)
         )
         result = train.fit(model, loss, bundle, config)
@@ -231,7 +227,7 @@ def _fit_probe() -> Iterator[tuple[str, torch.Tensor]]:
                     dtype=torch.float64,
                 ),
             )
-        yield f"fit {name} logits", _summary(train.predict_logits(result.model, bundle.val.images))
+        yield f"fit {name} logits", _summary(prediction.predict_logits(result.model, bundle.val.images))
 
 
 def _ccl_net_probe() -> Iterator[tuple[str, torch.Tensor]]:

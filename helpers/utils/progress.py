@@ -17,8 +17,8 @@ The rule, first match wins (``progress_mode`` implements it):
    ``jupyter nbconvert --execute`` start their kernels without it;
 4. outside a kernel: ``bar`` when stderr is a terminal, otherwise ``final`` (a log file, a pipe).
 
-``helpers.course.runner run`` and ``make notebooks-smoke`` set ``CALIBMED_PROGRESS=final`` explicitly; when you execute
-a notebook by hand with papermill, rule 3 already gives ``final``.
+``python -m helpers.course run`` and ``make notebooks-smoke`` set ``CALIBMED_PROGRESS=final`` explicitly; when you
+execute a notebook by hand with papermill, rule 3 already gives ``final``.
 """
 
 from __future__ import annotations

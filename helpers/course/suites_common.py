@@ -1,0 +1,90 @@
+"""What every run suite of the notebooks shares: the training seeds, where a run is stored, training (or loading)
+one run, the one summary line a suite prints, loading a configuration's data set, and the fair contest's last step
+(choose on the complete grids, then train the chosen values at every seed).
+
+The suites themselves: :mod:`helpers.course.suites_multiclass` (notebooks 01–06 and 12) and
+:mod:`helpers.course.suites_multilabel` (notebooks 08–11); what each notebook declares:
+:mod:`helpers.course.suites`.
+
+Training seeds: a configuration's ``seeds`` knob (``[0, 1, 2]`` in the reference profile), else ``[seed]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from helpers import data
+from helpers.lessons import tuning
+from helpers.training import run_log, run_store
+
+
+def seeds_of(cfg: Any) -> list[int]:
+    """The training seeds of a configuration: its ``seeds`` knob, else ``[seed]``."""
+    seeds = cfg.extra.get("seeds") if hasattr(cfg, "extra") else None
+    return [int(s) for s in seeds] if seeds else [int(cfg.seed)]
+
+
+def is_stored(cfg: Any) -> bool:
+    """Runs of the reference profile are stored in the repository; others go to the local cache."""
+    return cfg.profile == "reference"
+
+
+def train_or_load(cfg: Any, name: str, loss: nn.Module, bundle: Any, model: str, config: Any) -> run_store.TrainedRun:
+    """One run of a suite (:func:`helpers.training.train_run`: loaded when it exists, trained when it does not),
+    stored in the repository when the configuration's profile is the reference one (:func:`is_stored`)."""
+    return run_store.train_run(name, loss, bundle, model, config, stored=is_stored(cfg))
+
+
+#: every suite (helpers.course.suites_multiclass, helpers.course.suites_multilabel) prints one summary line for the
+#: runs it loads (helpers.training.run_log; CALIBMED_VERBOSE=1 lists them)
+summarised = run_log.summarised(lambda: run_store.training_version())
+
+
+def load_bundle(cfg: Any, name: str | None = None) -> Any:
+    """The configuration's data set (or the data set ``name``) at its image size, data folder, training-set size
+    and seed (:func:`helpers.data.load_dataset`)."""
+    return data.load_dataset(
+        name or cfg.dataset, image_size=cfg.image_size, data_dir=cfg.data_dir, max_train=cfg.max_train, seed=cfg.seed
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the fair contest (helpers.lessons.tuning): each loss's grid at the tuning seed, then its chosen value at every seed
+
+
+def tuning_seed(cfg: Any) -> int:
+    """The one seed a hyper-parameter grid is trained with: the configuration's first."""
+    return seeds_of(cfg)[0]
+
+
+def run_contest(
+    grids: dict[str, tuning.Grid],
+    grid_runs: dict[tuple[str, float], run_store.TrainedRun],
+    labels: torch.Tensor,
+    multilabel: bool,
+    tuned_runs: Callable[[dict[str, float]], dict[Any, run_store.TrainedRun]],
+    default_row: Callable[[str], str],
+    split_seed: int,
+) -> tuning.Contest:
+    """The fair contest's last step (:mod:`helpers.lessons.tuning`): choose on the grids that are complete (while
+    runs are only planned, a loss whose grid is not trained yet declares no tuned runs), then load or train the
+    chosen values at every seed."""
+    ready = {key: run for key, run in grid_runs.items() if run.source != "planned"}
+    complete = [loss for loss in grids if all((loss, value) in ready for value in grids[loss].values)]
+    table, choices = tuning.grid_table(
+        {key: run for key, run in ready.items() if key[0] in complete},
+        grids,
+        labels,
+        lambda run: run.val_probs,
+        multilabel=multilabel,
+        split_seed=split_seed,
+    )
+    rows = [
+        (default_row(loss), None if value == grids[loss].default else tuning.tuned_label(loss, grids[loss], value))
+        for loss, value in choices.items()
+    ]
+    return tuning.Contest(table, choices, tuned_runs(choices), rows, grid_runs)

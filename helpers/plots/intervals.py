@@ -1,0 +1,234 @@
+"""Estimates with their intervals, one row per model: forest plots of bootstrap intervals, paired differences
+coloured by their verdict (better, worse, undecided), before/after comparisons (e.g. temperature scaling), and
+side-by-side difference panels that give a row dwarfing the others a panel of its own (notebooks 03-08).
+
+Every function accepts ``ax=None``, draws on the axes it is given (or on a new figure) and returns the Figure; the
+intervals are computed in :mod:`helpers.metrics` (e.g. :class:`helpers.metrics.BootstrapResult`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from helpers.plots.style import ACCURACY_COLOR, GAP_COLOR, _figure_and_axes, _label_axes
+
+__all__ = [
+    "BETTER_COLOR",
+    "NEUTRAL_COLOR",
+    "AFTER_COLOR",
+    "bootstrap_interval_plot",
+    "interval_plot",
+    "difference_plot",
+    "before_after_plot",
+    "outlier_rows",
+    "difference_panels",
+]
+
+BETTER_COLOR = "#55A868"
+NEUTRAL_COLOR = "#8C8C8C"
+AFTER_COLOR = "#DD8452"
+
+
+def _draw_intervals(ax: Axes, names: Sequence[str], values: np.ndarray) -> np.ndarray:
+    """One (estimate, low, high) row per name as a dot with whiskers, the first name on top; returns the y."""
+    positions = np.arange(len(names))[::-1]
+    ax.errorbar(
+        values[:, 0],
+        positions,
+        xerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]],
+        fmt="o",
+        capsize=3,
+        color=ACCURACY_COLOR,
+    )
+    ax.set_yticks(positions, labels=list(names))
+    ax.grid(axis="x", alpha=0.3)
+    return positions
+
+
+def _interval_rows(rows: Mapping[str, Any], scale: float) -> tuple[list[str], np.ndarray]:
+    if not rows:
+        raise ValueError("rows is empty; pass {name: (estimate, low, high)}")
+    names = list(rows)
+    values = scale * np.array([[float(x) for x in rows[name]] for name in names], dtype=float)
+    if values.ndim != 2 or values.shape[1] != 3:
+        raise ValueError("every row must be (estimate, low, high)")
+    return names, values
+
+
+def bootstrap_interval_plot(
+    estimates: Mapping[str, tuple[float, float, float]],
+    ax: Axes | None = None,
+    xlabel: str | None = None,
+    title: str | None = None,
+    scale: float = 100.0,
+) -> Figure:
+    """Point estimates with their intervals, one row per model (a forest plot); values are (estimate, low, high),
+    e.g. a :class:`helpers.metrics.BootstrapResult`, multiplied by ``scale``."""
+    if not estimates:
+        raise ValueError("estimates is empty; pass {model: (estimate, low, high)}")
+    figure, ax = _figure_and_axes(ax, (4.6, 0.6 + 0.35 * len(estimates)))
+    names = list(estimates)
+    values = np.array([[scale * float(x) for x in estimates[name]] for name in names])
+    _draw_intervals(ax, names, values)
+    ax.set_ylim(-0.6, len(names) - 0.4)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if title:
+        ax.set_title(title)
+    return figure
+
+
+def interval_plot(
+    rows: Mapping[str, tuple[float, float, float]], ax: Axes | None = None, xlabel: str = "", title: str | None = None
+) -> Figure:
+    """One estimate with its interval per row (``{name: (estimate, low, high)}``), a dot-and-whisker plot."""
+    if not rows:
+        raise ValueError("rows is empty; pass {model name: (estimate, low, high)}")
+    figure, ax = _figure_and_axes(ax, (5.0, 0.8 + 0.32 * len(rows)))
+    names = list(rows)
+    values = np.array([rows[n] for n in names], dtype=float)
+    if values.ndim != 2 or values.shape[1] != 3:
+        raise ValueError("every row must be (estimate, low, high)")
+    _draw_intervals(ax, names, values)
+    ax.set_xlabel(xlabel)
+    if title:
+        ax.set_title(title)
+    return figure
+
+
+def difference_plot(
+    rows: Mapping[str, Any],
+    higher_is_better: bool,
+    ax: Axes | None = None,
+    xlabel: str = "",
+    title: str | None = None,
+    scale: float = 100.0,
+) -> Figure:
+    """Paired differences (model − reference) with their intervals, one row per model, and a line at 0.
+
+    ``rows`` maps a name to (estimate, low, high), e.g. a :class:`helpers.metrics.PairedBootstrapResult`;
+    values are multiplied by ``scale``. A row whose interval excludes 0 is drawn green when the model is better in the
+    metric's direction (``higher_is_better``), red when worse, grey when the interval contains 0. The estimate is
+    drawn as a point and the interval as a bar of its own, so an estimate outside its interval shows as such; a
+    point estimate without interval (NaN bounds, :data:`helpers.metrics.POINT_ESTIMATE_ONLY`) as a grey point
+    alone.
+    """
+    names, values = _interval_rows(rows, scale)
+    figure, ax = _figure_and_axes(ax, (5.0, 0.8 + 0.32 * len(names)))
+    positions = np.arange(len(names))[::-1]
+    ax.axvline(0.0, color="black", linewidth=1)
+    for y, (estimate, low, high) in zip(positions, values):
+        if low > 0 or high < 0:
+            color = BETTER_COLOR if (low > 0) == higher_is_better else GAP_COLOR
+        else:
+            color = NEUTRAL_COLOR
+        # the interval and the point drawn apart: a percentile interval of a biased statistic can exclude its own
+        # point estimate (e.g. a debiased ECE clipped at 0), which an error bar around the point cannot show
+        if np.isfinite(low) and np.isfinite(high):  # no bar for a point estimate only (stats.POINT_ESTIMATE_ONLY)
+            middle = (low + high) / 2
+            ax.errorbar([middle], [y], xerr=[[middle - low], [high - middle]], fmt="none", capsize=3, ecolor=color)
+        ax.plot([estimate], [y], "o", color=color)
+    ax.set_yticks(positions, labels=names)
+    ax.set_ylim(-0.6, len(names) - 0.4)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_xlabel(xlabel)
+    if title:
+        ax.set_title(title)
+    return figure
+
+
+def before_after_plot(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    ax: Axes | None = None,
+    xlabel: str = "",
+    title: str | None = None,
+    labels: tuple[str, str] = ("before", "after"),
+    scale: float = 100.0,
+) -> Figure:
+    """Each model's value before and after a change (e.g. temperature scaling) in two colours, one row per model.
+
+    ``before`` and ``after`` map the same names to (centre, low, high) — e.g. mean and mean ∓ sd over seeds —
+    multiplied by ``scale``; the "before" point sits just above the row, the "after" point just below.
+    """
+    if list(before) != list(after):
+        raise ValueError(
+            f"before and after must name the same models in the same order: {list(before)} vs {list(after)}"
+        )
+    names, values_before = _interval_rows(before, scale)
+    _, values_after = _interval_rows(after, scale)
+    figure, ax = _figure_and_axes(ax, (5.0, 0.8 + 0.4 * len(names)))
+    positions = np.arange(len(names))[::-1]
+    for offset, values, color, label in (
+        (0.15, values_before, ACCURACY_COLOR, labels[0]),
+        (-0.15, values_after, AFTER_COLOR, labels[1]),
+    ):
+        ax.errorbar(
+            values[:, 0],
+            positions + offset,
+            xerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]],
+            fmt="o",
+            capsize=3,
+            color=color,
+            label=label,
+        )
+    ax.set_yticks(positions, labels=names)
+    ax.set_ylim(-0.6, len(names) - 0.4)
+    ax.grid(axis="x", alpha=0.3)
+    _label_axes(ax, xlabel, title=title)
+    return figure
+
+
+def outlier_rows(rows: Mapping[str, Any], ratio: float = 5.0) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split interval rows ``{name: (estimate, low, high)}`` into (ordinary, outliers): the outliers are the rows
+    whose largest absolute value exceeds ``ratio`` times that of every ordinary row (cut at the largest such gap),
+    so that a row like ASL's +27 points gets a panel of its own and the others stay readable."""
+    if ratio <= 1:
+        raise ValueError(f"ratio must be > 1, got {ratio}")
+    extent = {name: max(abs(float(x)) for x in row) for name, row in rows.items()}
+    ordered = sorted(extent, key=extent.get, reverse=True)
+    cut, widest = 0, ratio
+    for k in range(1, len(ordered)):
+        gap = extent[ordered[k - 1]] / max(extent[ordered[k]], 1e-300)
+        if gap > widest:
+            cut, widest = k, gap
+    outliers = set(ordered[:cut])
+    return (
+        {n: r for n, r in rows.items() if n not in outliers},
+        {n: r for n, r in rows.items() if n in outliers},
+    )
+
+
+def difference_panels(
+    panels: Sequence[Mapping[str, Any]], ratio: float = 5.0, scale: float = 100.0, width: float = 4.2
+) -> Figure:
+    """Paired-difference panels side by side (:func:`difference_plot`), each
+    ``{"rows": {name: (estimate, low, high)}, "higher_is_better": bool, "xlabel": str, "title": str}``; a row that
+    dwarfs the others (:func:`outlier_rows`) is drawn in a panel of its own, on its own scale, right of its panel."""
+    if not panels:
+        raise ValueError("panels is empty")
+    drawn = []
+    for panel in panels:
+        ordinary, outliers = outlier_rows(panel["rows"], ratio)
+        drawn.append((ordinary, panel, panel.get("title")))
+        if outliers:
+            drawn.append((outliers, panel, f"{panel.get('title') or ''} (own scale)".strip()))
+    heights = [len(rows) for rows, _, _ in drawn]
+    figure, axes = plt.subplots(
+        1,
+        len(drawn),
+        figsize=(width * len(drawn), 1.2 + 0.35 * max(heights)),
+        squeeze=False,
+        layout="constrained",
+    )
+    for ax, (rows, panel, title) in zip(axes[0], drawn):
+        difference_plot(
+            rows, panel["higher_is_better"], ax=ax, xlabel=panel.get("xlabel", ""), title=title, scale=scale
+        )
+    return figure

@@ -1,0 +1,212 @@
+"""How a loss behaves: what it asks the model to predict (the conditional-risk minimiser against the true
+posterior, SPA paper eq. 11 and Definition 1; the confidence θ(q) a multi-class loss asks for, notebook 02), the
+parts it is made of (partial losses and inverse links, SPA paper Fig. 2; the gradient weight of a negative label,
+notebook 07; the weight functions of proper losses, notebook 08), and what it did to a trained model's logits (the
+logit distances against the MbLS margin, notebook 03).
+
+Every function accepts ``ax=None``, draws on the axes it is given (or on a new figure) and returns the Figure; the
+curves are computed in :mod:`helpers.losses` and :mod:`helpers.lessons`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from helpers.plots.style import _figure_and_axes, _label_axes, _legend_below, _numpy
+
+__all__ = [
+    "risk_minimiser_plot",
+    "confidence_maps",
+    "partial_loss_plot",
+    "link_plot",
+    "negative_weight_plot",
+    "weight_function_plot",
+    "distance_histograms",
+]
+
+
+def risk_minimiser_plot(
+    eta: Any,
+    estimates: Mapping[str, Any],
+    ax: Axes | None = None,
+    title: str | None = None,
+    styles: Mapping[str, Mapping[str, Any]] | None = None,
+    markers: int | None = None,
+    legend_below: bool = False,
+) -> Figure:
+    """η̂ at the conditional-risk minimiser against the true η, one line per loss (or read-out), with the diagonal
+    that a strictly proper loss follows (SPA paper, eq. 11 and Definition 1). ``estimates``: name -> (G,) values
+    on the grid ``eta``; NaN entries (e.g. no interior minimiser) are left as gaps.
+
+    ``markers``: draw about that many markers per curve, a different marker per curve and staggered along it,
+    with dashed lines of decreasing width, so that curves lying on top of each other (several strictly proper
+    read-outs on the diagonal) stay distinguishable; ``legend_below`` puts the legend under the axes."""
+    if not estimates:
+        raise ValueError("estimates is empty; pass {loss name: estimate at the risk minimiser for each eta}")
+    eta = _numpy(eta).astype(float)
+    figure, ax = _figure_and_axes(ax, (4.8, 4.4))
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="η̂ = η (strictly proper)")
+    for index, (name, values) in enumerate(estimates.items()):
+        values = _numpy(values).astype(float)
+        if values.shape != eta.shape:
+            raise ValueError(f"{name}: {values.shape[0] if values.ndim else 0} values for {eta.shape[0]} grid points")
+        style: dict[str, Any] = {}
+        if markers:
+            step = max(1, len(eta) // markers)
+            style = dict(
+                marker="osD^vP"[index % 6],
+                markevery=(index * step // max(1, len(estimates)), step),
+                markersize=5,
+                linewidth=max(0.8, 2.4 - 0.5 * index),
+            )
+        ax.plot(eta, values, label=name, **{**style, **dict((styles or {}).get(name, {}))})
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    _label_axes(ax, "true posterior η", "estimate at the risk minimiser η̂*", title or "conditional-risk minimiser")
+    if legend_below:
+        _legend_below(ax, ncols=1)
+    return figure
+
+
+def confidence_maps(
+    true_top_probability: Any,
+    maps: Mapping[str, Any],
+    ax: Axes | None = None,
+    title: str | None = None,
+    dashed: Sequence[str] = (),
+) -> Figure:
+    """θ(q) of each loss against the true top-class probability q (``helpers.lessons.optimal_confidence`` or
+    ``stationary_confidence``), with the diagonal θ = q of a proper loss; names in ``dashed`` drawn dashed."""
+    q = _numpy(true_top_probability).ravel()
+    if not maps:
+        raise ValueError("maps is empty; pass {loss name: θ for each q}")
+    figure, ax = _figure_and_axes(ax, (5.2, 4.4))
+    ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle=":", label="θ = q (proper)")
+    for name, theta in maps.items():
+        theta = _numpy(theta).ravel()
+        if theta.shape != q.shape:
+            raise ValueError(f"{name!r}: {theta.size} values of θ for {q.size} values of q")
+        ax.plot(q, theta, label=name, linestyle="--" if name in dashed else "-")
+    ax.set_xlim(float(q.min()), 1)
+    ax.set_ylim(float(q.min()), 1)
+    _label_axes(ax, "true probability q of the top class", "confidence θ", title, grid=True)
+    return figure
+
+
+def partial_loss_plot(
+    logits: Any, partials: Mapping[str, tuple[Any, Any]], ax: Axes | None = None, title: str | None = None
+) -> Figure:
+    """Partial losses ℓ₊(v) (solid) and ℓ₋(v) (dashed) against the logit v, one colour per loss (Fig. 2, left)."""
+    if not partials:
+        raise ValueError("partials is empty; pass {loss name: (loss_pos, loss_neg)} evaluated on logits")
+    v = _numpy(logits).astype(float).reshape(-1)
+    figure, ax = _figure_and_axes(ax, (5.0, 3.8))
+    for index, (name, (positive, negative)) in enumerate(partials.items()):
+        color = f"C{index}"
+        ax.plot(v, _numpy(positive).astype(float).reshape(-1), color=color, label=f"{name}: ℓ₊ (y = 1)")
+        ax.plot(v, _numpy(negative).astype(float).reshape(-1), color=color, linestyle="--", label=f"{name}: ℓ₋ (y = 0)")
+    _label_axes(ax, "logit v", "partial loss", title or "partial losses", grid=True)
+    return figure
+
+
+def link_plot(logits: Any, links: Mapping[str, Any], ax: Axes | None = None, title: str | None = None) -> Figure:
+    """Inverse links η̂ = [Ψ]⁻¹(v) against the logit v, one line per link (Fig. 2, right)."""
+    if not links:
+        raise ValueError("links is empty; pass {name: link values on logits}")
+    v = _numpy(logits).astype(float).reshape(-1)
+    figure, ax = _figure_and_axes(ax, (4.8, 3.8))
+    for name, values in links.items():
+        ax.plot(v, _numpy(values).astype(float).reshape(-1), label=name)
+    ax.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")
+    ax.set_ylim(-0.02, 1.02)
+    _label_axes(ax, "logit v", "η̂ = [Ψ]⁻¹(v)", title or "inverse link", grid=True)
+    return figure
+
+
+def negative_weight_plot(
+    probability: Any, weights: Mapping[str, Any], ax: Axes | None = None, title: str | None = None
+) -> Figure:
+    """Gradient weight of one negative label relative to BCE's at the same logit, ``|ℓ₋'(v)|`` / σ(v), against the
+    predicted probability σ(v) of "present" (log-log): how strongly each loss pushes down a negative of a given
+    difficulty (easy negatives on the left). ``weights``: name -> (G,) ratios on the grid ``probability``."""
+    if not weights:
+        raise ValueError("weights is empty; pass {loss name: |dℓ₋/dv| / σ(v) on the probability grid}")
+    p = _numpy(probability).astype(float).reshape(-1)
+    figure, ax = _figure_and_axes(ax, (5.2, 3.8))
+    for name, values in weights.items():
+        values = _numpy(values).astype(float).reshape(-1)
+        if values.shape != p.shape:
+            raise ValueError(f"{name}: {values.shape[0]} values for {p.shape[0]} grid points")
+        ax.plot(p, np.where(values > 0, values, np.nan), label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _label_axes(
+        ax,
+        "σ(v): predicted probability of a negative label",
+        "|∂ℓ₋/∂v| relative to BCE",
+        title or "gradient weight of a negative",
+        grid=True,
+    )
+    return figure
+
+
+def weight_function_plot(
+    thresholds: Any,
+    weights: Mapping[str, Any],
+    ax: Axes | None = None,
+    title: str | None = None,
+    normalise_at: float | None = 0.5,
+) -> Figure:
+    """Weight functions w(c) of proper losses (:func:`helpers.losses.weight_function`) against the cost
+    threshold c, log-scaled, one line per loss, legend below the axes. A weight function is defined up to a
+    positive factor (scaling a loss scales it), so each curve is divided by its value at ``normalise_at`` (None:
+    drawn as given): the curves then compare which thresholds each loss cares about, not their scale."""
+    if not weights:
+        raise ValueError("weights is empty; pass {loss name: w(c) on the thresholds}")
+    c = _numpy(thresholds).astype(float).reshape(-1)
+    figure, ax = _figure_and_axes(ax, (5.2, 4.2))
+    for index, (name, values) in enumerate(weights.items()):
+        values = _numpy(values).astype(float).reshape(-1)
+        if values.shape != c.shape:
+            raise ValueError(f"{name}: {values.shape[0]} values for {c.shape[0]} thresholds")
+        if normalise_at is not None:
+            values = values / np.interp(normalise_at, c, values)
+        ax.plot(c, values, label=name, color=f"C{index}", linestyle=("-", "--", "-.", ":")[index % 4])
+    ax.set_yscale("log")
+    ax.set_xlim(0, 1)
+    scaled = f", relative to c = {normalise_at:g}" if normalise_at is not None else ""
+    ax.set_xlabel("cost threshold c (act when the predicted probability exceeds c)")
+    ax.set_ylabel(f"weight w(c){scaled} (log scale)")
+    ax.set_title(title or "which decisions each proper loss rewards")
+    ax.grid(alpha=0.3)
+    _legend_below(ax)
+    return figure
+
+
+def distance_histograms(
+    distances_by_model: Mapping[str, Any],
+    ax: Axes | None = None,
+    margin: float | None = None,
+    bins: int = 60,
+    title: str | None = None,
+) -> Figure:
+    """Step histograms (densities) of the non-winning logit distances of each model (notebook 03), with an
+    optional vertical line at the MbLS margin m."""
+    if not distances_by_model:
+        raise ValueError("distances_by_model is empty; pass {model name: logit_analysis.logit_distances(logits)}")
+    figure, ax = _figure_and_axes(ax, (5.6, 3.6))
+    high = max(float(np.max(_numpy(d))) for d in distances_by_model.values())
+    edges = np.linspace(0, max(high, margin or 0) * 1.02 + 1e-9, bins + 1)
+    for name, distances in distances_by_model.items():
+        ax.hist(_numpy(distances).ravel(), bins=edges, density=True, histtype="step", linewidth=1.5, label=name)
+    if margin is not None:
+        ax.axvline(margin, color="black", linestyle="--", linewidth=1, label=f"margin m = {margin:g}")
+    _label_axes(
+        ax, r"logit distance $d_k = \max_j z_j - z_k$ (non-winning classes)", "density", title or "logit distances"
+    )
+    return figure
