@@ -16,7 +16,13 @@ def test_every_module_of_helpers_has_an_api_page():
         ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
         for path in (ROOT / "helpers").rglob("*.py")
     )
-    assert listed_modules() == [module for module in modules if module != "helpers"]
+    listed = listed_modules()
+    assert sorted(listed) == [module for module in modules if module != "helpers"]
+    # one section per sub-package: the package's page, then its modules in alphabetical order
+    for package in {module.split(".")[1] for module in listed}:
+        section = [module for module in listed if module.split(".")[1] == package]
+        assert section == [f"helpers.{package}"] + sorted(section[1:])
+        assert listed[listed.index(section[0]) : listed.index(section[0]) + len(section)] == section
 
 
 def test_the_api_reference_is_built_from_the_docstrings_and_in_the_navigation():

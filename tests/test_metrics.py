@@ -292,13 +292,13 @@ def test_fast_binning_equals_bucketize_on_and_around_every_edge(dtype):
             ]
         )
         expected = torch.bucketize(values.double(), M.bin_edges(n_bins)[1:-1], right=False)
-        assert torch.equal(core._equal_width_bin_index(values, n_bins), expected), n_bins
-        assert torch.equal(core._equal_width_bin_index(values.reshape(-1, 1), n_bins)[:, 0], expected), n_bins
+        assert torch.equal(core.equal_width_bin_index(values, n_bins), expected), n_bins
+        assert torch.equal(core.equal_width_bin_index(values.reshape(-1, 1), n_bins)[:, 0], expected), n_bins
 
 
 def test_equal_mass_bins_have_sizes_differing_by_at_most_one():
     confidence = torch.rand(103, generator=torch.Generator().manual_seed(0))
-    index = core._equal_mass_bin_index(confidence, 10)
+    index = core.equal_mass_bin_index(confidence, 10)
     sizes = torch.bincount(index, minlength=10)
     assert sizes.sum() == 103 and int(sizes.max() - sizes.min()) <= 1
     # contiguous: every confidence of bin b is <= every confidence of bin b + 1

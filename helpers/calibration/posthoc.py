@@ -53,8 +53,8 @@ from sklearn.isotonic import IsotonicRegression
 
 from helpers.calibration.temperature import (
     NO_INTERIOR_MINIMUM,
-    _check_labels,
-    _check_logits,
+    check_labels,
+    check_logits,
     check_max_iter,
     no_interior_minimum,
 )
@@ -105,8 +105,8 @@ class _LogitCalibrator:
         self.fitted = False
 
     def fit(self, logits: Any, labels: Any) -> _LogitCalibrator:
-        z = _check_logits(logits)
-        y = _check_labels(labels, z, self.task)
+        z = check_logits(logits)
+        y = check_labels(labels, z, self.task)
         self._fit(z, y)
         self.fitted = True
         return self
@@ -118,7 +118,7 @@ class _LogitCalibrator:
     def calibrated_logits(self, logits: Any) -> torch.Tensor:
         """The calibrated logits (float64, on the logits' device) whose softmax / sigmoid is :meth:`transform`."""
         self._check_fitted()
-        z = _check_logits(logits)
+        z = check_logits(logits)
         if z.shape[1] != self.n_columns:
             raise ValueError(f"logits have {z.shape[1]} columns but the calibrator was fitted on {self.n_columns}")
         with torch.no_grad():
@@ -216,8 +216,8 @@ class MatrixScaling(_LogitCalibrator):
         ``seed``), then refit on all the data with the chosen pair. ``cv_nll`` holds each pair's held-out NLL."""
         if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
             raise ValueError(f"folds must be an integer >= 2, got {folds!r}")
-        z = _check_logits(logits)
-        y = _check_labels(labels, z, "multi-class")
+        z = check_logits(logits)
+        y = check_labels(labels, z, "multi-class")
         if z.shape[0] < folds:
             raise ValueError(f"{folds}-fold cross-validation needs at least {folds} samples, got {z.shape[0]}")
         permutation = torch.randperm(z.shape[0], generator=torch.Generator().manual_seed(seed)).to(z.device)
@@ -265,8 +265,8 @@ class IsotonicCalibration:
         self.regressions: list[IsotonicRegression] = []
 
     def fit(self, logits: Any, labels: Any) -> IsotonicCalibration:
-        z = _check_logits(logits)
-        y = _check_labels(labels, z, self.task)
+        z = check_logits(logits)
+        y = check_labels(labels, z, self.task)
         probs = torch.softmax(z, 1).cpu().numpy()
         targets = F.one_hot(y, z.shape[1]).cpu().numpy().astype(np.float64)
         self.regressions = [
@@ -278,7 +278,7 @@ class IsotonicCalibration:
     def transform(self, logits: Any) -> torch.Tensor:
         if not self.regressions:
             raise RuntimeError("IsotonicCalibration is not fitted: call fit(val_logits, val_labels) first")
-        z = _check_logits(logits)
+        z = check_logits(logits)
         if z.shape[1] != len(self.regressions):
             raise ValueError(
                 f"logits have {z.shape[1]} columns but the calibrator was fitted on {len(self.regressions)}"
@@ -386,8 +386,8 @@ class PerLabelIsotonic:
         return bool(self.regressions)
 
     def fit(self, logits: Any, labels: Any) -> PerLabelIsotonic:
-        z = _check_logits(logits)
-        y = _check_labels(labels, z, self.task)
+        z = check_logits(logits)
+        y = check_labels(labels, z, self.task)
         self.epsilon = self.min_probability or 1.0 / (2.0 * (z.shape[0] + 1))
         zs, ys = z.detach().cpu().double().numpy(), y.detach().cpu().double().numpy()
         self.regressions = [
@@ -401,7 +401,7 @@ class PerLabelIsotonic:
     def transform(self, logits: Any) -> torch.Tensor:
         if not self.regressions:
             raise RuntimeError("PerLabelIsotonic is not fitted: call fit(val_logits, val_labels) first")
-        z = _check_logits(logits)
+        z = check_logits(logits)
         if z.shape[1] != len(self.regressions):
             raise ValueError(
                 f"logits have {z.shape[1]} columns but the calibrator was fitted on {len(self.regressions)}"

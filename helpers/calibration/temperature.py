@@ -51,8 +51,8 @@ class TemperatureScaling:
 
     def fit(self, logits: Any, labels: Any) -> TemperatureScaling:
         """Minimise the validation NLL of ``logits / T`` over T > 0 (L-BFGS on log T, float64). Returns self."""
-        z = _check_logits(logits)
-        y = _check_labels(labels, z, self.task)
+        z = check_logits(logits)
+        y = check_labels(labels, z, self.task)
         log_t = torch.zeros((), dtype=torch.float64, requires_grad=True)
         optimizer = torch.optim.LBFGS(
             [log_t],
@@ -84,7 +84,7 @@ class TemperatureScaling:
     def scale(self, logits: Any) -> torch.Tensor:
         """Logits divided by the fitted temperature (at least float32, same device)."""
         self._check_fitted()
-        z = _check_logits(logits, dtype=None)
+        z = check_logits(logits, dtype=None)
         return z.to(torch.promote_types(z.dtype, torch.float32)) / self.temperature
 
     def transform(self, logits: Any) -> torch.Tensor:
@@ -143,7 +143,7 @@ def _warn_if_no_interior_minimum(z: torch.Tensor, y: torch.Tensor, task: str) ->
         )
 
 
-def _check_logits(logits: Any, dtype: torch.dtype | None = torch.float64) -> torch.Tensor:
+def check_logits(logits: Any, dtype: torch.dtype | None = torch.float64) -> torch.Tensor:
     if isinstance(logits, np.ndarray):
         logits = torch.from_numpy(logits)
     if not isinstance(logits, torch.Tensor):
@@ -182,7 +182,7 @@ def _refuse_probabilities(logits: torch.Tensor) -> None:
     )
 
 
-def _check_labels(labels: Any, logits: torch.Tensor, task: str) -> torch.Tensor:
+def check_labels(labels: Any, logits: torch.Tensor, task: str) -> torch.Tensor:
     if isinstance(labels, np.ndarray):
         labels = torch.from_numpy(labels)
     if not isinstance(labels, torch.Tensor):

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from helpers.metrics import calibration, classification, multilabel, selective, weighted
-from helpers.metrics.core import _CHUNK_ENTRIES, _to_tensor
+from helpers.metrics.core import CHUNK_ENTRIES, to_tensor
 
 __all__ = [
     "BootstrapResult",
@@ -79,8 +79,8 @@ def bootstrap(
         raise ValueError(f"n (number of bootstrap resamples) must be an integer >= 2, got {n!r}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie in (0, 1), got {level}")
-    p = _to_tensor(probs, "probs")
-    y = _to_tensor(labels, "labels").to(p.device)
+    p = to_tensor(probs, "probs")
+    y = to_tensor(labels, "labels").to(p.device)
     if p.ndim < 1 or p.shape[0] == 0:
         raise ValueError(f"probs is empty (shape {tuple(p.shape)}); metrics need at least one sample")
     if y.shape[:1] != p.shape[:1]:
@@ -163,7 +163,7 @@ class PairedBootstrapResult:
         return self.low > 0 or self.high < 0
 
 
-def _per_seed(probs: Any, name: str, n_rows: int) -> list[torch.Tensor]:
+def per_seed(probs: Any, name: str, n_rows: int) -> list[torch.Tensor]:
     """A list of (N, C) tensors, one per training seed, from a list/tuple of arrays or a single (N, C) array."""
     if isinstance(probs, (torch.Tensor, np.ndarray)):
         probs = [probs]
@@ -172,7 +172,7 @@ def _per_seed(probs: Any, name: str, n_rows: int) -> list[torch.Tensor]:
             f"{name} must be a non-empty list of (N, C) probability tensors, one per training seed "
             f"(or a single (N, C) tensor), got {type(probs).__name__}"
         )
-    tensors = [_to_tensor(p, f"{name}[{s}]") for s, p in enumerate(probs)]
+    tensors = [to_tensor(p, f"{name}[{s}]") for s, p in enumerate(probs)]
     for s, p in enumerate(tensors):
         if p.ndim != 2 or p.shape[0] != n_rows:
             raise ValueError(
@@ -183,7 +183,7 @@ def _per_seed(probs: Any, name: str, n_rows: int) -> list[torch.Tensor]:
 
 
 @contextlib.contextmanager
-def _one_cpu_thread() -> Iterator[None]:
+def one_cpu_thread() -> Iterator[None]:
     """torch's intra-op threads cost more than they save on the resamples' small operations: measured with
     bench/bench_paired_bootstrap.py on the 2-core machine, 2 threads took 4-5x as long as 1
     (``multilabel_analysis.bootstrap_table`` measured the same for its loop). The caller's setting is restored."""
@@ -197,7 +197,7 @@ def _one_cpu_thread() -> Iterator[None]:
 
 def _resampled_differences_weighted(evaluators_a: list, evaluators_b: list, indices: torch.Tensor) -> torch.Tensor:
     n_resamples, n_rows = indices.shape
-    chunk = max(1, min(n_resamples, _CHUNK_ENTRIES // n_rows))
+    chunk = max(1, min(n_resamples, CHUNK_ENTRIES // n_rows))
     differences = []
     for start in range(0, n_resamples, chunk):
         rows = indices[start : start + chunk]
@@ -209,7 +209,7 @@ def _resampled_differences_weighted(evaluators_a: list, evaluators_b: list, indi
     return torch.cat(differences).cpu()
 
 
-def _metric_or_nan(metric: Callable[..., float], probs: torch.Tensor, labels: torch.Tensor) -> float:
+def metric_or_nan(metric: Callable[..., float], probs: torch.Tensor, labels: torch.Tensor) -> float:
     try:
         return float(metric(probs, labels))
     except ValueError:  # undefined on this resample (e.g. no positive for any label): a degenerate resample
@@ -226,8 +226,8 @@ def _resampled_differences_loop(
     differences = torch.empty(indices.shape[0], dtype=torch.float64)
     for b, index in enumerate(indices):
         y = labels[index]
-        mean_a = np.mean([_metric_or_nan(metric, p[index], y) for p in probs_a])
-        mean_b = np.mean([_metric_or_nan(metric, p[index], y) for p in probs_b])
+        mean_a = np.mean([metric_or_nan(metric, p[index], y) for p in probs_a])
+        mean_b = np.mean([metric_or_nan(metric, p[index], y) for p in probs_b])
         differences[b] = mean_a - mean_b
     return differences
 
@@ -263,7 +263,7 @@ def paired_bootstrap(
     :func:`helpers.metrics.multilabel_smooth_ece`, any other callable), calls the metric on each replicate: n × (seeds
     of a + seeds of b) calls (relplot's smooth ECE takes about 30 ms per call, so about 3 minutes for n = 1000 and 3 + 3
     seeds; pass a smaller n for it). The resamples are evaluated with one torch CPU thread (faster here, see
-    ``_one_cpu_thread``).
+    ``one_cpu_thread``).
 
     The course's difference helpers (:func:`helpers.metrics.paired_differences`,
     :func:`helpers.metrics.paired_comparisons`) do not call this for the metrics of
@@ -274,11 +274,11 @@ def paired_bootstrap(
         raise ValueError(f"n (number of bootstrap resamples) must be an integer >= 2, got {n!r}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie in (0, 1), got {level}")
-    y = _to_tensor(labels, "labels")
+    y = to_tensor(labels, "labels")
     if y.ndim < 1 or y.shape[0] == 0:
         raise ValueError(f"labels is empty (shape {tuple(y.shape)}); metrics need at least one sample")
-    a = _per_seed(probs_a, "probs_a", y.shape[0])
-    b = _per_seed(probs_b, "probs_b", y.shape[0])
+    a = per_seed(probs_a, "probs_a", y.shape[0])
+    b = per_seed(probs_b, "probs_b", y.shape[0])
     y = y.to(a[0].device)
     values_a = [float(metric(p, y)) for p in a]
     values_b = [float(metric(p, y)) for p in b]
@@ -290,7 +290,7 @@ def paired_bootstrap(
     estimate = float(np.mean(values_a) - np.mean(values_b))
     generator = torch.Generator().manual_seed(seed)
     indices = torch.randint(y.shape[0], (n, y.shape[0]), generator=generator).to(y.device)
-    with warnings.catch_warnings(record=True) as caught, _one_cpu_thread():
+    with warnings.catch_warnings(record=True) as caught, one_cpu_thread():
         warnings.simplefilter("always")
         samples = None
         if vectorised:
@@ -319,31 +319,31 @@ def paired_bootstrap(
 # ----------------------------------------------------------------------------------------------------------------
 #: metric -> its weighted form in :mod:`helpers.metrics.weighted` (same keyword arguments)
 WEIGHTED_METRICS: dict[Callable[..., float], Callable[..., weighted.Evaluate]] = {
-    classification.accuracy: weighted._accuracy,
-    classification.nll: weighted._nll,
-    classification.brier: weighted._brier,
-    calibration.ece: weighted._ece,
-    calibration.mce: weighted._mce,
-    calibration.average_calibration_error: weighted._average_calibration_error,
-    calibration.classwise_ece: weighted._classwise_ece,
-    calibration.adaptive_ece: weighted._adaptive_ece,
-    calibration.debiased_ece: weighted._debiased_ece,
-    classification.auroc_ovr: weighted._auroc_ovr,
-    classification.macro_f1: weighted._macro_f1,
-    classification.jaccard: weighted._jaccard,
-    classification.cohen_kappa: weighted._cohen_kappa,
-    classification.class_recall: weighted._class_recall,
-    multilabel.multilabel_ece: weighted._multilabel_ece,
-    multilabel.multilabel_mce: weighted._multilabel_mce,
-    multilabel.multilabel_average_calibration_error: weighted._multilabel_average_calibration_error,
-    multilabel.multilabel_brier: weighted._multilabel_brier,
-    multilabel.multilabel_nll: weighted._multilabel_nll,
-    multilabel.hamming_loss: weighted._hamming_loss,
-    multilabel.macro_auroc: weighted._macro_auroc,
-    multilabel.map_per_class: weighted._map_per_class,
-    multilabel.map_per_example: weighted._map_per_example,
-    calibration.true_rms: weighted._true_rms,
-    selective.r_auc: weighted._r_auc,
+    classification.accuracy: weighted.accuracy,
+    classification.nll: weighted.nll,
+    classification.brier: weighted.brier,
+    calibration.ece: weighted.ece,
+    calibration.mce: weighted.mce,
+    calibration.average_calibration_error: weighted.average_calibration_error,
+    calibration.classwise_ece: weighted.classwise_ece,
+    calibration.adaptive_ece: weighted.adaptive_ece,
+    calibration.debiased_ece: weighted.debiased_ece,
+    classification.auroc_ovr: weighted.auroc_ovr,
+    classification.macro_f1: weighted.macro_f1,
+    classification.jaccard: weighted.jaccard,
+    classification.cohen_kappa: weighted.cohen_kappa,
+    classification.class_recall: weighted.class_recall,
+    multilabel.multilabel_ece: weighted.multilabel_ece,
+    multilabel.multilabel_mce: weighted.multilabel_mce,
+    multilabel.multilabel_average_calibration_error: weighted.multilabel_average_calibration_error,
+    multilabel.multilabel_brier: weighted.multilabel_brier,
+    multilabel.multilabel_nll: weighted.multilabel_nll,
+    multilabel.hamming_loss: weighted.hamming_loss,
+    multilabel.macro_auroc: weighted.macro_auroc,
+    multilabel.map_per_class: weighted.map_per_class,
+    multilabel.map_per_example: weighted.map_per_example,
+    calibration.true_rms: weighted.true_rms,
+    selective.r_auc: weighted.r_auc,
 }
 
 

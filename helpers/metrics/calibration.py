@@ -10,8 +10,8 @@ probabilities against exact posteriors.
 * Inputs may be torch tensors (any device; computation stays there) or numpy arrays; results are Python floats.
 * Calibration sums are accumulated in float64 whatever the input dtype.
 * Binned calibration errors use ONE binning routine (in :mod:`helpers.metrics.core`, with the input checks that
-  :mod:`helpers.metrics.weighted` and :mod:`helpers.metrics.selective` share: :func:`_equal_width_bin_index` for
-  equal-width bins, :func:`_equal_mass_bin_index` for equal-mass bins, :func:`_bin_sums` for the per-bin sums),
+  :mod:`helpers.metrics.weighted` and :mod:`helpers.metrics.selective` share: :func:`equal_width_bin_index` for
+  equal-width bins, :func:`equal_mass_bin_index` for equal-mass bins, :func:`bin_sums` for the per-bin sums),
   shared by :func:`reliability_bins` (what the plots draw) and every ECE-like number.
 
 Equal-width bins
@@ -42,23 +42,23 @@ import numpy as np
 import torch
 
 from helpers.metrics.core import (
-    _LOGITS_HINT,
     DEFAULT_N_BINS,
-    _average_error,
-    _bin_sums,
-    _BinSums,
-    _check_n_bins,
-    _debiased_squared_error,
-    _equal_mass_bin_index,
-    _estimate_and_posteriors,
-    _expected_error,
-    _max_error,
-    _multiclass_inputs,
-    _multilabel_inputs,
-    _numpy,
-    _row_sum_tolerance,
-    _top_label,
+    LOGITS_HINT,
+    BinSums,
+    average_error,
     bin_edges,
+    bin_sums,
+    check_n_bins,
+    debiased_squared_error,
+    equal_mass_bin_index,
+    estimate_and_posteriors,
+    expected_error,
+    max_error,
+    multiclass_inputs,
+    multilabel_inputs,
+    row_sum_tolerance,
+    to_numpy,
+    top_label,
 )
 
 __all__ = [
@@ -119,20 +119,20 @@ class ReliabilityBins:
         """Per-bin accuracy (top-label) or frequency of "present" (pooled multi-label); NaN for empty bins."""
         return torch.where(self.nonempty, self.outcome_sum / self.counts, torch.full_like(self.counts, math.nan))
 
-    def _sums(self) -> _BinSums:
-        return _BinSums(self.counts[None], self.confidence_sum[None], self.outcome_sum[None])
+    def _sums(self) -> BinSums:
+        return BinSums(self.counts[None], self.confidence_sum[None], self.outcome_sum[None])
 
     @property
     def ece(self) -> float:
-        return float(_expected_error(self._sums())[0])
+        return float(expected_error(self._sums())[0])
 
     @property
     def mce(self) -> float:
-        return float(_max_error(self._sums())[0])
+        return float(max_error(self._sums())[0])
 
     @property
     def average_calibration_error(self) -> float:
-        return float(_average_error(self._sums())[0])
+        return float(average_error(self._sums())[0])
 
 
 def reliability_bins(
@@ -144,14 +144,14 @@ def reliability_bins(
     ``multilabel=True``: every (sample, label) pair is one binary forecast p of "present" with outcome y, pooled
     over all labels (see :func:`helpers.metrics.multilabel_ece`).
     """
-    _check_n_bins(n_bins)
+    check_n_bins(n_bins)
     if multilabel:
-        p, y = _multilabel_inputs(probs, labels)
+        p, y = multilabel_inputs(probs, labels)
         confidence, outcome, kind = p.reshape(-1, 1), y.reshape(-1, 1), POOLED
     else:
-        p, y = _multiclass_inputs(probs, labels)
-        (confidence, outcome), kind = _top_label(p, y), "top-label"
-    sums = _bin_sums(confidence, outcome, n_bins)
+        p, y = multiclass_inputs(probs, labels)
+        (confidence, outcome), kind = top_label(p, y), "top-label"
+    sums = bin_sums(confidence, outcome, n_bins)
     return ReliabilityBins(
         bin_edges(n_bins), sums.counts[0].cpu(), sums.confidence_sum[0].cpu(), sums.outcome_sum[0].cpu(), kind
     )
@@ -195,11 +195,11 @@ def adaptive_ece(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> float
     unweighted, (1 / KR) Σ_k Σ_r ``|acc(r, k) − conf(r, k)|``. The LS+ numbers (ACE close to ECE, far from SCE) indicate
     the top-label, sample-weighted form computed here.
     """
-    _check_n_bins(n_bins)
-    p, y = _multiclass_inputs(probs, labels)
-    confidence, correct = _top_label(p, y)
-    index = _equal_mass_bin_index(confidence[:, 0], n_bins)[:, None]
-    return float(_expected_error(_bin_sums(confidence, correct, n_bins, bin_index=index))[0])
+    check_n_bins(n_bins)
+    p, y = multiclass_inputs(probs, labels)
+    confidence, correct = top_label(p, y)
+    index = equal_mass_bin_index(confidence[:, 0], n_bins)[:, None]
+    return float(expected_error(bin_sums(confidence, correct, n_bins, bin_index=index))[0])
 
 
 def classwise_ece(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> float:
@@ -208,19 +208,19 @@ def classwise_ece(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> floa
     SCE = (1/K) sum_k sum_b (``|B_bk|`` / N) ``|acc(b, k) - conf(b, k)|``, where for class k every sample is the
     one-vs-rest forecast p_k with outcome 1[y = k], binned by p_k in equal-width bins (module doc).
     """
-    _check_n_bins(n_bins)
-    p, y = _multiclass_inputs(probs, labels)
+    check_n_bins(n_bins)
+    p, y = multiclass_inputs(probs, labels)
     # the outcome 1[y = k] is 1 only in column y: pass y instead of a dense (N, K) one-hot
-    return float(_expected_error(_bin_sums(p, y, n_bins)).mean())
+    return float(expected_error(bin_sums(p, y, n_bins)).mean())
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # smooth and debiased calibration errors, smooth reliability diagrams
 # ----------------------------------------------------------------------------------------------------------------
-def _relplot_smooth_ece(forecast: torch.Tensor, outcome: torch.Tensor) -> float:
+def relplot_smooth_ece(forecast: torch.Tensor, outcome: torch.Tensor) -> float:
     import relplot  # imports pandas, seaborn and scikit-learn estimators: loaded only when a smooth ECE is asked for
 
-    return float(relplot.smECE(_numpy(forecast.to(torch.float64)), _numpy(outcome.to(torch.float64))))
+    return float(relplot.smECE(to_numpy(forecast.to(torch.float64)), to_numpy(outcome.to(torch.float64))))
 
 
 def smooth_ece(probs: Any, labels: Any) -> float:
@@ -238,9 +238,9 @@ def smooth_ece(probs: Any, labels: Any) -> float:
     rest, the estimate is inflated: notebook 01's over-fitting recipe (35–47 % of its confidences, 97–98 % correct)
     reads 18.1 % against a binned ECE of 15.2 %, and 14.5–15.5 % once those confidences are moved to 0.998.
     """
-    p, y = _multiclass_inputs(probs, labels)
-    confidence, correct = _top_label(p, y)
-    return _relplot_smooth_ece(confidence[:, 0], correct[:, 0])
+    p, y = multiclass_inputs(probs, labels)
+    confidence, correct = top_label(p, y)
+    return relplot_smooth_ece(confidence[:, 0], correct[:, 0])
 
 
 def _kumar_equal_mass_bin_index(confidence: torch.Tensor, n_bins: int) -> torch.Tensor:
@@ -249,7 +249,7 @@ def _kumar_equal_mass_bin_index(confidence: torch.Tensor, n_bins: int) -> torch.
     The sorted confidences are cut into min(n_bins, N) chunks as ``numpy.array_split`` does (the first N mod k
     chunks one longer); each interior boundary is the midpoint of the last value of a chunk and the first value of
     the next, the last boundary is 1.0, and a confidence c goes to the first bin whose boundary is >= c. Unlike
-    :func:`_equal_mass_bin_index`, tied confidences therefore always share a bin (a tie across a chunk boundary
+    :func:`equal_mass_bin_index`, tied confidences therefore always share a bin (a tie across a chunk boundary
     falls in the lower bin). Returns (N,) int64 bin indices in [0, min(n_bins, N)).
     """
     n = confidence.shape[0]
@@ -279,12 +279,12 @@ def debiased_ece(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> float
     N/4 per class, e.g. the output of histogram binning) that function instead puts every distinct value in its
     own bin and ignores ``n_bins``.
     """
-    _check_n_bins(n_bins)
-    p, y = _multiclass_inputs(probs, labels)
-    confidence, correct = _top_label(p, y)
+    check_n_bins(n_bins)
+    p, y = multiclass_inputs(probs, labels)
+    confidence, correct = top_label(p, y)
     confidence = confidence.to(torch.float64)
     index = _kumar_equal_mass_bin_index(confidence[:, 0], n_bins)[:, None]
-    squared = _debiased_squared_error(_bin_sums(confidence, correct, n_bins, bin_index=index))[0]
+    squared = debiased_squared_error(bin_sums(confidence, correct, n_bins, bin_index=index))[0]
     return float(squared.clamp_min(0.0).sqrt())
 
 
@@ -324,11 +324,11 @@ def smooth_reliability(
     if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, int) or n_bootstrap < 2:
         raise ValueError(f"n_bootstrap must be an integer >= 2, got {n_bootstrap!r}")
     if multilabel:
-        p, y = _multilabel_inputs(probs, labels)
+        p, y = multilabel_inputs(probs, labels)
         forecast, outcome, kind = p.reshape(-1), y.reshape(-1), POOLED
     else:
-        p, y = _multiclass_inputs(probs, labels)
-        (confidence, correct), kind = _top_label(p, y), "top-label"
+        p, y = multiclass_inputs(probs, labels)
+        (confidence, correct), kind = top_label(p, y), "top-label"
         forecast, outcome = confidence[:, 0], correct[:, 0]
     import relplot
 
@@ -339,8 +339,8 @@ def smooth_reliability(
             # relplot 1.0.3 builds its band with a pandas call that pandas 3 deprecates (harmless; once per fit)
             warnings.filterwarnings("ignore", message="Passing a dict to DataFrame.from_records is deprecated")
             diagram = relplot.prepare_rel_diagram(
-                _numpy(forecast.to(torch.float64)),
-                _numpy(outcome.to(torch.float64)),
+                to_numpy(forecast.to(torch.float64)),
+                to_numpy(outcome.to(torch.float64)),
                 plot_confidence_band=True,
                 num_bootstrap=n_bootstrap,
                 report_CE=True,
@@ -390,8 +390,8 @@ def true_calibration_error(probs: Any, true_posteriors: Any, multilabel: bool = 
     """
     if not isinstance(multilabel, bool):
         raise TypeError(f"multilabel must be True or False (the task is not inferred), got {multilabel!r}")
-    p_hat, p_true = _estimate_and_posteriors(probs, true_posteriors)
-    tolerance = max(_row_sum_tolerance(probs), _row_sum_tolerance(true_posteriors))
+    p_hat, p_true = estimate_and_posteriors(probs, true_posteriors)
+    tolerance = max(row_sum_tolerance(probs), row_sum_tolerance(true_posteriors))
     if not multilabel:
         for name, rows in (("probs", p_hat), ("true_posteriors", p_true)):
             worst = (rows.sum(1) - 1).abs().max()
@@ -399,7 +399,7 @@ def true_calibration_error(probs: Any, true_posteriors: Any, multilabel: bool = 
                 raise ValueError(
                     f"multi-class {name} must have rows summing to 1 (a row is off by "
                     f"{float(worst):.3g}); for per-label (multi-label) probabilities pass "
-                    f"multilabel=True; otherwise " + _LOGITS_HINT
+                    f"multilabel=True; otherwise " + LOGITS_HINT
                 )
     difference = p_hat - p_true
     top_label = None

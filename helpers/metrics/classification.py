@@ -17,12 +17,12 @@ from sklearn import metrics as sk_metrics
 from helpers.metrics.calibration import adaptive_ece, classwise_ece, reliability_bins
 from helpers.metrics.core import (
     DEFAULT_N_BINS,
-    _auroc_rows,
-    _class_index,
-    _mean_negative_log,
-    _mean_over_defined,
-    _multiclass_inputs,
-    _numpy,
+    auroc_rows,
+    checked_class_index,
+    mean_negative_log,
+    mean_over_defined,
+    multiclass_inputs,
+    to_numpy,
 )
 
 __all__ = [
@@ -44,24 +44,24 @@ __all__ = [
 # ----------------------------------------------------------------------------------------------------------------
 def brier(probs: Any, labels: Any) -> float:
     """Multi-class Brier score: (1/N) sum_i sum_k (p_ik - 1[y_i = k])^2 (Brier 1950), in [0, 2]."""
-    p, y = _multiclass_inputs(probs, labels)
+    p, y = multiclass_inputs(probs, labels)
     p = p.to(torch.float64)
     p_true = p.gather(1, y[:, None])[:, 0]
     return float(((p * p).sum(1) - 2.0 * p_true + 1.0).mean())
 
 
 def nll(probs: Any, labels: Any) -> float:
-    """Mean negative log-likelihood -(1/N) sum_i log p_{i, y_i} (log(0) handled as in ``_mean_negative_log``)."""
-    p, y = _multiclass_inputs(probs, labels)
-    return _mean_negative_log(p.gather(1, y[:, None])[:, 0].to(torch.float64), "nll")
+    """Mean negative log-likelihood -(1/N) sum_i log p_{i, y_i} (log(0) handled as in ``mean_negative_log``)."""
+    p, y = multiclass_inputs(probs, labels)
+    return mean_negative_log(p.gather(1, y[:, None])[:, 0].to(torch.float64), "nll")
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # decisions of the arg-max (scikit-learn) and the one-vs-rest AUROC
 # ----------------------------------------------------------------------------------------------------------------
 def _decisions(probs: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
-    p, y = _multiclass_inputs(probs, labels)
-    return _numpy(y), _numpy(p.argmax(dim=1))
+    p, y = multiclass_inputs(probs, labels)
+    return to_numpy(y), to_numpy(p.argmax(dim=1))
 
 
 def accuracy(probs: Any, labels: Any) -> float:
@@ -73,7 +73,7 @@ def accuracy(probs: Any, labels: Any) -> float:
 def confidence_minus_accuracy(probs: Any, labels: Any) -> float:
     """Mean top-label confidence minus top-1 accuracy: positive for an over-confident model, negative for an
     under-confident one (the sign that the ECE, an average of absolute gaps, hides)."""
-    p, y = _multiclass_inputs(probs, labels)
+    p, y = multiclass_inputs(probs, labels)
     return float(p.max(dim=1).values.to(torch.float64).mean()) - accuracy(p, y)
 
 
@@ -108,19 +108,19 @@ def auroc_ovr(probs: Any, labels: Any) -> float:
     minute. K = 2: the AUROC of p_1 (= that of p_0). A class absent from the labels has no AUROC: skipped with a
     RuntimeWarning.
     """
-    p, y = _multiclass_inputs(probs, labels)
+    p, y = multiclass_inputs(probs, labels)
     if p.shape[1] == 2:
         p, onehot = p[:, 1:], (y == 1)[:, None]
     else:
         onehot = torch.nn.functional.one_hot(y, p.shape[1])
-    return _mean_over_defined(_auroc_rows(p.T, onehot.T.to(p.dtype)), "auroc_ovr", "class(es) absent from the labels")
+    return mean_over_defined(auroc_rows(p.T, onehot.T.to(p.dtype)), "auroc_ovr", "class(es) absent from the labels")
 
 
 def class_recall(probs: Any, labels: Any, class_index: int) -> float:
     """Recall of one class, P(argmax = k | y = k) (e.g. melanoma recall on DermaMNIST); NaN if no sample has label
     k (the bootstrap then counts the resample as degenerate)."""
-    p, y = _multiclass_inputs(probs, labels)
-    class_index = _class_index(class_index, p.shape[1])
+    p, y = multiclass_inputs(probs, labels)
+    class_index = checked_class_index(class_index, p.shape[1])
     is_class = y == class_index
     n_class = int(is_class.sum())
     if n_class == 0:

@@ -20,7 +20,7 @@ import torch
 
 DEFAULT_N_BINS = 15
 ROW_SUM_TOLERANCE = 1e-3
-_LOGITS_HINT = (
+LOGITS_HINT = (
     "did you pass logits? Apply torch.softmax(logits, dim=1) (multi-class), torch.sigmoid (multi-label), "
     "or better loss.predict_proba(logits)"
 )
@@ -29,7 +29,7 @@ _LOGITS_HINT = (
 # ----------------------------------------------------------------------------------------------------------------
 # input checks
 # ----------------------------------------------------------------------------------------------------------------
-def _to_tensor(values: Any, name: str) -> torch.Tensor:
+def to_tensor(values: Any, name: str) -> torch.Tensor:
     if isinstance(values, torch.Tensor):
         return values.detach()
     if isinstance(values, (np.ndarray, list, tuple)):
@@ -40,18 +40,18 @@ def _to_tensor(values: Any, name: str) -> torch.Tensor:
     raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {type(values).__name__}")
 
 
-def _numpy(t: torch.Tensor) -> np.ndarray:
+def to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy()
 
 
-def _check_n_bins(n_bins: int) -> None:
+def check_n_bins(n_bins: int) -> None:
     if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
         raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
 
 
 def _probability_matrix(probs: Any, name: str = "probs") -> torch.Tensor:
     """(N, C) float tensor with finite entries in [0, 1]; raises ValueError otherwise."""
-    p = _to_tensor(probs, name)
+    p = to_tensor(probs, name)
     if p.dtype == torch.bool or p.is_complex():
         raise ValueError(f"{name} must hold real probabilities, got dtype {p.dtype}")
     if not p.is_floating_point():
@@ -72,12 +72,12 @@ def _probability_matrix(probs: Any, name: str = "probs") -> torch.Tensor:
         raise ValueError(f"{name} contains {n_nan} NaN and {n_inf} infinite values; metrics need finite probabilities")
     if low < 0 or high > 1:
         raise ValueError(
-            f"{name} must lie in [0, 1], got values in [{float(low):.4g}, {float(high):.4g}]; " + _LOGITS_HINT
+            f"{name} must lie in [0, 1], got values in [{float(low):.4g}, {float(high):.4g}]; " + LOGITS_HINT
         )
     return p
 
 
-def _row_sum_tolerance(probs: Any) -> float:
+def row_sum_tolerance(probs: Any) -> float:
     """How far a row of ``probs`` may sum from 1: ROW_SUM_TOLERANCE, or the machine epsilon of a coarser dtype.
 
     Rounding each entry of a row to a float format moves the row sum by up to eps / 2 (relative error eps / 2 per
@@ -89,9 +89,9 @@ def _row_sum_tolerance(probs: Any) -> float:
     return ROW_SUM_TOLERANCE
 
 
-def _multiclass_inputs(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def multiclass_inputs(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Validated (N, K) probabilities and (N,) int64 labels on the probabilities' device."""
-    tolerance = _row_sum_tolerance(probs)
+    tolerance = row_sum_tolerance(probs)
     p = _probability_matrix(probs)
     if p.shape[1] < 2:
         raise ValueError(
@@ -105,9 +105,9 @@ def _multiclass_inputs(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Ten
         worst = int((row_sums - 1.0).abs().argmax())
         raise ValueError(
             f"rows of multi-class probs must sum to 1 (within {tolerance:.3g}); row {worst} sums to "
-            f"{float(row_sums[worst]):.6g}; " + _LOGITS_HINT
+            f"{float(row_sums[worst]):.6g}; " + LOGITS_HINT
         )
-    y = _to_tensor(labels, "labels")
+    y = to_tensor(labels, "labels")
     if y.ndim != 1:
         raise ValueError(
             f"multi-class labels must have shape (N,) of class indices, got shape {tuple(y.shape)}; "
@@ -127,10 +127,10 @@ def _multiclass_inputs(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Ten
     return p, y
 
 
-def _multilabel_inputs(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def multilabel_inputs(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Validated (N, T) probabilities and (N, T) float64 {0, 1} labels on the probabilities' device."""
     p = _probability_matrix(probs)
-    y = _to_tensor(labels, "labels")
+    y = to_tensor(labels, "labels")
     if y.shape != p.shape:
         raise ValueError(
             f"multi-label labels must have the same (N, T) shape as probs, got {tuple(y.shape)} vs "
@@ -142,7 +142,7 @@ def _multilabel_inputs(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Ten
     return p, y
 
 
-def _class_index(class_index: Any, n_classes: int) -> int:
+def checked_class_index(class_index: Any, n_classes: int) -> int:
     """``class_index`` checked to be an integer column of K = ``n_classes`` (what :func:`metrics.class_recall`
     accepts)."""
     if (
@@ -154,7 +154,7 @@ def _class_index(class_index: Any, n_classes: int) -> int:
     return int(class_index)
 
 
-def _estimate_and_posteriors(probs: Any, true_posteriors: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def estimate_and_posteriors(probs: Any, true_posteriors: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Validated float64 (N, C) predicted probabilities and exact posteriors of the same shape, on one device."""
     p_hat = _probability_matrix(probs, "probs")
     p_true = _probability_matrix(true_posteriors, "true_posteriors").to(p_hat.device)
@@ -170,7 +170,7 @@ def _estimate_and_posteriors(probs: Any, true_posteriors: Any) -> tuple[torch.Te
 # ----------------------------------------------------------------------------------------------------------------
 def bin_edges(n_bins: int = DEFAULT_N_BINS, device: torch.device | str | None = None) -> torch.Tensor:
     """Equal-width bin edges in [0, 1], float64, shape (n_bins + 1,)."""
-    _check_n_bins(n_bins)
+    check_n_bins(n_bins)
     return torch.linspace(0.0, 1.0, n_bins + 1, dtype=torch.float64, device=device)
 
 
@@ -180,7 +180,7 @@ _NEAR_EDGE = 1e-3
 _FAST_BINNING_MAX_BINS = 2000
 
 
-def _equal_width_bin_index(confidence: torch.Tensor, n_bins: int) -> torch.Tensor:
+def equal_width_bin_index(confidence: torch.Tensor, n_bins: int) -> torch.Tensor:
     """Bin of each confidence for bins (edge_b, edge_{b+1}], with 0 in the first bin (any shape, int64).
 
     The edges are the float64 :func:`bin_edges`; a float32 input is compared with each edge rounded DOWN to
@@ -207,7 +207,7 @@ def _equal_width_bin_index(confidence: torch.Tensor, n_bins: int) -> torch.Tenso
     return index
 
 
-def _equal_mass_bin_index(confidence: torch.Tensor, n_bins: int) -> torch.Tensor:
+def equal_mass_bin_index(confidence: torch.Tensor, n_bins: int) -> torch.Tensor:
     """Equal-mass bins of a (N,) confidence vector.
 
     Samples are sorted by confidence (stable sort, so ties keep their input order) and the sample of rank r
@@ -222,7 +222,7 @@ def _equal_mass_bin_index(confidence: torch.Tensor, n_bins: int) -> torch.Tensor
     return index
 
 
-class _BinSums(NamedTuple):
+class BinSums(NamedTuple):
     """Per-group, per-bin sums, each (G, n_bins) float64: sample count, sum of confidences, sum of outcomes."""
 
     counts: torch.Tensor
@@ -230,7 +230,7 @@ class _BinSums(NamedTuple):
     outcome_sum: torch.Tensor
 
 
-def _cell_index(bin_index: torch.Tensor, n_bins: int) -> torch.Tensor:
+def cell_index(bin_index: torch.Tensor, n_bins: int) -> torch.Tensor:
     """Flat (group, bin) cell g * n_bins + b of an (N, G) bin index."""
     if bin_index.shape[1] == 1:
         return bin_index
@@ -240,16 +240,16 @@ def _cell_index(bin_index: torch.Tensor, n_bins: int) -> torch.Tensor:
 # Rows are processed in chunks of about 2**20 entries: int64 temporaries of 8 MB stay below glibc's mmap
 # threshold (32 MB), so they are recycled instead of being page-faulted in from the OS on every allocation,
 # which made one pass over 10^6 x 7 entries several times slower than over 10^6.
-_CHUNK_ENTRIES = 2**20
+CHUNK_ENTRIES = 2**20
 
 
-def _bin_sums(
+def bin_sums(
     confidence: torch.Tensor, outcome: torch.Tensor, n_bins: int, bin_index: torch.Tensor | None = None
-) -> _BinSums:
+) -> BinSums:
     """Per-(group, bin) sums over samples. ``confidence`` is (N, G): column g is forecast group g.
 
     ``outcome`` is (N, G) in {0, 1}, or, for one-vs-rest groups (class-wise ECE), an (N,) int64 tensor giving
-    the one column whose outcome is 1 in each row. Bins are equal-width (:func:`_equal_width_bin_index`) unless
+    the one column whose outcome is 1 in each row. Bins are equal-width (:func:`equal_width_bin_index`) unless
     an (N, G) ``bin_index`` is given.
     """
     n_rows, n_groups = confidence.shape
@@ -257,12 +257,12 @@ def _bin_sums(
     device = confidence.device
     counts, confidence_sum, outcome_sum = (torch.zeros(size, dtype=torch.float64, device=device) for _ in range(3))
     one_vs_rest = outcome.ndim == 1
-    rows_per_chunk = max(1, _CHUNK_ENTRIES // n_groups)
+    rows_per_chunk = max(1, CHUNK_ENTRIES // n_groups)
     for start in range(0, n_rows, rows_per_chunk):
         rows = slice(start, start + rows_per_chunk)
         chunk = confidence[rows]
-        index = _equal_width_bin_index(chunk, n_bins) if bin_index is None else bin_index[rows]
-        cell = _cell_index(index, n_bins)
+        index = equal_width_bin_index(chunk, n_bins) if bin_index is None else bin_index[rows]
+        cell = cell_index(index, n_bins)
         flat = cell.reshape(-1)
         counts.scatter_add_(0, flat, torch.ones(1, dtype=torch.float64, device=device).expand_as(flat))
         confidence_sum.scatter_add_(0, flat, chunk.reshape(-1).to(torch.float64))
@@ -274,31 +274,31 @@ def _bin_sums(
         else:
             outcome_sum.scatter_add_(0, flat, outcome[rows].reshape(-1).to(torch.float64))
     shape = (n_groups, n_bins)
-    return _BinSums(counts.reshape(shape), confidence_sum.reshape(shape), outcome_sum.reshape(shape))
+    return BinSums(counts.reshape(shape), confidence_sum.reshape(shape), outcome_sum.reshape(shape))
 
 
-def _bin_gaps(sums: _BinSums) -> torch.Tensor:
+def _bin_gaps(sums: BinSums) -> torch.Tensor:
     """|accuracy - mean confidence| per bin; NaN for empty bins."""
     gap = (sums.outcome_sum - sums.confidence_sum).abs() / sums.counts
     return torch.where(sums.counts > 0, gap, torch.full_like(gap, math.nan))
 
 
-def _expected_error(sums: _BinSums) -> torch.Tensor:
+def expected_error(sums: BinSums) -> torch.Tensor:
     """sum_b (n_b / N) |acc_b - conf_b| = sum_b |sum of outcomes - sum of confidences| / N, per group."""
     return (sums.outcome_sum - sums.confidence_sum).abs().sum(-1) / sums.counts.sum(-1)
 
 
-def _max_error(sums: _BinSums) -> torch.Tensor:
+def max_error(sums: BinSums) -> torch.Tensor:
     """max over non-empty bins of |acc_b - conf_b|, per group (gaps are >= 0, so empty bins may count as 0)."""
     return _bin_gaps(sums).nan_to_num(nan=0.0).amax(-1)
 
 
-def _average_error(sums: _BinSums) -> torch.Tensor:
+def average_error(sums: BinSums) -> torch.Tensor:
     """mean over non-empty bins of |acc_b - conf_b|, each bin weighted equally, per group."""
     return _bin_gaps(sums).nanmean(-1)
 
 
-def _top_label(p: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def top_label(p: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(N, 1) top-label confidence and (N, 1) correctness (ties in the max: the first maximal class)."""
     confidence, prediction = p.max(dim=1)
     return confidence[:, None], (prediction == y)[:, None]
@@ -307,7 +307,7 @@ def _top_label(p: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Te
 # ----------------------------------------------------------------------------------------------------------------
 # ranks with ties (average precision, AUROC) and the debiased squared error
 # ----------------------------------------------------------------------------------------------------------------
-def _tie_groups(sorted_scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def tie_groups(sorted_scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """First and last position (along dim 1) of the group of equal scores each entry of a row-sorted matrix is in."""
     n_columns = sorted_scores.shape[1]
     position = torch.arange(n_columns, device=sorted_scores.device).expand(sorted_scores.shape)
@@ -321,7 +321,7 @@ def _tie_groups(sorted_scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     return first, last
 
 
-def _average_precision_rows(scores: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def average_precision_rows(scores: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Average precision of each row (ranking its columns by score); NaN for rows without a positive.
 
     AP = sum_n (R_n - R_{n-1}) P_n over the distinct score thresholds n, as in sklearn's
@@ -332,18 +332,18 @@ def _average_precision_rows(scores: torch.Tensor, targets: torch.Tensor) -> torc
     sorted_targets = targets.gather(1, order).to(torch.float64)
     rank = torch.arange(1, scores.shape[1] + 1, device=scores.device, dtype=torch.float64)
     precision = sorted_targets.cumsum(1) / rank
-    _, last = _tie_groups(sorted_scores)
+    _, last = tie_groups(sorted_scores)
     n_positive = sorted_targets.sum(1)
     ap = (sorted_targets * precision.gather(1, last)).sum(1) / n_positive
     return torch.where(n_positive > 0, ap, torch.full_like(ap, math.nan))
 
 
-def _auroc_rows(scores: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def auroc_rows(scores: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """ROC AUC of each row via the Mann-Whitney U statistic with mid-ranks for ties (= sklearn roc_auc_score);
     NaN for rows holding a single class."""
     sorted_scores, order = scores.sort(dim=1)
     sorted_targets = targets.gather(1, order).to(torch.float64)
-    first, last = _tie_groups(sorted_scores)
+    first, last = tie_groups(sorted_scores)
     mid_rank = (first + last).to(torch.float64) / 2 + 1
     n_positive = sorted_targets.sum(1)
     n_negative = scores.shape[1] - n_positive
@@ -352,7 +352,7 @@ def _auroc_rows(scores: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return torch.where((n_positive > 0) & (n_negative > 0), auc, torch.full_like(auc, math.nan))
 
 
-def _debiased_squared_error(sums: _BinSums) -> torch.Tensor:
+def debiased_squared_error(sums: BinSums) -> torch.Tensor:
     """Σ_b (n_b / N) [(conf_b − acc_b)² − acc_b (1 − acc_b) / (n_b − 1)] per group; bins with n_b < 2 add 0."""
     counts = sums.counts
     usable = counts >= 2
@@ -367,7 +367,7 @@ def _debiased_squared_error(sums: _BinSums) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------------------------
 # reductions: the mean of -log p with log(0) handled, the mean over defined columns
 # ----------------------------------------------------------------------------------------------------------------
-def _mean_negative_log(p_outcome: torch.Tensor, metric: str) -> float:
+def mean_negative_log(p_outcome: torch.Tensor, metric: str) -> float:
     """Mean of -log of the probabilities given to the observed outcomes (float64).
 
     A probability of exactly 0 on the observed outcome makes the NLL infinite. Instead of returning inf (which
@@ -386,7 +386,7 @@ def _mean_negative_log(p_outcome: torch.Tensor, metric: str) -> float:
     return float(-p_outcome.clamp_min(tiny).log().mean())
 
 
-def _mean_over_defined(values: torch.Tensor, metric: str, what: str) -> float:
+def mean_over_defined(values: torch.Tensor, metric: str, what: str) -> float:
     defined = ~torch.isnan(values)
     if not bool(defined.any()):
         raise ValueError(f"{metric}: undefined for every column ({what})")

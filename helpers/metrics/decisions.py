@@ -114,7 +114,7 @@ def _check_class(k: int, n_classes: int) -> int:
 
 def one_vs_rest(probs: Any, labels: Any, class_index: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(p_k (N,) float64, 1[y = k] (N,) bool) of one class from (N, K) probabilities and (N,) labels."""
-    p, y = core._multiclass_inputs(probs, labels)
+    p, y = core.multiclass_inputs(probs, labels)
     if p.shape[0] == 0:
         raise ValueError("probs and labels are empty (0 rows); a decision needs at least one patient")
     k = _check_class(class_index, p.shape[1])
@@ -290,9 +290,9 @@ def one_vs_rest_bins(
     """Equal-width reliability bins of the forecast p_k against 1[y = k] (the one-vs-rest diagram of one class,
     the forecasts that :func:`helpers.metrics.classwise_ece` averages over classes); its ``ece`` is that
     class's one-vs-rest ECE. ``kind`` names the class ("melanoma vs rest")."""
-    core._check_n_bins(n_bins)
+    core.check_n_bins(n_bins)
     p, positive = one_vs_rest(probs, labels, class_index)
-    sums = core._bin_sums(p[:, None], positive[:, None], n_bins)
+    sums = core.bin_sums(p[:, None], positive[:, None], n_bins)
     kind = f"{class_name or f'class {class_index}'} vs rest"
     return ReliabilityBins(
         core.bin_edges(n_bins), sums.counts[0].cpu(), sums.confidence_sum[0].cpu(), sums.outcome_sum[0].cpu(), kind
@@ -329,7 +329,7 @@ def decision_summaries(
     fns = {name: threshold_metric(name, class_index, threshold) for name in THRESHOLD_METRICS}
     summaries = stats.seed_summaries(probs_by_model, labels, fns)
     if treat_all:
-        p, _ = core._multiclass_inputs(next(iter(_seed_list(probs_by_model))), labels)
+        p, _ = core.multiclass_inputs(next(iter(_seed_list(probs_by_model))), labels)
         everyone = torch.zeros_like(p)
         everyone[:, _check_class(class_index, p.shape[1])] = 1.0  # P(class) = 1: every patient is treated
         summaries.update(stats.seed_summaries({TREAT_ALL: [everyone]}, labels, fns))

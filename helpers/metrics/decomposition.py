@@ -110,10 +110,10 @@ from helpers.metrics import classification, stats
 # the metrics' own input checks and binning, so the decomposition and the metrics read inputs and bins alike
 from helpers.metrics.core import (
     DEFAULT_N_BINS,
-    _check_n_bins,
-    _equal_width_bin_index,
-    _multiclass_inputs,
-    _multilabel_inputs,
+    check_n_bins,
+    equal_width_bin_index,
+    multiclass_inputs,
+    multilabel_inputs,
 )
 from helpers.metrics.multilabel import multilabel_nll
 
@@ -181,9 +181,9 @@ class ScoreDecomposition:
 def _binned_sums(forecast: torch.Tensor, outcome: torch.Tensor, n_bins: int) -> dict[str, torch.Tensor]:
     """Per-(column, bin) sums of 1, p, o, p^2 and p*o, each (G, n_bins) float64, for (N, G) forecasts/outcomes."""
     n_columns = forecast.shape[1]
-    cell = (
-        _equal_width_bin_index(forecast, n_bins) + n_bins * torch.arange(n_columns, device=forecast.device)
-    ).reshape(-1)
+    cell = (equal_width_bin_index(forecast, n_bins) + n_bins * torch.arange(n_columns, device=forecast.device)).reshape(
+        -1
+    )
     p = forecast.to(torch.float64).reshape(-1)
     o = outcome.to(torch.float64).reshape(-1)
     sums = {}
@@ -216,8 +216,8 @@ def brier_decomposition(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -
     """Multi-class Brier score (:func:`helpers.metrics.brier`, summed over classes) split as in eq. (1), one-vs-rest:
     column k of ``probs`` forecasts 1[y = k] with its own ``n_bins`` equal-width bins; each component is the sum
     over the K classes (see the module docstring for the derivation and why one-vs-rest)."""
-    _check_n_bins(n_bins)
-    p, y = _multiclass_inputs(probs, labels)
+    check_n_bins(n_bins)
+    p, y = multiclass_inputs(probs, labels)
     one_hot = torch.nn.functional.one_hot(y, p.shape[1])
     terms = _brier_terms(p, one_hot, n_bins)
     return BrierDecomposition(**{name: float(values.sum()) for name, values in terms.items()})
@@ -226,8 +226,8 @@ def brier_decomposition(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -
 def multilabel_brier_decomposition(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> BrierDecomposition:
     """Multi-label Brier score (:func:`helpers.metrics.multilabel_brier`) split as in eq. (1) per label, each
     component averaged over the T labels (so they add up to the mean over all (sample, label) pairs)."""
-    _check_n_bins(n_bins)
-    p, y = _multilabel_inputs(probs, labels)
+    check_n_bins(n_bins)
+    p, y = multilabel_inputs(probs, labels)
     terms = _brier_terms(p, y, n_bins)
     return BrierDecomposition(**{name: float(values.mean()) for name, values in terms.items()})
 
@@ -238,7 +238,7 @@ def multilabel_brier_decomposition(probs: Any, labels: Any, n_bins: int = DEFAUL
 def _check_recalibration(recalibration: str, n_bins: int) -> None:
     if recalibration not in RECALIBRATIONS:
         raise ValueError(f"recalibration must be one of {', '.join(RECALIBRATIONS)}, got {recalibration!r}")
-    _check_n_bins(n_bins)
+    check_n_bins(n_bins)
 
 
 def _recalibrate(forecast: torch.Tensor, outcome: torch.Tensor, recalibration: str, n_bins: int) -> torch.Tensor:
@@ -251,7 +251,7 @@ def _recalibrate(forecast: torch.Tensor, outcome: torch.Tensor, recalibration: s
         return torch.from_numpy(np.asarray(q, dtype=np.float64)).to(p.device)
     s = _binned_sums(p[:, None], o[:, None], n_bins)
     frequency = s["o"][0] / s["n"][0].clamp_min(1.0)
-    return frequency[_equal_width_bin_index(p, n_bins)]
+    return frequency[equal_width_bin_index(p, n_bins)]
 
 
 def _binary_log_loss(q: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
@@ -281,7 +281,7 @@ def multilabel_nll_decomposition(
     mean KL(q || base rate), computed on its own: refinement = uncertainty - resolution holds because q is
     calibrated in-sample (module docstring)."""
     _check_recalibration(recalibration, n_bins)
-    p, y = _multilabel_inputs(probs, labels)
+    p, y = multilabel_inputs(probs, labels)
     q = torch.stack([_recalibrate(p[:, t], y[:, t], recalibration, n_bins) for t in range(p.shape[1])], dim=1)
     base_rate = y.mean(0)
     score = multilabel_nll(p, y)
@@ -327,7 +327,7 @@ def nll_decomposition(
     recalibration map of the module docstring fitted on these data; uncertainty = the entropy of the class
     frequencies (the NLL of the constant base-rate forecast), resolution = uncertainty - refinement."""
     _check_recalibration(recalibration, n_bins)
-    p, y = _multiclass_inputs(probs, labels)
+    p, y = multiclass_inputs(probs, labels)
     score = classification.nll(p, y)
     refinement = _rank_chain_log_loss(p, y, recalibration, n_bins)
     frequency = torch.bincount(y, minlength=p.shape[1]).to(torch.float64) / len(y)

@@ -110,7 +110,7 @@ def estimator_study(
         raise ValueError(f"repeats_by_estimator must lie in [1, repeats={repeats}], got {bad}")
     generator = torch.Generator().manual_seed(seed)
     values = {model: {name: [] for name in estimators} for model in probs}
-    with bootstrapping._one_cpu_thread():
+    with bootstrapping.one_cpu_thread():
         for n in sample_sizes:
             indices, labels = draw_test_sets(p, n, repeats, generator)
             for model, q in probs.items():

@@ -12,20 +12,20 @@ from typing import Any
 
 import torch
 
-from helpers.metrics.calibration import _relplot_smooth_ece
+from helpers.metrics.calibration import relplot_smooth_ece
 from helpers.metrics.core import (
     DEFAULT_N_BINS,
-    _auroc_rows,
-    _average_error,
-    _average_precision_rows,
-    _bin_sums,
-    _BinSums,
-    _check_n_bins,
-    _expected_error,
-    _max_error,
-    _mean_negative_log,
-    _mean_over_defined,
-    _multilabel_inputs,
+    BinSums,
+    auroc_rows,
+    average_error,
+    average_precision_rows,
+    bin_sums,
+    check_n_bins,
+    expected_error,
+    max_error,
+    mean_negative_log,
+    mean_over_defined,
+    multilabel_inputs,
 )
 
 __all__ = [
@@ -46,13 +46,13 @@ __all__ = [
 # ----------------------------------------------------------------------------------------------------------------
 # binned calibration errors, pooled over labels or per label
 # ----------------------------------------------------------------------------------------------------------------
-def _multilabel_sums(probs: Any, labels: Any, n_bins: int, per_label: bool) -> _BinSums:
+def _multilabel_sums(probs: Any, labels: Any, n_bins: int, per_label: bool) -> BinSums:
     """Pooled: one group of N*T binary forecasts; per_label: T groups of N forecasts."""
-    _check_n_bins(n_bins)
-    p, y = _multilabel_inputs(probs, labels)
+    check_n_bins(n_bins)
+    p, y = multilabel_inputs(probs, labels)
     if not per_label:
         p, y = p.reshape(-1, 1), y.reshape(-1, 1)
-    return _bin_sums(p, y, n_bins)
+    return bin_sums(p, y, n_bins)
 
 
 _MULTILABEL_DEFINITION = """
@@ -66,17 +66,17 @@ _MULTILABEL_DEFINITION = """
 
 
 def multilabel_ece(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS, per_label: bool = False) -> float:
-    return float(_expected_error(_multilabel_sums(probs, labels, n_bins, per_label)).mean())
+    return float(expected_error(_multilabel_sums(probs, labels, n_bins, per_label)).mean())
 
 
 def multilabel_average_calibration_error(
     probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS, per_label: bool = False
 ) -> float:
-    return float(_average_error(_multilabel_sums(probs, labels, n_bins, per_label)).mean())
+    return float(average_error(_multilabel_sums(probs, labels, n_bins, per_label)).mean())
 
 
 def multilabel_mce(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS, per_label: bool = False) -> float:
-    return float(_max_error(_multilabel_sums(probs, labels, n_bins, per_label)).mean())
+    return float(max_error(_multilabel_sums(probs, labels, n_bins, per_label)).mean())
 
 
 multilabel_ece.__doc__ = "Multi-label ECE (sample-weighted, equal-width bins).\n" + _MULTILABEL_DEFINITION
@@ -94,8 +94,8 @@ def multilabel_smooth_ece(probs: Any, labels: Any) -> float:
     """Smooth ECE (see :func:`helpers.metrics.smooth_ece`) of every (sample, label) forecast of "present" pooled into
     one set: ``relplot.smECE`` on the flattened probabilities and their 0/1 outcomes (the pooled analogue of
     :func:`multilabel_ece`)."""
-    p, y = _multilabel_inputs(probs, labels)
-    return _relplot_smooth_ece(p.reshape(-1), y.reshape(-1))
+    p, y = multilabel_inputs(probs, labels)
+    return relplot_smooth_ece(p.reshape(-1), y.reshape(-1))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -103,23 +103,23 @@ def multilabel_smooth_ece(probs: Any, labels: Any) -> float:
 # ----------------------------------------------------------------------------------------------------------------
 def multilabel_brier(probs: Any, labels: Any) -> float:
     """Mean over all (sample, label) pairs of (p - y)^2, i.e. the per-label binary Brier score averaged."""
-    p, y = _multilabel_inputs(probs, labels)
+    p, y = multilabel_inputs(probs, labels)
     return float(((p.to(torch.float64) - y) ** 2).mean())
 
 
 def multilabel_nll(probs: Any, labels: Any) -> float:
     """Mean binary negative log-likelihood over all (sample, label) forecasts of "present": -log p where y = 1,
-    -log(1 - p) where y = 0 (log(0) handled as in ``_mean_negative_log``)."""
-    p, y = _multilabel_inputs(probs, labels)
+    -log(1 - p) where y = 0 (log(0) handled as in ``mean_negative_log``)."""
+    p, y = multilabel_inputs(probs, labels)
     p = p.to(torch.float64)
-    return _mean_negative_log(torch.where(y == 1, p, 1 - p), "multilabel_nll")
+    return mean_negative_log(torch.where(y == 1, p, 1 - p), "multilabel_nll")
 
 
 def hamming_loss(probs: Any, labels: Any, threshold: float = 0.5) -> float:
     """Fraction of (sample, label) pairs whose decision 1[p >= threshold] differs from the label."""
     if not 0.0 <= threshold <= 1.0:
         raise ValueError(f"threshold must lie in [0, 1], got {threshold}")
-    p, y = _multilabel_inputs(probs, labels)
+    p, y = multilabel_inputs(probs, labels)
     return float(((p >= threshold) != (y == 1)).to(torch.float64).mean())
 
 
@@ -128,9 +128,9 @@ def map_per_class(probs: Any, labels: Any) -> float:
 
     Labels with no positive sample have no AP; they are skipped with a warning (ValueError if none is left).
     """
-    p, y = _multilabel_inputs(probs, labels)
-    ap = _average_precision_rows(p.T, y.T)
-    return _mean_over_defined(ap, "map_per_class", "label(s) without a positive sample")
+    p, y = multilabel_inputs(probs, labels)
+    ap = average_precision_rows(p.T, y.T)
+    return mean_over_defined(ap, "map_per_class", "label(s) without a positive sample")
 
 
 def map_per_example(probs: Any, labels: Any) -> float:
@@ -139,8 +139,8 @@ def map_per_example(probs: Any, labels: Any) -> float:
     Samples with no positive label (most ChestMNIST images) have no AP and are excluded from the mean, silently:
     this is the usual protocol (Ridnik et al. 2021) and not an anomaly. ValueError if no sample has a positive.
     """
-    p, y = _multilabel_inputs(probs, labels)
-    ap = _average_precision_rows(p, y)
+    p, y = multilabel_inputs(probs, labels)
+    ap = average_precision_rows(p, y)
     defined = ~torch.isnan(ap)
     if not bool(defined.any()):
         raise ValueError("map_per_example: no sample has a positive label, so no average precision is defined")
@@ -155,8 +155,8 @@ def macro_auroc(probs: Any, labels: Any) -> float:
     bootstrap. A label whose column holds a single class (no positive or no negative) has no AUROC: it is
     skipped with a RuntimeWarning naming it; ValueError if every label is like that.
     """
-    p, y = _multilabel_inputs(probs, labels)
-    return _mean_over_defined(_auroc_rows(p.T, y.T), "macro_auroc", "label(s) with a single class present")
+    p, y = multilabel_inputs(probs, labels)
+    return mean_over_defined(auroc_rows(p.T, y.T), "macro_auroc", "label(s) with a single class present")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -164,7 +164,7 @@ def macro_auroc(probs: Any, labels: Any) -> float:
 # ----------------------------------------------------------------------------------------------------------------
 def multilabel_report(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> dict[str, float]:
     """Every multi-label metric of this module as a flat dict of floats; ``*_per_label`` = macro over labels."""
-    _multilabel_inputs(probs, labels)
+    multilabel_inputs(probs, labels)
     report = {
         "hamming_loss": hamming_loss(probs, labels),
         "macro_auroc": macro_auroc(probs, labels),
@@ -174,7 +174,7 @@ def multilabel_report(probs: Any, labels: Any, n_bins: int = DEFAULT_N_BINS) -> 
     }
     for per_label, suffix in ((False, ""), (True, "_per_label")):
         sums = _multilabel_sums(probs, labels, n_bins, per_label)  # binned once for the three errors
-        report["ece" + suffix] = float(_expected_error(sums).mean())
-        report["average_calibration_error" + suffix] = float(_average_error(sums).mean())
-        report["mce" + suffix] = float(_max_error(sums).mean())
+        report["ece" + suffix] = float(expected_error(sums).mean())
+        report["average_calibration_error" + suffix] = float(average_error(sums).mean())
+        report["mce" + suffix] = float(max_error(sums).mean())
     return report

@@ -30,9 +30,9 @@ from helpers.metrics import core
 __all__ = ["retention_curve", "r_auc", "retention_area", "confidence_by_correctness"]
 
 
-def _confidences_and_errors(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def confidences_and_errors(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-label confidence and 0/1 error per sample (float64), after the metrics module's input checks."""
-    p, y = core._multiclass_inputs(probs, labels)
+    p, y = core.multiclass_inputs(probs, labels)
     confidence, predicted = p.double().max(dim=1)
     return confidence, (predicted != y).double()
 
@@ -43,7 +43,7 @@ def retention_curve(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor
     ``fractions[i] = i / N``; ``accuracy[i] = 1 − E(i)/N`` with E(i) the (tie-averaged) number of errors among the
     i most confident predictions. ``probs``: (N, K) probabilities, ``labels``: (N,) class indices.
     """
-    confidence, errors = _confidences_and_errors(probs, labels)
+    confidence, errors = confidences_and_errors(probs, labels)
     n = confidence.shape[0]
     order = torch.argsort(confidence, descending=True, stable=True)
     confidence, errors = confidence[order], errors[order]
@@ -74,6 +74,6 @@ def retention_area(fractions: Any, accuracy: Any) -> float:
 
 def confidence_by_correctness(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-label confidences of the correct and of the incorrect predictions (the two densities of LS+ Fig. 2)."""
-    confidence, errors = _confidences_and_errors(probs, labels)
+    confidence, errors = confidences_and_errors(probs, labels)
     wrong = errors.bool()
     return confidence[~wrong].float().cpu(), confidence[wrong].float().cpu()

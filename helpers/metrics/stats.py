@@ -240,7 +240,7 @@ def paired_differences(
     def difference(name: str, fn: Callable[..., float], model: str, probs: list[Any]) -> PairedBootstrapResult:
         target = _target(targets, name, labels)
         if point_estimate_only(name, fn):
-            y = core._to_tensor(target, "labels")
+            y = core.to_tensor(target, "labels")
             return _point_estimate(_seed_values(fn, probs, y, model), _seed_values(fn, reference_probs, y, reference))
         return bootstrapping.paired_bootstrap(fn, probs, reference_probs, target, n=n_by_metric.get(name, n), seed=seed)
 
@@ -469,10 +469,10 @@ def resampled_metric(
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise ValueError(f"n (number of bootstrap resamples) must be an integer >= 2, got {n!r}")
-    y = core._to_tensor(labels, "labels")
+    y = core.to_tensor(labels, "labels")
     if y.ndim < 1 or y.shape[0] == 0:
         raise ValueError(f"labels is empty (shape {tuple(y.shape)}); metrics need at least one sample")
-    per_seed = bootstrapping._per_seed(probs, "probs", y.shape[0])
+    per_seed = bootstrapping.per_seed(probs, "probs", y.shape[0])
     y = y.to(per_seed[0].device)
     full = [float(metric(p, y)) for p in per_seed]
     if any(math.isnan(v) for v in full):
@@ -480,10 +480,10 @@ def resampled_metric(
             f"{getattr(metric, '__name__', metric)} is undefined (NaN) on the full test set for some seed: {full}"
         )
     indices = _resample_indices(y.shape[0], n, seed, y.device)
-    with bootstrapping._one_cpu_thread():
+    with bootstrapping.one_cpu_thread():
         evaluators = [bootstrapping.weighted_evaluator(metric, p, y) for p in per_seed]
         if evaluators[0] is not None:
-            chunk = max(1, min(n, core._CHUNK_ENTRIES // y.shape[0]))
+            chunk = max(1, min(n, core.CHUNK_ENTRIES // y.shape[0]))
             values = []
             for start in range(0, n, chunk):
                 rows = indices[start : start + chunk]
@@ -494,7 +494,7 @@ def resampled_metric(
         else:
             resampled = torch.tensor(
                 [
-                    np.mean([bootstrapping._metric_or_nan(metric, p[index], y[index]) for p in per_seed])
+                    np.mean([bootstrapping.metric_or_nan(metric, p[index], y[index]) for p in per_seed])
                     for index in indices
                 ],
                 dtype=torch.float64,
@@ -530,7 +530,7 @@ def paired_comparisons(
     results: dict[tuple[str, str], dict[str, PairedBootstrapResult]] = {tuple(pair): {} for pair in pairs}
     for metric_name, fn in metric_fns.items():
         if point_estimate_only(metric_name, fn):
-            y = core._to_tensor(labels, "labels")
+            y = core.to_tensor(labels, "labels")
             full = {model: _seed_values(fn, _as_list(probs_by_model[model], model), y, model) for model in needed}
             for model, reference in pairs:
                 results[(model, reference)][metric_name] = _point_estimate(full[model], full[reference], level)

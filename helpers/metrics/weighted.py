@@ -76,7 +76,7 @@ def _binned(
     outcome: torch.Tensor,
     n_groups: int,
     n_bins: int,
-    reduce: Callable[[core._BinSums], torch.Tensor],
+    reduce: Callable[[core.BinSums], torch.Tensor],
 ) -> Evaluate:
     """Weighted (group, bin) sums reduced per group by ``reduce`` and averaged over groups."""
     n_cells = n_groups * n_bins
@@ -84,64 +84,62 @@ def _binned(
 
     def evaluate(weights: torch.Tensor) -> torch.Tensor:
         sums = (weights @ statistics).reshape(weights.shape[0], 3, n_groups, n_bins)
-        return reduce(core._BinSums(sums[:, 0], sums[:, 1], sums[:, 2])).mean(-1)
+        return reduce(core.BinSums(sums[:, 0], sums[:, 1], sums[:, 2])).mean(-1)
 
     return evaluate
 
 
-def _top_label_binned(
-    probs: Any, labels: Any, n_bins: int, reduce: Callable[[core._BinSums], torch.Tensor]
-) -> Evaluate:
-    core._check_n_bins(n_bins)
-    p, y = core._multiclass_inputs(probs, labels)
-    confidence, correct = core._top_label(p, y)
-    return _binned(core._equal_width_bin_index(confidence, n_bins), confidence, correct, 1, n_bins, reduce)
+def _top_label_binned(probs: Any, labels: Any, n_bins: int, reduce: Callable[[core.BinSums], torch.Tensor]) -> Evaluate:
+    core.check_n_bins(n_bins)
+    p, y = core.multiclass_inputs(probs, labels)
+    confidence, correct = core.top_label(p, y)
+    return _binned(core.equal_width_bin_index(confidence, n_bins), confidence, correct, 1, n_bins, reduce)
 
 
-def _ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
-    return _top_label_binned(probs, labels, n_bins, core._expected_error)
+def ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
+    return _top_label_binned(probs, labels, n_bins, core.expected_error)
 
 
-def _mce(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
-    return _top_label_binned(probs, labels, n_bins, core._max_error)
+def mce(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
+    return _top_label_binned(probs, labels, n_bins, core.max_error)
 
 
-def _average_calibration_error(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
-    return _top_label_binned(probs, labels, n_bins, core._average_error)
+def average_calibration_error(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
+    return _top_label_binned(probs, labels, n_bins, core.average_error)
 
 
-def _classwise_ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
-    core._check_n_bins(n_bins)
-    p, y = core._multiclass_inputs(probs, labels)
+def classwise_ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
+    core.check_n_bins(n_bins)
+    p, y = core.multiclass_inputs(probs, labels)
     k = p.shape[1]
-    cell = core._cell_index(core._equal_width_bin_index(p, n_bins), n_bins)
+    cell = core.cell_index(core.equal_width_bin_index(p, n_bins), n_bins)
     outcome = torch.nn.functional.one_hot(y, k)
-    return _binned(cell, p, outcome, k, n_bins, core._expected_error)
+    return _binned(cell, p, outcome, k, n_bins, core.expected_error)
 
 
 def _multilabel_binned(
-    probs: Any, labels: Any, n_bins: int, per_label: bool, reduce: Callable[[core._BinSums], torch.Tensor]
+    probs: Any, labels: Any, n_bins: int, per_label: bool, reduce: Callable[[core.BinSums], torch.Tensor]
 ) -> Evaluate:
-    core._check_n_bins(n_bins)
-    p, y = core._multilabel_inputs(probs, labels)
-    index = core._equal_width_bin_index(p, n_bins)
+    core.check_n_bins(n_bins)
+    p, y = core.multilabel_inputs(probs, labels)
+    index = core.equal_width_bin_index(p, n_bins)
     n_groups = p.shape[1] if per_label else 1
-    cell = core._cell_index(index, n_bins) if per_label else index
+    cell = core.cell_index(index, n_bins) if per_label else index
     return _binned(cell, p, y, n_groups, n_bins, reduce)
 
 
-def _multilabel_ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS, per_label: bool = False) -> Evaluate:
-    return _multilabel_binned(probs, labels, n_bins, per_label, core._expected_error)
+def multilabel_ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS, per_label: bool = False) -> Evaluate:
+    return _multilabel_binned(probs, labels, n_bins, per_label, core.expected_error)
 
 
-def _multilabel_mce(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS, per_label: bool = False) -> Evaluate:
-    return _multilabel_binned(probs, labels, n_bins, per_label, core._max_error)
+def multilabel_mce(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS, per_label: bool = False) -> Evaluate:
+    return _multilabel_binned(probs, labels, n_bins, per_label, core.max_error)
 
 
-def _multilabel_average_calibration_error(
+def multilabel_average_calibration_error(
     probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS, per_label: bool = False
 ) -> Evaluate:
-    return _multilabel_binned(probs, labels, n_bins, per_label, core._average_error)
+    return _multilabel_binned(probs, labels, n_bins, per_label, core.average_error)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -151,8 +149,8 @@ class _SortedTopLabel:
     """Top-label confidence and correctness sorted by confidence (stable), and per-resample cumulative sums."""
 
     def __init__(self, probs: Any, labels: Any):
-        p, y = core._multiclass_inputs(probs, labels)
-        confidence, correct = core._top_label(p, y)
+        p, y = core.multiclass_inputs(probs, labels)
+        confidence, correct = core.top_label(p, y)
         self.order = torch.argsort(confidence[:, 0], stable=True)
         self.confidence = confidence[:, 0].to(torch.float64)[self.order]
         self.correct = correct[:, 0].to(torch.float64)[self.order]
@@ -165,11 +163,11 @@ class _SortedTopLabel:
         return row.clamp_max(cumulative_weights.shape[1] - 1)  # rank N (a bound past the last row): the last row
 
 
-def _adaptive_ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
+def adaptive_ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
     """Rank r of a resample goes to bin floor(r n_bins / N) (``metrics._equal_mass_bin_index``): bin b holds
     ranks [L_b, L_{b+1}) with L_b = ceil(b N / n_bins). The confidence (or correctness) summed over ranks [0, L) is
     the cumulative sum up to the row holding rank L plus that row's share of copies below L."""
-    core._check_n_bins(n_bins)
+    core.check_n_bins(n_bins)
     rows = _SortedTopLabel(probs, labels)
     n = rows.confidence.shape[0]
     device = rows.confidence.device
@@ -191,15 +189,15 @@ def _adaptive_ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) ->
         confidence_sum = sums_below(weights, rows.confidence, cumulative).diff(dim=1)
         outcome_sum = sums_below(weights, rows.correct, cumulative).diff(dim=1)
         counts = bounds.diff().to(torch.float64).expand_as(confidence_sum)
-        return core._expected_error(core._BinSums(counts, confidence_sum, outcome_sum))
+        return core.expected_error(core.BinSums(counts, confidence_sum, outcome_sum))
 
     return evaluate
 
 
-def _debiased_ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
+def debiased_ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) -> Evaluate:
     """The resample's sorted confidences at the chunk ends give its bin boundaries
     (``metrics._kumar_equal_mass_bin_index``); each row is then binned against its resample's boundaries."""
-    core._check_n_bins(n_bins)
+    core.check_n_bins(n_bins)
     rows = _SortedTopLabel(probs, labels)
     n = rows.confidence.shape[0]
     device = rows.confidence.device
@@ -224,7 +222,7 @@ def _debiased_ece(probs: Any, labels: Any, n_bins: int = core.DEFAULT_N_BINS) ->
         outcome_sum = torch.zeros(shape, dtype=torch.float64, device=device).scatter_add_(
             1, index, weights * rows.correct
         )
-        squared = core._debiased_squared_error(core._BinSums(counts, confidence_sum, outcome_sum))
+        squared = core.debiased_squared_error(core.BinSums(counts, confidence_sum, outcome_sum))
         return squared.clamp_min(0.0).sqrt()
 
     return evaluate
@@ -239,7 +237,7 @@ def _weighted_auroc_column(scores: torch.Tensor, targets: torch.Tensor) -> Evalu
     in it); only the positive rows are gathered."""
     sorted_scores, order = scores.sort()
     sorted_targets = targets.to(torch.float64)[order]
-    first, last = (index[0] for index in core._tie_groups(sorted_scores[None]))
+    first, last = (index[0] for index in core.tie_groups(sorted_scores[None]))
     positive_rows = torch.nonzero(sorted_targets)[:, 0]
     before_group = (first[positive_rows] - 1).clamp_min(0)
     has_rows_before = (first[positive_rows] > 0).to(torch.float64)
@@ -262,7 +260,7 @@ def _weighted_average_precision_column(scores: torch.Tensor, targets: torch.Tens
     the end of its tie group); NaN where the resample holds no positive."""
     sorted_scores, order = scores.sort(descending=True, stable=True)
     sorted_targets = targets.to(torch.float64)[order]
-    _, last = (index[0] for index in core._tie_groups(sorted_scores[None]))
+    _, last = (index[0] for index in core.tie_groups(sorted_scores[None]))
     positive_rows = torch.nonzero(sorted_targets)[:, 0]
     group_end = last[positive_rows]
 
@@ -282,27 +280,27 @@ def _mean_over_columns(columns: list[Evaluate]) -> Evaluate:
     return lambda weights: torch.stack([column(weights) for column in columns], 1).nanmean(1)
 
 
-def _auroc_ovr(probs: Any, labels: Any) -> Evaluate:
-    p, y = core._multiclass_inputs(probs, labels)
+def auroc_ovr(probs: Any, labels: Any) -> Evaluate:
+    p, y = core.multiclass_inputs(probs, labels)
     if p.shape[1] == 2:
         return _weighted_auroc_column(p[:, 1], y == 1)
     return _mean_over_columns([_weighted_auroc_column(p[:, k], y == k) for k in range(p.shape[1])])
 
 
-def _macro_auroc(probs: Any, labels: Any) -> Evaluate:
-    p, y = core._multilabel_inputs(probs, labels)
+def macro_auroc(probs: Any, labels: Any) -> Evaluate:
+    p, y = core.multilabel_inputs(probs, labels)
     return _mean_over_columns([_weighted_auroc_column(p[:, t], y[:, t]) for t in range(p.shape[1])])
 
 
-def _map_per_class(probs: Any, labels: Any) -> Evaluate:
-    p, y = core._multilabel_inputs(probs, labels)
+def map_per_class(probs: Any, labels: Any) -> Evaluate:
+    p, y = core.multilabel_inputs(probs, labels)
     return _mean_over_columns([_weighted_average_precision_column(p[:, t], y[:, t]) for t in range(p.shape[1])])
 
 
-def _map_per_example(probs: Any, labels: Any) -> Evaluate:
+def map_per_example(probs: Any, labels: Any) -> Evaluate:
     """A row's AP depends on that row only: the weighted mean of the per-row APs over rows that have one."""
-    p, y = core._multilabel_inputs(probs, labels)
-    ap = core._average_precision_rows(p, y)
+    p, y = core.multilabel_inputs(probs, labels)
+    ap = core.average_precision_rows(p, y)
     defined = ~torch.isnan(ap)
     ap = torch.where(defined, ap, torch.zeros_like(ap))
     return lambda weights: _safe_ratio(weights @ ap, weights @ defined.to(torch.float64))
@@ -311,51 +309,51 @@ def _map_per_example(probs: Any, labels: Any) -> Evaluate:
 # ----------------------------------------------------------------------------------------------------------------
 # per-row means and confusion-matrix metrics
 # ----------------------------------------------------------------------------------------------------------------
-def _accuracy(probs: Any, labels: Any) -> Evaluate:
-    p, y = core._multiclass_inputs(probs, labels)
+def accuracy(probs: Any, labels: Any) -> Evaluate:
+    p, y = core.multiclass_inputs(probs, labels)
     return _weighted_mean(p.argmax(1) == y)
 
 
-def _nll(probs: Any, labels: Any) -> Evaluate:
-    p, y = core._multiclass_inputs(probs, labels)
+def nll(probs: Any, labels: Any) -> Evaluate:
+    p, y = core.multiclass_inputs(probs, labels)
     p_true = p.gather(1, y[:, None])[:, 0].to(torch.float64)
     return _weighted_mean(-p_true.clamp_min(torch.finfo(torch.float64).tiny).log())
 
 
-def _brier(probs: Any, labels: Any) -> Evaluate:
-    p, y = core._multiclass_inputs(probs, labels)
+def brier(probs: Any, labels: Any) -> Evaluate:
+    p, y = core.multiclass_inputs(probs, labels)
     p = p.to(torch.float64)
     return _weighted_mean((p * p).sum(1) - 2.0 * p.gather(1, y[:, None])[:, 0] + 1.0)
 
 
-def _multilabel_nll(probs: Any, labels: Any) -> Evaluate:
-    p, y = core._multilabel_inputs(probs, labels)
+def multilabel_nll(probs: Any, labels: Any) -> Evaluate:
+    p, y = core.multilabel_inputs(probs, labels)
     p = p.to(torch.float64)
     p_outcome = torch.where(y == 1, p, 1 - p)
     return _weighted_mean(-p_outcome.clamp_min(torch.finfo(torch.float64).tiny).log().mean(1))
 
 
-def _multilabel_brier(probs: Any, labels: Any) -> Evaluate:
-    p, y = core._multilabel_inputs(probs, labels)
+def multilabel_brier(probs: Any, labels: Any) -> Evaluate:
+    p, y = core.multilabel_inputs(probs, labels)
     return _weighted_mean(((p.to(torch.float64) - y) ** 2).mean(1))
 
 
-def _hamming_loss(probs: Any, labels: Any, threshold: float = 0.5) -> Evaluate:
+def hamming_loss(probs: Any, labels: Any, threshold: float = 0.5) -> Evaluate:
     if not 0.0 <= threshold <= 1.0:
         raise ValueError(f"threshold must lie in [0, 1], got {threshold}")
-    p, y = core._multilabel_inputs(probs, labels)
+    p, y = core.multilabel_inputs(probs, labels)
     return _weighted_mean(((p >= threshold) != (y == 1)).to(torch.float64).mean(1))
 
 
-def _true_rms(probs: Any, true_posteriors: Any) -> Evaluate:
-    p_hat, p_true = core._estimate_and_posteriors(probs, true_posteriors)
+def true_rms(probs: Any, true_posteriors: Any) -> Evaluate:
+    p_hat, p_true = core.estimate_and_posteriors(probs, true_posteriors)
     mean_square = _weighted_mean(((p_hat - p_true) ** 2).mean(1))
     return lambda weights: mean_square(weights).sqrt()
 
 
-def _class_recall(probs: Any, labels: Any, class_index: int) -> Evaluate:
-    p, y = core._multiclass_inputs(probs, labels)
-    class_index = core._class_index(class_index, p.shape[1])
+def class_recall(probs: Any, labels: Any, class_index: int) -> Evaluate:
+    p, y = core.multiclass_inputs(probs, labels)
+    class_index = core.checked_class_index(class_index, p.shape[1])
     is_class = (y == class_index).to(torch.float64)
     hit = is_class * (p.argmax(1) == class_index).to(torch.float64)
     return lambda weights: _safe_ratio(weights @ hit, weights @ is_class)
@@ -363,7 +361,7 @@ def _class_recall(probs: Any, labels: Any, class_index: int) -> Evaluate:
 
 def _confusion(probs: Any, labels: Any) -> tuple[int, Callable[[torch.Tensor], torch.Tensor]]:
     """K and a function giving the (B, K, K) weighted confusion matrices [true class, predicted class]."""
-    p, y = core._multiclass_inputs(probs, labels)
+    p, y = core.multiclass_inputs(probs, labels)
     k = p.shape[1]
     cells = torch.nn.functional.one_hot(y * k + p.argmax(1), k * k).to(torch.float64)
     return k, lambda weights: (weights @ cells).reshape(-1, k, k)
@@ -383,7 +381,7 @@ def _macro_over_present(score: torch.Tensor, present: torch.Tensor) -> torch.Ten
     return (torch.where(present, score, torch.zeros_like(score))).sum(1) / present.sum(1)
 
 
-def _macro_f1(probs: Any, labels: Any) -> Evaluate:
+def macro_f1(probs: Any, labels: Any) -> Evaluate:
     _, confusion = _confusion(probs, labels)
 
     def evaluate(weights: torch.Tensor) -> torch.Tensor:
@@ -394,7 +392,7 @@ def _macro_f1(probs: Any, labels: Any) -> Evaluate:
     return evaluate
 
 
-def _jaccard(probs: Any, labels: Any) -> Evaluate:
+def jaccard(probs: Any, labels: Any) -> Evaluate:
     _, confusion = _confusion(probs, labels)
 
     def evaluate(weights: torch.Tensor) -> torch.Tensor:
@@ -404,7 +402,7 @@ def _jaccard(probs: Any, labels: Any) -> Evaluate:
     return evaluate
 
 
-def _cohen_kappa(probs: Any, labels: Any) -> Evaluate:
+def cohen_kappa(probs: Any, labels: Any) -> Evaluate:
     """κ = (p_o − p_e) / (1 − p_e) from the confusion matrix; NaN when p_e = 1 (one class in labels and
     predictions), as :func:`helpers.metrics.cohen_kappa`."""
     _, confusion = _confusion(probs, labels)
@@ -424,13 +422,13 @@ def _cohen_kappa(probs: Any, labels: Any) -> Evaluate:
 # ----------------------------------------------------------------------------------------------------------------
 # R-AUC, the area under the accuracy–retention curve (helpers.metrics.selective; LS+ paper Fig. 1)
 # ----------------------------------------------------------------------------------------------------------------
-def _r_auc(probs: Any, labels: Any) -> Evaluate:
+def r_auc(probs: Any, labels: Any) -> Evaluate:
     """R-AUC = 1 − (Σ_{i=1}^{N} E(i) − E(N)/2) / N² (trapezoid rule on r = i/N). With tie groups g of n_g rows
     starting after a_g rows and holding e_g errors, the tie-averaged E of
     :func:`helpers.metrics.retention_curve` gives Σ_i E(i) = Σ_g e_g (N − a_g − (n_g − 1)/2). Under
     multiplicity weights every copy of a row falls in the row's tie group, so n_g, e_g and a_g are weighted sums over
     the rows sorted once by confidence."""
-    confidence, errors = selective._confidences_and_errors(probs, labels)
+    confidence, errors = selective.confidences_and_errors(probs, labels)
     order = torch.argsort(confidence, descending=True, stable=True)
     _, group_sizes = torch.unique_consecutive(confidence[order], return_counts=True)
     group_of = torch.repeat_interleave(torch.arange(group_sizes.numel(), device=confidence.device), group_sizes)

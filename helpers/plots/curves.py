@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from helpers.plots.style import ACCURACY_COLOR, GAP_COLOR, _figure_and_axes, _figure_legend_below, _label_axes, _numpy
+from helpers.plots.style import ACCURACY_COLOR, GAP_COLOR, figure_and_axes, figure_legend_below, label_axes, to_numpy
 
 __all__ = [
     "HISTORY_LABELS",
@@ -56,7 +56,7 @@ def training_curves(
     """
     if not history:
         raise ValueError("history is empty; pass FitResult.history (a list of per-epoch dicts)")
-    figure, ax = _figure_and_axes(ax, (5.0, 3.6))
+    figure, ax = figure_and_axes(ax, (5.0, 3.6))
     available = sorted({key for entry in history for key in entry})
     for metric in metrics:
         points = [
@@ -69,7 +69,7 @@ def training_curves(
         epochs, values = zip(*points)
         ax.plot(epochs, values, marker="o", markersize=3, label=HISTORY_LABELS.get(metric, metric))
     words = [HISTORY_LABELS.get(metric, metric) for metric in metrics]
-    _label_axes(ax, "epoch", " and ".join(words) if len(metrics) <= 2 else "value", title, grid=True)
+    label_axes(ax, "epoch", " and ".join(words) if len(metrics) <= 2 else "value", title, grid=True)
     return figure
 
 
@@ -84,7 +84,7 @@ def validation_curves(
     ``best_key`` (e.g. "val_nll") a marker at the epoch where that key is lowest (the kept checkpoint)."""
     if not histories:
         raise ValueError("histories is empty; pass {run name: TrainedRun.history}")
-    figure, ax = _figure_and_axes(ax, (5.2, 3.8))
+    figure, ax = figure_and_axes(ax, (5.2, 3.8))
     for index, (name, history) in enumerate(histories.items()):
         points = [
             (entry.get("epoch", i + 1), entry[metric], entry.get(best_key))
@@ -98,7 +98,7 @@ def validation_curves(
         if best_key is not None and all(k is not None for k in keys):
             best = int(np.argmin(keys))
             ax.plot(epochs[best], values[best], marker="o", color=line.get_color())
-    _label_axes(ax, "epoch", metric, title, grid=True)
+    label_axes(ax, "epoch", metric, title, grid=True)
     return figure
 
 
@@ -139,7 +139,7 @@ def loss_and_ece_curves(
             ax.grid(alpha=0.3)
     for style, key in zip(styles, loss_keys):
         axes[0, 0].plot([], [], color="black", linestyle=style, label=HISTORY_LABELS.get(key, key))
-    _figure_legend_below(figure, [axes[0, 0], axes[0, 1]], ncols=len(loss_keys) + len(next(iter(histories.values()))))
+    figure_legend_below(figure, [axes[0, 0], axes[0, 1]], ncols=len(loss_keys) + len(next(iter(histories.values()))))
     return figure
 
 
@@ -163,15 +163,15 @@ def seed_band_curves(
     ``curves[name]`` is one sequence per seed, all of the same length."""
     if not curves:
         raise ValueError("curves is empty; pass {model name: [values of seed 0, values of seed 1, ...]}")
-    figure, ax = _figure_and_axes(ax, (5.6, 3.6))
+    figure, ax = figure_and_axes(ax, (5.6, 3.6))
     for name, per_seed in curves.items():
-        values = np.array([_numpy(v).ravel() for v in per_seed], dtype=float)
+        values = np.array([to_numpy(v).ravel() for v in per_seed], dtype=float)
         if values.ndim != 2:
             raise ValueError(f"{name!r}: the seeds' curves differ in length")
-        steps = np.arange(1, values.shape[1] + 1) if x is None else _numpy(x).ravel()
+        steps = np.arange(1, values.shape[1] + 1) if x is None else to_numpy(x).ravel()
         (line,) = ax.plot(steps, values.mean(0), label=f"{name} (mean of {len(values)})")
         ax.fill_between(steps, values.min(0), values.max(0), color=line.get_color(), alpha=0.2, linewidth=0)
-    _label_axes(ax, xlabel, ylabel, title, grid=True)
+    label_axes(ax, xlabel, ylabel, title, grid=True)
     return figure
 
 
@@ -191,16 +191,16 @@ def curves_over_seeds(
     """
     if not curves:
         raise ValueError("curves is empty; pass {model name: [(x, y) of each seed]}")
-    figure, ax = _figure_and_axes(ax, (5.6, 4.0))
+    figure, ax = figure_and_axes(ax, (5.6, 4.0))
     for index, (label, y) in enumerate((reference_lines or {}).items()):
         ax.axhline(y, color="grey", linewidth=1, linestyle=_SEED_LINESTYLES[1 + index % 3], zorder=1, label=label)
     for index, (name, seeds) in enumerate(curves.items()):
         if not seeds:
             raise ValueError(f"model {name!r} has no seed curve")
-        x = _numpy(seeds[0][0]).astype(float)
+        x = to_numpy(seeds[0][0]).astype(float)
         ys = []
         for seed, (seed_x, seed_y) in enumerate(seeds):
-            seed_x, seed_y = _numpy(seed_x).astype(float), _numpy(seed_y).astype(float)
+            seed_x, seed_y = to_numpy(seed_x).astype(float), to_numpy(seed_y).astype(float)
             if seed_x.shape != x.shape or not np.allclose(seed_x, x):
                 raise ValueError(
                     f"model {name!r}: seed {seed} has other x values than seed 0; the seeds of a model "
@@ -221,7 +221,7 @@ def curves_over_seeds(
             zorder=3,
             label=f"{name} (mean of {len(ys)} seeds; band: range)" if index == 0 else name,
         )
-    _label_axes(ax, xlabel, ylabel, title, grid=True)
+    label_axes(ax, xlabel, ylabel, title, grid=True)
     return figure
 
 
@@ -239,10 +239,10 @@ def seed_spread_plot(
     with ± sd whiskers; an optional horizontal reference line (e.g. a baseline's mean)."""
     if len(settings) != len(per_seed) or not settings:
         raise ValueError(f"{len(settings)} settings for {len(per_seed)} lists of per-seed values")
-    figure, ax = _figure_and_axes(ax, (5.0, 3.6))
+    figure, ax = figure_and_axes(ax, (5.0, 3.6))
     positions = np.arange(len(settings))
     for position, values in zip(positions, per_seed):
-        values = _numpy(values).astype(float).ravel()
+        values = to_numpy(values).astype(float).ravel()
         ax.scatter(np.full(values.size, position), values, color="grey", s=14, zorder=2)
         sd = values.std(ddof=1) if values.size > 1 else 0.0
         ax.errorbar(position, values.mean(), yerr=sd, fmt="D", color=ACCURACY_COLOR, capsize=4, zorder=3)
@@ -278,9 +278,9 @@ def estimator_curves(
         raise ValueError("sample_sizes must be a non-empty 1-D sequence of test-set sizes")
     if not curves:
         raise ValueError("curves is empty; pass {estimator name: (means, sds)}")
-    figure, ax = _figure_and_axes(ax, (5.6, 4.0))
+    figure, ax = figure_and_axes(ax, (5.6, 4.0))
     for name, (means, sds) in curves.items():
-        means, sds = _numpy(means).astype(float), _numpy(sds).astype(float)
+        means, sds = to_numpy(means).astype(float), to_numpy(sds).astype(float)
         if means.shape != sizes.shape or sds.shape != sizes.shape:
             raise ValueError(
                 f"curve {name!r}: means {means.shape} and sds {sds.shape} must have one value per "
@@ -290,6 +290,6 @@ def estimator_curves(
     for index, (name, value) in enumerate((references or {}).items()):
         ax.axhline(float(value), color="black", linestyle=("--", ":", "-.")[index % 3], linewidth=1, label=name)
     ax.set_xscale("log")
-    _label_axes(ax, "test-set size n", ylabel, title, grid=True)
+    label_axes(ax, "test-set size n", ylabel, title, grid=True)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2, fontsize="small", frameon=False)
     return figure

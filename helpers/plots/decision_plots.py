@@ -13,7 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from helpers.metrics import DecisionCurve, ReliabilityBins
-from helpers.plots.style import _figure_and_axes, _numpy
+from helpers.plots.style import figure_and_axes, to_numpy
 
 __all__ = [
     "one_vs_rest_reliability",
@@ -45,11 +45,11 @@ def one_vs_rest_reliability(
     threshold; ``x_max`` zooms on the low forecasts where most patients and the threshold lie."""
     if not bins_by_model:
         raise ValueError("bins_by_model is empty; pass {model name: decisions.one_vs_rest_bins(...)}")
-    figure, ax = _figure_and_axes(ax, (5.0, 4.4))
+    figure, ax = figure_and_axes(ax, (5.0, 4.4))
     ax.plot([0, x_max], [0, x_max], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
     for name, bins in bins_by_model.items():
-        keep = _numpy(bins.nonempty)
-        forecast, observed = _numpy(bins.confidence)[keep], _numpy(bins.accuracy)[keep]
+        keep = to_numpy(bins.nonempty)
+        forecast, observed = to_numpy(bins.confidence)[keep], to_numpy(bins.accuracy)[keep]
         (line,) = ax.plot(forecast, observed, linewidth=1.2, label=f"{name} (ECE {100 * bins.ece:.1f} %)")
         over = forecast > observed
         ax.plot(forecast[over], observed[over], OVER_MARK, color=line.get_color(), markersize=5)
@@ -80,7 +80,7 @@ def decision_curve_plot(
     weighted false positives). The y-range stops a little below 0: "treat all" plunges at high thresholds."""
     if not curves:
         raise ValueError("curves is empty; pass {model name: decisions.decision_curve(...)}")
-    figure, ax = _figure_and_axes(ax, (5.4, 4.4))
+    figure, ax = figure_and_axes(ax, (5.4, 4.4))
     first = next(iter(curves.values()))
     for name, curve in curves.items():
         if not np.array_equal(curve.thresholds, first.thresholds) or curve.prevalence != first.prevalence:

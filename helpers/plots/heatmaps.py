@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from helpers.plots.style import _figure_and_axes, _label_axes, _numpy
+from helpers.plots.style import figure_and_axes, label_axes, to_numpy
 
 __all__ = ["heatmap", "correlation_comparison", "image_grid", "class_counts"]
 
@@ -44,14 +44,14 @@ def heatmap(
     """Annotated heat map of a (rows, cols) matrix (class-correlation matrices, label co-occurrence).
 
     ``aspect="equal"`` keeps the cells square however wide the axes are (class-by-class matrices)."""
-    values = _numpy(matrix).astype(float)
+    values = to_numpy(matrix).astype(float)
     if values.ndim != 2:
         raise ValueError(f"matrix must be 2-D, got shape {values.shape}")
     if values.shape != (len(row_names), len(col_names)):
         raise ValueError(
             f"matrix shape {values.shape} does not match {len(row_names)} row names and {len(col_names)} column names"
         )
-    figure, ax = _figure_and_axes(ax, (1.0 + 0.6 * len(col_names), 0.8 + 0.5 * len(row_names)))
+    figure, ax = figure_and_axes(ax, (1.0 + 0.6 * len(col_names), 0.8 + 0.5 * len(row_names)))
     image = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, aspect=aspect)
     ax.set_xticks(range(len(col_names)), labels=list(col_names), rotation=45, ha="right")
     ax.set_yticks(range(len(row_names)), labels=list(row_names))
@@ -86,7 +86,7 @@ def correlation_comparison(
     one symmetric range shared by all panels (``limit``, default the largest ``|value|``), so negative correlations
     are visible and panels compare cell by cell; values annotated in black on the light middle of the map.
     """
-    matrices = {title: _numpy(matrix).astype(float) for title, matrix in correlations.items()}
+    matrices = {title: to_numpy(matrix).astype(float) for title, matrix in correlations.items()}
     n = len(names)
     for title, values in matrices.items():
         if values.shape != (n, n):
@@ -135,8 +135,8 @@ def image_grid(
     title: str | None = None,
 ) -> Figure:
     """The first ``per_class`` images of every class, one row per class (uint8 (N, C, H, W) images, int labels)."""
-    images = _numpy(images)
-    labels = _numpy(labels)
+    images = to_numpy(images)
+    labels = to_numpy(labels)
     if images.ndim != 4 or labels.ndim != 1 or len(images) != len(labels):
         raise ValueError(
             f"need uint8 images (N, C, H, W) and (N,) integer labels, got {images.shape} and "
@@ -150,7 +150,7 @@ def image_grid(
         tiles[: len(chosen)] = chosen
         rows.append(np.concatenate(list(tiles.transpose(0, 2, 3, 1)), axis=1))
     mosaic = np.concatenate(rows, axis=0)
-    figure, ax = _figure_and_axes(ax, (per_class * 0.9, len(class_names) * 0.9))
+    figure, ax = figure_and_axes(ax, (per_class * 0.9, len(class_names) * 0.9))
     ax.imshow(mosaic.squeeze(-1) if mosaic.shape[-1] == 1 else mosaic, cmap="gray", interpolation="nearest")
     ax.set_yticks([height * (k + 0.5) for k in range(len(class_names))], labels=list(class_names))
     ax.set_xticks([])
@@ -165,14 +165,14 @@ def class_counts(
     title: str | None = "images per class",
 ) -> Figure:
     """Grouped horizontal bars: images per class in each split (multi-class integer labels or (N, T) multi-label)."""
-    figure, ax = _figure_and_axes(ax, (6, 0.5 + 0.45 * len(class_names)))
+    figure, ax = figure_and_axes(ax, (6, 0.5 + 0.45 * len(class_names)))
     positions = np.arange(len(class_names))
     height = 0.8 / max(len(labels_by_split), 1)
     for offset, (split, labels) in enumerate(labels_by_split.items()):
-        values = _numpy(labels)
+        values = to_numpy(labels)
         counts = values.sum(0) if values.ndim == 2 else np.bincount(values.astype(int), minlength=len(class_names))
         ax.barh(positions + offset * height, counts, height=height, label=f"{split} ({len(values):,})")
     ax.set_yticks(positions + height * (len(labels_by_split) - 1) / 2, labels=list(class_names))
     ax.set_xscale("log")
-    _label_axes(ax, "images (log scale)", title=title)
+    label_axes(ax, "images (log scale)", title=title)
     return figure

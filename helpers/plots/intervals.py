@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from helpers.plots.style import ACCURACY_COLOR, GAP_COLOR, _figure_and_axes, _label_axes
+from helpers.plots.style import ACCURACY_COLOR, GAP_COLOR, figure_and_axes, label_axes
 
 __all__ = [
     "BETTER_COLOR",
@@ -72,7 +72,7 @@ def bootstrap_interval_plot(
     e.g. a :class:`helpers.metrics.BootstrapResult`, multiplied by ``scale``."""
     if not estimates:
         raise ValueError("estimates is empty; pass {model: (estimate, low, high)}")
-    figure, ax = _figure_and_axes(ax, (4.6, 0.6 + 0.35 * len(estimates)))
+    figure, ax = figure_and_axes(ax, (4.6, 0.6 + 0.35 * len(estimates)))
     names = list(estimates)
     values = np.array([[scale * float(x) for x in estimates[name]] for name in names])
     _draw_intervals(ax, names, values)
@@ -90,7 +90,7 @@ def interval_plot(
     """One estimate with its interval per row (``{name: (estimate, low, high)}``), a dot-and-whisker plot."""
     if not rows:
         raise ValueError("rows is empty; pass {model name: (estimate, low, high)}")
-    figure, ax = _figure_and_axes(ax, (5.0, 0.8 + 0.32 * len(rows)))
+    figure, ax = figure_and_axes(ax, (5.0, 0.8 + 0.32 * len(rows)))
     names = list(rows)
     values = np.array([rows[n] for n in names], dtype=float)
     if values.ndim != 2 or values.shape[1] != 3:
@@ -120,7 +120,7 @@ def difference_plot(
     alone.
     """
     names, values = _interval_rows(rows, scale)
-    figure, ax = _figure_and_axes(ax, (5.0, 0.8 + 0.32 * len(names)))
+    figure, ax = figure_and_axes(ax, (5.0, 0.8 + 0.32 * len(names)))
     positions = np.arange(len(names))[::-1]
     ax.axvline(0.0, color="black", linewidth=1)
     for y, (estimate, low, high) in zip(positions, values):
@@ -163,7 +163,7 @@ def before_after_plot(
         )
     names, values_before = _interval_rows(before, scale)
     _, values_after = _interval_rows(after, scale)
-    figure, ax = _figure_and_axes(ax, (5.0, 0.8 + 0.4 * len(names)))
+    figure, ax = figure_and_axes(ax, (5.0, 0.8 + 0.4 * len(names)))
     positions = np.arange(len(names))[::-1]
     for offset, values, color, label in (
         (0.15, values_before, ACCURACY_COLOR, labels[0]),
@@ -181,7 +181,7 @@ def before_after_plot(
     ax.set_yticks(positions, labels=names)
     ax.set_ylim(-0.6, len(names) - 0.4)
     ax.grid(axis="x", alpha=0.3)
-    _label_axes(ax, xlabel, title=title)
+    label_axes(ax, xlabel, title=title)
     return figure
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from helpers.plots.style import _figure_and_axes, _label_axes, _legend_below, _numpy
+from helpers.plots.style import figure_and_axes, label_axes, legend_below, to_numpy
 
 __all__ = [
     "risk_minimiser_plot",
@@ -48,11 +48,11 @@ def risk_minimiser_plot(
     read-outs on the diagonal) stay distinguishable; ``legend_below`` puts the legend under the axes."""
     if not estimates:
         raise ValueError("estimates is empty; pass {loss name: estimate at the risk minimiser for each eta}")
-    eta = _numpy(eta).astype(float)
-    figure, ax = _figure_and_axes(ax, (4.8, 4.4))
+    eta = to_numpy(eta).astype(float)
+    figure, ax = figure_and_axes(ax, (4.8, 4.4))
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="η̂ = η (strictly proper)")
     for index, (name, values) in enumerate(estimates.items()):
-        values = _numpy(values).astype(float)
+        values = to_numpy(values).astype(float)
         if values.shape != eta.shape:
             raise ValueError(f"{name}: {values.shape[0] if values.ndim else 0} values for {eta.shape[0]} grid points")
         style: dict[str, Any] = {}
@@ -67,9 +67,9 @@ def risk_minimiser_plot(
         ax.plot(eta, values, label=name, **{**style, **dict((styles or {}).get(name, {}))})
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
-    _label_axes(ax, "true posterior η", "estimate at the risk minimiser η̂*", title or "conditional-risk minimiser")
+    label_axes(ax, "true posterior η", "estimate at the risk minimiser η̂*", title or "conditional-risk minimiser")
     if legend_below:
-        _legend_below(ax, ncols=1)
+        legend_below(ax, ncols=1)
     return figure
 
 
@@ -82,19 +82,19 @@ def confidence_maps(
 ) -> Figure:
     """θ(q) of each loss against the true top-class probability q (``helpers.lessons.optimal_confidence`` or
     ``stationary_confidence``), with the diagonal θ = q of a proper loss; names in ``dashed`` drawn dashed."""
-    q = _numpy(true_top_probability).ravel()
+    q = to_numpy(true_top_probability).ravel()
     if not maps:
         raise ValueError("maps is empty; pass {loss name: θ for each q}")
-    figure, ax = _figure_and_axes(ax, (5.2, 4.4))
+    figure, ax = figure_and_axes(ax, (5.2, 4.4))
     ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle=":", label="θ = q (proper)")
     for name, theta in maps.items():
-        theta = _numpy(theta).ravel()
+        theta = to_numpy(theta).ravel()
         if theta.shape != q.shape:
             raise ValueError(f"{name!r}: {theta.size} values of θ for {q.size} values of q")
         ax.plot(q, theta, label=name, linestyle="--" if name in dashed else "-")
     ax.set_xlim(float(q.min()), 1)
     ax.set_ylim(float(q.min()), 1)
-    _label_axes(ax, "true probability q of the top class", "confidence θ", title, grid=True)
+    label_axes(ax, "true probability q of the top class", "confidence θ", title, grid=True)
     return figure
 
 
@@ -104,13 +104,15 @@ def partial_loss_plot(
     """Partial losses ℓ₊(v) (solid) and ℓ₋(v) (dashed) against the logit v, one colour per loss (Fig. 2, left)."""
     if not partials:
         raise ValueError("partials is empty; pass {loss name: (loss_pos, loss_neg)} evaluated on logits")
-    v = _numpy(logits).astype(float).reshape(-1)
-    figure, ax = _figure_and_axes(ax, (5.0, 3.8))
+    v = to_numpy(logits).astype(float).reshape(-1)
+    figure, ax = figure_and_axes(ax, (5.0, 3.8))
     for index, (name, (positive, negative)) in enumerate(partials.items()):
         color = f"C{index}"
-        ax.plot(v, _numpy(positive).astype(float).reshape(-1), color=color, label=f"{name}: ℓ₊ (y = 1)")
-        ax.plot(v, _numpy(negative).astype(float).reshape(-1), color=color, linestyle="--", label=f"{name}: ℓ₋ (y = 0)")
-    _label_axes(ax, "logit v", "partial loss", title or "partial losses", grid=True)
+        ax.plot(v, to_numpy(positive).astype(float).reshape(-1), color=color, label=f"{name}: ℓ₊ (y = 1)")
+        ax.plot(
+            v, to_numpy(negative).astype(float).reshape(-1), color=color, linestyle="--", label=f"{name}: ℓ₋ (y = 0)"
+        )
+    label_axes(ax, "logit v", "partial loss", title or "partial losses", grid=True)
     return figure
 
 
@@ -118,13 +120,13 @@ def link_plot(logits: Any, links: Mapping[str, Any], ax: Axes | None = None, tit
     """Inverse links η̂ = [Ψ]⁻¹(v) against the logit v, one line per link (Fig. 2, right)."""
     if not links:
         raise ValueError("links is empty; pass {name: link values on logits}")
-    v = _numpy(logits).astype(float).reshape(-1)
-    figure, ax = _figure_and_axes(ax, (4.8, 3.8))
+    v = to_numpy(logits).astype(float).reshape(-1)
+    figure, ax = figure_and_axes(ax, (4.8, 3.8))
     for name, values in links.items():
-        ax.plot(v, _numpy(values).astype(float).reshape(-1), label=name)
+        ax.plot(v, to_numpy(values).astype(float).reshape(-1), label=name)
     ax.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")
     ax.set_ylim(-0.02, 1.02)
-    _label_axes(ax, "logit v", "η̂ = [Ψ]⁻¹(v)", title or "inverse link", grid=True)
+    label_axes(ax, "logit v", "η̂ = [Ψ]⁻¹(v)", title or "inverse link", grid=True)
     return figure
 
 
@@ -136,16 +138,16 @@ def negative_weight_plot(
     difficulty (easy negatives on the left). ``weights``: name -> (G,) ratios on the grid ``probability``."""
     if not weights:
         raise ValueError("weights is empty; pass {loss name: |dℓ₋/dv| / σ(v) on the probability grid}")
-    p = _numpy(probability).astype(float).reshape(-1)
-    figure, ax = _figure_and_axes(ax, (5.2, 3.8))
+    p = to_numpy(probability).astype(float).reshape(-1)
+    figure, ax = figure_and_axes(ax, (5.2, 3.8))
     for name, values in weights.items():
-        values = _numpy(values).astype(float).reshape(-1)
+        values = to_numpy(values).astype(float).reshape(-1)
         if values.shape != p.shape:
             raise ValueError(f"{name}: {values.shape[0]} values for {p.shape[0]} grid points")
         ax.plot(p, np.where(values > 0, values, np.nan), label=name)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    _label_axes(
+    label_axes(
         ax,
         "σ(v): predicted probability of a negative label",
         "|∂ℓ₋/∂v| relative to BCE",
@@ -168,10 +170,10 @@ def weight_function_plot(
     drawn as given): the curves then compare which thresholds each loss cares about, not their scale."""
     if not weights:
         raise ValueError("weights is empty; pass {loss name: w(c) on the thresholds}")
-    c = _numpy(thresholds).astype(float).reshape(-1)
-    figure, ax = _figure_and_axes(ax, (5.2, 4.2))
+    c = to_numpy(thresholds).astype(float).reshape(-1)
+    figure, ax = figure_and_axes(ax, (5.2, 4.2))
     for index, (name, values) in enumerate(weights.items()):
-        values = _numpy(values).astype(float).reshape(-1)
+        values = to_numpy(values).astype(float).reshape(-1)
         if values.shape != c.shape:
             raise ValueError(f"{name}: {values.shape[0]} values for {c.shape[0]} thresholds")
         if normalise_at is not None:
@@ -184,7 +186,7 @@ def weight_function_plot(
     ax.set_ylabel(f"weight w(c){scaled} (log scale)")
     ax.set_title(title or "which decisions each proper loss rewards")
     ax.grid(alpha=0.3)
-    _legend_below(ax)
+    legend_below(ax)
     return figure
 
 
@@ -199,14 +201,14 @@ def distance_histograms(
     optional vertical line at the MbLS margin m."""
     if not distances_by_model:
         raise ValueError("distances_by_model is empty; pass {model name: logit_analysis.logit_distances(logits)}")
-    figure, ax = _figure_and_axes(ax, (5.6, 3.6))
-    high = max(float(np.max(_numpy(d))) for d in distances_by_model.values())
+    figure, ax = figure_and_axes(ax, (5.6, 3.6))
+    high = max(float(np.max(to_numpy(d))) for d in distances_by_model.values())
     edges = np.linspace(0, max(high, margin or 0) * 1.02 + 1e-9, bins + 1)
     for name, distances in distances_by_model.items():
-        ax.hist(_numpy(distances).ravel(), bins=edges, density=True, histtype="step", linewidth=1.5, label=name)
+        ax.hist(to_numpy(distances).ravel(), bins=edges, density=True, histtype="step", linewidth=1.5, label=name)
     if margin is not None:
         ax.axvline(margin, color="black", linestyle="--", linewidth=1, label=f"margin m = {margin:g}")
-    _label_axes(
+    label_axes(
         ax, r"logit distance $d_k = \max_j z_j - z_k$ (non-winning classes)", "density", title or "logit distances"
     )
     return figure

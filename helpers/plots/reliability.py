@@ -31,14 +31,14 @@ from helpers.plots.style import (
     OVER_GAP_LABEL,
     UNDER_GAP_COLOR,
     UNDER_GAP_LABEL,
-    _axis_below,
-    _figure_and_axes,
-    _figure_legend_below,
-    _gap_patch,
-    _label_axes,
-    _legend_below,
-    _legend_beside,
-    _numpy,
+    axis_below,
+    figure_and_axes,
+    figure_legend_below,
+    gap_patch,
+    label_axes,
+    legend_below,
+    legend_beside,
+    to_numpy,
 )
 
 __all__ = [
@@ -106,12 +106,12 @@ def _draw_gap_bars(ax: Axes, left: np.ndarray, width: np.ndarray, accuracy: np.n
     for label, present in ((OVER_GAP_LABEL, over.any()), (UNDER_GAP_LABEL, (~over).any())):
         if not present:  # an empty bar set has no patch to show in a legend: name the mark by a drawn patch
             ax.containers[-1 if label == UNDER_GAP_LABEL else -2].set_label(f"_{label}")
-            ax.add_patch(_gap_patch(label, linewidth=0.0))
+            ax.add_patch(gap_patch(label, linewidth=0.0))
 
 
 def _draw_bin_fractions(ax: Axes, left: np.ndarray, width: np.ndarray, fraction: np.ndarray, x_label: str) -> None:
     """The fraction of samples in each non-empty bin, as grey bars on a short axis under ``ax`` (sharing x)."""
-    histogram_ax = _axis_below(ax)
+    histogram_ax = axis_below(ax)
     histogram_ax.bar(left, fraction, width=width, align="edge", color="grey", edgecolor="black", linewidth=0.5)
     histogram_ax.set_ylabel("fraction")
     histogram_ax.set_xlabel(x_label)
@@ -142,11 +142,11 @@ def reliability_diagram(
         raise TypeError(
             f"bins must be a helpers.metrics.ReliabilityBins (from reliability_bins), got {type(bins).__name__}"
         )
-    figure, ax = _figure_and_axes(ax, (6.4, 5.0) if show_histogram else (6.4, 4.2))
-    edges = _numpy(bins.edges)
-    nonempty = _numpy(bins.nonempty)
+    figure, ax = figure_and_axes(ax, (6.4, 5.0) if show_histogram else (6.4, 4.2))
+    edges = to_numpy(bins.edges)
+    nonempty = to_numpy(bins.nonempty)
     left, width = edges[:-1][nonempty], np.diff(edges)[nonempty]
-    accuracy, confidence = _numpy(bins.accuracy)[nonempty], _numpy(bins.confidence)[nonempty]
+    accuracy, confidence = to_numpy(bins.accuracy)[nonempty], to_numpy(bins.confidence)[nonempty]
     pooled = bins.kind == POOLED
 
     _draw_accuracy_bars(ax, left, width, accuracy, label or ("frequency" if pooled else "accuracy"))
@@ -157,11 +157,11 @@ def reliability_diagram(
     ax.set_ylabel('frequency of "present"' if pooled else "accuracy")
     ax.set_title(ece_title(bins, title))
     if legend:
-        _legend_beside(ax)
+        legend_beside(ax)
     x_label = "predicted P(present)" if pooled else "confidence (top-label probability)"
 
     if show_histogram:
-        fraction = _numpy(bins.counts)[nonempty] / max(bins.n_samples, 1)
+        fraction = to_numpy(bins.counts)[nonempty] / max(bins.n_samples, 1)
         _draw_bin_fractions(ax, left, width, fraction, x_label)
     else:
         ax.set_xlabel(x_label)
@@ -201,7 +201,7 @@ def reliability_grid(
     if suptitle:
         figure.suptitle(suptitle, y=1.0, va="bottom")
     figure.subplots_adjust(wspace=0.35, hspace=0.45)
-    _figure_legend_below(figure, axes[:n_models])
+    figure_legend_below(figure, axes[:n_models])
     return figure
 
 
@@ -211,14 +211,14 @@ def reliability_overlay(
     """Accuracy against mean confidence of the non-empty bins, one line per model, on one axis."""
     if not bins_by_model:
         raise ValueError("bins_by_model is empty; pass {model name: metrics.reliability_bins(...)}")
-    figure, ax = _figure_and_axes(ax, (4.6, 4.4))
+    figure, ax = figure_and_axes(ax, (4.6, 4.4))
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
     pooled = False
     for name, bins in bins_by_model.items():
-        nonempty = _numpy(bins.nonempty)
+        nonempty = to_numpy(bins.nonempty)
         ax.plot(
-            _numpy(bins.confidence)[nonempty],
-            _numpy(bins.accuracy)[nonempty],
+            to_numpy(bins.confidence)[nonempty],
+            to_numpy(bins.accuracy)[nonempty],
             marker="o",
             markersize=4,
             label=f"{name} (ECE {100 * bins.ece:.2f} %)",
@@ -244,12 +244,12 @@ def pooled_reliability_curves(
     left out. ``curves``: name -> {"mean_predicted": (B,), "frequency": (B,)}."""
     if not curves:
         raise ValueError("curves is empty; pass {model: equal_mass_reliability(probs, labels)}")
-    figure, ax = _figure_and_axes(ax, (5.0, 4.6))
+    figure, ax = figure_and_axes(ax, (5.0, 4.6))
     low, high = 1.0, 0.0
     markers = "osD^vP"
     for index, (name, curve) in enumerate(curves.items()):
-        x = _numpy(curve["mean_predicted"]).astype(float)
-        y = _numpy(curve["frequency"]).astype(float)
+        x = to_numpy(curve["mean_predicted"]).astype(float)
+        y = to_numpy(curve["frequency"]).astype(float)
         keep = (x > 0) & (y > 0) if log else np.ones_like(x, dtype=bool)
         ax.plot(x[keep], y[keep], marker=markers[index % len(markers)], markersize=4, label=name)
         low, high = min(low, x[keep].min(), y[keep].min()), max(high, x[keep].max(), y[keep].max())
@@ -262,7 +262,7 @@ def pooled_reliability_curves(
     ax.set_ylabel(f'observed frequency of "present"{scaled}')
     ax.set_title(title or "pooled reliability, equal-mass bins")
     ax.grid(alpha=0.3)
-    _legend_below(ax)
+    legend_below(ax)
     return figure
 
 
@@ -275,9 +275,9 @@ def binned_output_plot(
     scale, where the many small posteriors of a multi-label set are visible."""
     if not means:
         raise ValueError("means is empty; pass {model: mean prediction per η bin}")
-    centres = _numpy(centres).astype(float)
-    figure, ax = _figure_and_axes(ax, (5.2, 4.6))
-    values = [_numpy(v).astype(float) for v in means.values()]
+    centres = to_numpy(centres).astype(float)
+    figure, ax = figure_and_axes(ax, (5.2, 4.6))
+    values = [to_numpy(v).astype(float) for v in means.values()]
     if any(v.shape != centres.shape for v in values):
         raise ValueError(f"every entry of means must have the shape of centres {centres.shape}")
     low = min(float(centres.min()), *(float(v.min()) for v in values))
@@ -291,7 +291,7 @@ def binned_output_plot(
         ax.set_xscale("log")
         ax.set_yscale("log")
     scale = " (log scale)" if log else ""
-    _label_axes(
+    label_axes(
         ax,
         f"exact posterior η, bin mean{scale}",
         f"mean predicted probability{scale}",

@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from helpers.plots.style import _figure_and_axes, _label_axes, _numpy
+from helpers.plots.style import figure_and_axes, label_axes, to_numpy
 
 __all__ = ["retrieval_curve", "retrieval_curve_spread", "image_row"]
 
@@ -25,11 +25,11 @@ def retrieval_curve(
     """Retrieval mAP against the query length ``|P|`` + ``|N|``, one line per model (SPA paper, Fig. 3)."""
     if not map_by_length:
         raise ValueError("map_by_length is empty; pass {model: RetrievalResult.map_by_length()}")
-    figure, ax = _figure_and_axes(ax, (5.0, 3.8))
+    figure, ax = figure_and_axes(ax, (5.0, 3.8))
     for name, curve in map_by_length.items():
         lengths = sorted(curve)
         ax.plot(lengths, [100 * curve[length] for length in lengths], marker="o", label=name)
-    _label_axes(ax, "query length |P| + |N|", "retrieval mAP (%)", title or "multi-label retrieval", grid=True)
+    label_axes(ax, "query length |P| + |N|", "retrieval mAP (%)", title or "multi-label retrieval", grid=True)
     return figure
 
 
@@ -41,14 +41,14 @@ def retrieval_curve_spread(
     as a line with ± sd error bars, in percent."""
     if not map_by_length:
         raise ValueError("map_by_length is empty; pass {model: {length: (mean, sd)}}")
-    figure, ax = _figure_and_axes(ax, (6.0, 4.2))
+    figure, ax = figure_and_axes(ax, (6.0, 4.2))
     for name, curve in map_by_length.items():
         lengths = sorted(curve)
         means = np.array([100 * curve[length][0] for length in lengths])
         spread = np.array([100 * (curve[length][1] or 0.0) for length in lengths])
         ax.errorbar(lengths, means, yerr=spread if spread.any() else None, marker="o", capsize=3, label=name)
     ax.set_xticks(sorted({length for curve in map_by_length.values() for length in curve}))
-    _label_axes(ax, "query length |P| + |N|", "retrieval mAP (%)", title or "multi-label retrieval", grid=True)
+    label_axes(ax, "query length |P| + |N|", "retrieval mAP (%)", title or "multi-label retrieval", grid=True)
     ax.legend(fontsize="small", ncols=2)
     return figure
 
@@ -62,7 +62,7 @@ def image_row(
 ) -> Figure:
     """k images (uint8 (k, C, H, W)) side by side on one axis; with ``relevant`` each gets a green (True) or red
     (False) frame, as the retrieval figures of the SPA paper (Fig. 4)."""
-    images = _numpy(images)
+    images = to_numpy(images)
     if images.ndim != 4 or len(images) == 0:
         raise ValueError(f"images must be a non-empty (k, C, H, W) array, got shape {images.shape}")
     if relevant is not None and len(relevant) != len(images):
@@ -79,7 +79,7 @@ def image_row(
         color = (0.2, 0.7, 0.2) if relevant is None or relevant[index] else (0.85, 0.1, 0.1)
         canvas[:, left : left + width + 2 * frame] = color
         canvas[frame : frame + height, left + frame : left + frame + width] = tile
-    figure, ax = _figure_and_axes(ax, (1.1 * k, 1.5))
+    figure, ax = figure_and_axes(ax, (1.1 * k, 1.5))
     ax.imshow(canvas, interpolation="nearest")
     ax.set_yticks([])
     if captions is not None:

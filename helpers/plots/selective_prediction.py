@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from helpers.metrics import retention_area
-from helpers.plots.style import GAP_COLOR, _figure_and_axes, _label_axes, _numpy
+from helpers.plots.style import GAP_COLOR, figure_and_axes, label_axes, to_numpy
 
 __all__ = ["retention_curves", "confidence_densities"]
 
@@ -28,12 +28,12 @@ def retention_curves(curves: Mapping[str, tuple[Any, Any]], ax: Axes | None = No
     """
     if not curves:
         raise ValueError("curves is empty; pass {model name: selective.retention_curve(probs, labels)}")
-    figure, ax = _figure_and_axes(ax, (5.0, 4.0))
+    figure, ax = figure_and_axes(ax, (5.0, 4.0))
     for name, (fractions, accuracy) in curves.items():
-        fractions, accuracy = _numpy(fractions), _numpy(accuracy)
+        fractions, accuracy = to_numpy(fractions), to_numpy(accuracy)
         ax.plot(fractions, accuracy, label=f"{name} (R-AUC {retention_area(fractions, accuracy):.4f})")
     ax.set_xlim(0, 1)
-    _label_axes(
+    label_axes(
         ax,
         "retention fraction (most confident predictions kept)",
         "accuracy (referred samples counted correct)",
@@ -48,14 +48,14 @@ def confidence_densities(
 ) -> Figure:
     """Density histograms of the top-label confidence of correct (green) and incorrect (red) predictions
     (LS+ paper Fig. 2); each histogram integrates to 1."""
-    correct, incorrect = _numpy(correct).ravel(), _numpy(incorrect).ravel()
+    correct, incorrect = to_numpy(correct).ravel(), to_numpy(incorrect).ravel()
     if correct.size + incorrect.size == 0:
         raise ValueError("no confidences to plot; pass selective.confidence_by_correctness(probs, labels)")
-    figure, ax = _figure_and_axes(ax, (4.6, 3.4))
+    figure, ax = figure_and_axes(ax, (4.6, 3.4))
     edges = np.linspace(0, 1, bins + 1)
     for values, color, label in ((correct, "#55A868", "correct"), (incorrect, GAP_COLOR, "incorrect")):
         if values.size:
             ax.hist(values, bins=edges, density=True, color=color, alpha=0.5, label=f"{label} (n={values.size})")
     ax.set_xlim(0, 1)
-    _label_axes(ax, "confidence (top-label probability)", "density", title)
+    label_axes(ax, "confidence (top-label probability)", "density", title)
     return figure

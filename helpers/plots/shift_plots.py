@@ -13,7 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from helpers.metrics import stats
-from helpers.plots.style import _figure_and_axes
+from helpers.plots.style import figure_and_axes
 
 __all__ = ["metric_across_test_sets"]
 
@@ -36,7 +36,7 @@ def metric_across_test_sets(
     test set has no marker there."""
     if not models or not test_sets:
         raise ValueError("pass at least one model and one test set")
-    figure, ax = _figure_and_axes(ax, (6.4, 0.42 * len(models) + 1.4))
+    figure, ax = figure_and_axes(ax, (6.4, 0.42 * len(models) + 1.4))
     factor = 100.0 if metric in stats.PERCENT_METRICS else 1.0
     rows = np.arange(len(models))[::-1]
     for row, model in zip(rows, models):

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 
 from helpers.metrics import POOLED, ReliabilityBins, SmoothReliability
 from helpers.plots.reliability import reliability_diagram
-from helpers.plots.style import GAP_COLOR, _axis_below, _figure_and_axes, _figure_legend_below, _legend_beside
+from helpers.plots.style import GAP_COLOR, axis_below, figure_and_axes, figure_legend_below, legend_beside
 
 __all__ = [
     "smooth_reliability_diagram",
@@ -53,7 +53,7 @@ def smooth_reliability_diagram(
             f"diagram must be a helpers.metrics.SmoothReliability (from smooth_reliability), got "
             f"{type(diagram).__name__}"
         )
-    figure, ax = _figure_and_axes(ax, (4.2, 5.0) if show_density else (4.2, 4.2))
+    figure, ax = figure_and_axes(ax, (4.2, 5.0) if show_density else (4.2, 4.2))
     pooled = diagram.kind == POOLED
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
     ax.fill_between(
@@ -80,10 +80,10 @@ def smooth_reliability_diagram(
         text += f" ({POOLED})"
     ax.set_title(f"{title}\n{text}" if title else text)
     if legend:
-        _legend_beside(ax)
+        legend_beside(ax)
     x_label = "predicted P(present)" if pooled else "confidence (top-label probability)"
     if show_density:
-        density_ax = _axis_below(ax)
+        density_ax = axis_below(ax)
         density_ax.fill_between(diagram.mesh, 0, diagram.density, color="grey", alpha=0.5, linewidth=0)
         density_ax.set_ylim(bottom=0)
         density_ax.set_ylabel("density")
@@ -116,7 +116,7 @@ def binned_and_smooth_reliability(
     for column, name in enumerate(binned):
         reliability_diagram(binned[name], ax=axes[0, column], title=name, legend=False)
         smooth_reliability_diagram(smooth[name], ax=axes[1, column], title=name, legend=False)
-    _figure_legend_below(figure, list(axes[:, 0]), ncols=3)
+    figure_legend_below(figure, list(axes[:, 0]), ncols=3)
     return figure
 
 
@@ -147,7 +147,7 @@ def smooth_reliability_grid(
     for ax in figure.axes:  # the density strips' x label, short enough for narrow panels
         if ax.get_xlabel().startswith("confidence"):
             ax.set_xlabel("confidence")
-    _figure_legend_below(figure, axes[:n_models], ncols=3)
+    figure_legend_below(figure, axes[:n_models], ncols=3)
     return figure
 
 
@@ -189,7 +189,7 @@ def overlaid_reliability(
         f"{title + chr(10) if title else ''}ECE {100 * bins.ece:.2f} %, smooth ECE {100 * diagram.smooth_ece:.2f} %"
     )
     if legend:
-        _legend_beside(ax)
+        legend_beside(ax)
     elif ax.get_legend() is not None:
         ax.get_legend().remove()
     return figure

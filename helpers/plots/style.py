@@ -26,25 +26,25 @@ OVER_GAP_LABEL = "over-confident gap (confidence above accuracy)"
 UNDER_GAP_LABEL = "under-confident gap (accuracy above confidence)"
 
 
-def _figure_and_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
+def figure_and_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
     if ax is None:
         figure, ax = plt.subplots(figsize=figsize)
         return figure, ax
     return ax.figure, ax
 
 
-def _numpy(values: Any) -> np.ndarray:
+def to_numpy(values: Any) -> np.ndarray:
     if isinstance(values, torch.Tensor):
         return values.detach().cpu().numpy()
     return np.asarray(values)
 
 
-def _axis_below(ax: Axes) -> Axes:
+def axis_below(ax: Axes) -> Axes:
     """A short axis under ``ax``, sharing its x (the histogram or density strip under a reliability diagram)."""
     return make_axes_locatable(ax).append_axes("bottom", size="25%", pad=0.1, sharex=ax)
 
 
-def _label_axes(ax: Axes, xlabel: str, ylabel: str | None = None, title: str | None = None, grid: bool = False) -> None:
+def label_axes(ax: Axes, xlabel: str, ylabel: str | None = None, title: str | None = None, grid: bool = False) -> None:
     """Axis labels, the title (when given) and the small legend every line plot here ends with."""
     ax.set_xlabel(xlabel)
     if ylabel is not None:
@@ -56,7 +56,7 @@ def _label_axes(ax: Axes, xlabel: str, ylabel: str | None = None, title: str | N
         ax.grid(alpha=0.3)
 
 
-def _gap_patch(label: str, linewidth: float = 0.5) -> Rectangle:
+def gap_patch(label: str, linewidth: float = 0.5) -> Rectangle:
     """A patch of one gap mark, drawn as in :func:`helpers.plots.reliability_diagram` (also when no bin has that
     gap): a legend handle, or, with no size and ``linewidth=0``, a placeholder on axes whose bars have none of that
     gap."""
@@ -73,7 +73,7 @@ def _legend_entries(axes: Sequence[Axes]) -> dict[str, Any]:
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             if label in (OVER_GAP_LABEL, UNDER_GAP_LABEL):
-                handle = _gap_patch(label)
+                handle = gap_patch(label)
             entries.setdefault(label, handle)
     # the gap marks right after the bars they belong to, wherever their placeholder patch was found
     gaps = [label for label in (OVER_GAP_LABEL, UNDER_GAP_LABEL) if label in entries]
@@ -82,7 +82,7 @@ def _legend_entries(axes: Sequence[Axes]) -> dict[str, Any]:
     return {label: entries[label] for label in order}
 
 
-def _legend_beside(ax: Axes, entries: Mapping[str, Any] | None = None) -> None:
+def legend_beside(ax: Axes, entries: Mapping[str, Any] | None = None) -> None:
     """The legend to the right of ``ax``, off the data."""
     entries = _legend_entries([ax]) if entries is None else entries
     ax.legend(
@@ -95,12 +95,12 @@ def _legend_beside(ax: Axes, entries: Mapping[str, Any] | None = None) -> None:
     )
 
 
-def _legend_below(ax: Axes, ncols: int = 2) -> None:
+def legend_below(ax: Axes, ncols: int = 2) -> None:
     """The legend under the axes, off the data."""
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=ncols, fontsize="small", frameon=False)
 
 
-def _figure_legend_below(figure: Figure, axes: Sequence[Axes], ncols: int = 2) -> None:
+def figure_legend_below(figure: Figure, axes: Sequence[Axes], ncols: int = 2) -> None:
     """One legend for ``axes`` (entries by label, first seen first) centred below the figure, off every panel."""
     entries = _legend_entries(axes)
     if entries:
