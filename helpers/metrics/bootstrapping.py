@@ -353,5 +353,5 @@ def weighted_evaluator(metric: Callable[..., float], probs: Any, labels: Any) ->
     function, keywords = metric, {}
     if isinstance(metric, functools.partial) and not metric.args:
         function, keywords = metric.func, dict(metric.keywords)
-    weighted = WEIGHTED_METRICS.get(function)
-    return None if weighted is None else weighted(probs, labels, **keywords)
+    weighted_form = WEIGHTED_METRICS.get(function)
+    return None if weighted_form is None else weighted_form(probs, labels, **keywords)

@@ -17,7 +17,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from helpers.plots.style import figure_and_axes, label_axes, legend_below, to_numpy
+from helpers.plots.style import figure_and_axes, label_axes, to_numpy
+from helpers.plots.style import legend_below as place_legend_below
 
 __all__ = [
     "risk_minimiser_plot",
@@ -69,7 +70,7 @@ def risk_minimiser_plot(
     ax.set_ylim(0, 1)
     label_axes(ax, "true posterior η", "estimate at the risk minimiser η̂*", title or "conditional-risk minimiser")
     if legend_below:
-        legend_below(ax, ncols=1)
+        place_legend_below(ax, ncols=1)
     return figure
 
 
@@ -186,7 +187,7 @@ def weight_function_plot(
     ax.set_ylabel(f"weight w(c){scaled} (log scale)")
     ax.set_title(title or "which decisions each proper loss rewards")
     ax.grid(alpha=0.3)
-    legend_below(ax)
+    place_legend_below(ax)
     return figure
 
 
