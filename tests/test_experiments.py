@@ -1,8 +1,10 @@
 """Recipes and the run cache: a cached run must reproduce the trained one, and any change must miss the cache."""
 
 import errno
+import json
 import os
 
+import numpy as np
 import pytest
 import torch
 from tiny_bundles import three_class_bundle
@@ -491,3 +493,42 @@ def test_a_retrain_selector_retrains_only_the_runs_it_names(tmp_path, monkeypatc
 def test_a_wrong_retrain_selector_is_named(text):
     with pytest.raises(ValueError, match="CALIBMED_RETRAIN_ONLY"):
         recipes.parse_retrain_selector(text)
+
+
+def _rewrite_meta(path, change):
+    with np.load(path, allow_pickle=False) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+    meta = json.loads(arrays["meta"].tobytes())
+    change(meta)
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez_compressed(path, **arrays)
+
+
+def test_a_run_whose_behaviour_was_verified_is_current_but_still_retrained_where_it_is_not_reproducible(
+    tmp_path, capsys, monkeypatch
+):
+    """The over-fitting set predates the training version; today's probe on the code that trained it gives today's
+    version, recorded as ``behaviour_verified``: no stale-run warning, yet ``RETRAIN=1`` (on a GPU) still retrains
+    it deterministically, since it was trained with autotuned kernels."""
+    bundle = tiny_bundle()
+    first = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    path = run_store.stored_run_path(bundle, first.key, tmp_path)
+
+    def as_old_gpu_run(meta):
+        del meta["training_version"]
+        meta["deterministic"] = False
+        meta["behaviour_verified"] = {"training_version": run_store.training_version(), "how": "probe"}
+
+    _rewrite_meta(path, as_old_gpu_run)
+    meta = run_store.read_stored_meta(path)
+    assert run_store.is_current(meta) and not run_store.is_reproducible_here(meta)
+    monkeypatch.setattr(run_store.run_log, "_warned_stale", False)
+    capsys.readouterr()
+    loaded = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    assert loaded.source == "stored" and "older training code" not in capsys.readouterr().out
+    monkeypatch.setenv("CALIBMED_RETRAIN", "1")
+    with run_store.planning() as plan:
+        run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    assert len(plan) == 1
+    _rewrite_meta(path, lambda meta: meta["behaviour_verified"].update(training_version="other"))
+    assert not run_store.is_current(run_store.read_stored_meta(path))

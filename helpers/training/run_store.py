@@ -377,16 +377,31 @@ def _stored_run_line(name: str, where: str, meta: dict[str, Any]) -> str:
     return f"{head} {detail}" if len(head) + 1 + len(detail) <= _LINE_WIDTH else f"{head}\n  {detail}"
 
 
+def behaviour_version(meta: dict[str, Any]) -> str | None:
+    """The training version whose behaviour produced a stored run: the one it was stored with, or, for a run stored
+    before the training version existed, the one its ``behaviour_verified`` field records (today's behavioural probe
+    run on the code that trained it; ``docs/reading_the_numbers.md``). None when neither is known."""
+    verified = meta.get("behaviour_verified")
+    return meta.get("training_version") or (verified.get("training_version") if isinstance(verified, dict) else None)
+
+
 def is_current(meta: dict[str, Any]) -> bool:
-    """Whether a stored run's training version is today's (runs stored before it existed have none)."""
-    return meta.get("training_version") == training_version()
+    """Whether a stored run was produced by today's training behaviour (:func:`behaviour_version`)."""
+    return behaviour_version(meta) == training_version()
+
+
+def is_reproducible_here(meta: dict[str, Any]) -> bool:
+    """Whether today's code reproduces a stored run bit for bit: current *and* trained deterministically (a run of
+    today's behaviour trained with autotuned GPU kernels is current but one draw among several)."""
+    return is_current(meta) and meta.get("deterministic") is True
 
 
 def _from_older_code(path: Path) -> bool:
-    """Whether a stored run was trained by older training code (or its metadata cannot be read): what
-    ``CALIBMED_RETRAIN=1`` retrains. Runs of today's code are kept, so a retrain ends and resumes where it stopped."""
+    """Whether a stored run is not reproducible by today's code (older training code, or today's behaviour trained
+    without determinism), or its metadata cannot be read: what ``CALIBMED_RETRAIN=1`` retrains. Reproducible runs
+    are kept, so a retrain ends and resumes where it stopped."""
     try:
-        return not is_current(read_stored_meta(path))
+        return not is_reproducible_here(read_stored_meta(path))
     except DamagedRunError:
         return True
 
