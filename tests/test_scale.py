@@ -245,3 +245,71 @@ def test_a_run_the_node_did_not_write_is_reported_with_the_setting_that_stopped_
         [(name, _)] = ray_engine.missing_runs(["tiny"], "smoke", {})
     with pytest.raises(FileNotFoundError, match="unset CALIBMED_NO_CACHE"):
         ray_engine.train_named_run(name, **tiny_suite)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# issue 29, item 4 (c) and the grid's values: everything is checked before an output folder is touched
+
+
+def _earlier_sweep(out):
+    """A sweep folder as an earlier `run --engine ray --grid seed=0,1` left it; returns its files and contents."""
+    for point in ("seed=0", "seed=1"):
+        for relative in ("notebooks/01_measuring_calibration.ipynb", "results/01_measuring_calibration.json"):
+            (out / point / relative).parent.mkdir(parents=True, exist_ok=True)
+            (out / point / relative).write_text(f"{point} {relative}")
+        (out / point / "summary.json").write_text("{}")
+    (out / "summary.md").write_text("# earlier sweep")
+    return {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}
+
+
+def test_a_sweep_without_ray_installed_leaves_the_earlier_sweep_as_it_was(tmp_path, monkeypatch):
+    """Issue 29 (c): `run --engine ray --grid ... --out <earlier sweep>` without Ray removed the earlier sweep's
+    files and only then said Ray is missing."""
+    earlier = _earlier_sweep(tmp_path / "sweep")
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    argv = ["run", "--engine", "ray", "--grid", "seed=0,1", "--notebooks", "01", "--out", str(tmp_path / "sweep")]
+    with pytest.raises(SystemExit, match=r"needs Ray.*pip install -e '\.\[scale\]'"):
+        cli.main(argv)
+    assert {path: path.read_bytes() for path in (tmp_path / "sweep").rglob("*") if path.is_file()} == earlier
+
+
+@pytest.mark.parametrize(
+    "grid, message",
+    [
+        ("epochs=0,-1", r"epochs=0 \(int\): epochs must be an integer >= 1"),
+        ("lr=true", r"lr=True \(bool\): lr must be a number > 0"),
+        ("seed=NaN", r"seed=nan \(float\): seed must be an integer >= 0"),
+        ("seed=0,0", r"seed=0 twice"),
+        ('seed=0,"0"', r"seed='0' \(str\): seed must be an integer >= 0"),
+        ("lr=0.1,1e-1", r"lr=0.1 twice"),
+    ],
+)
+def test_grid_values_are_checked_and_two_points_never_share_a_folder(tmp_path, monkeypatch, grid, message):
+    """Issue 29, medium: grid values were never checked (epochs=0,-1, lr=true, seed=NaN ran), and seed=0,0 (or
+    0,"0", 0.1,1e-1) put two grid points into one folder. Each is refused, naming the knob and the value, before
+    Ray starts or an output folder is touched."""
+    earlier = _earlier_sweep(tmp_path / "sweep")
+    monkeypatch.setattr(ray_engine, "connect", lambda *args: pytest.fail("Ray was started"))
+    argv = ["run", "--engine", "ray", "--grid", grid, "--notebooks", "01", "--out", str(tmp_path / "sweep")]
+    with pytest.raises(SystemExit, match=message):
+        cli.main(argv)
+    assert {path: path.read_bytes() for path in (tmp_path / "sweep").rglob("*") if path.is_file()} == earlier
+
+
+def test_two_grid_points_that_would_share_a_folder_are_refused(tmp_path):
+    """The number 0 and the text "0" are two values but one folder name (seed=0): refused, naming both points."""
+    with pytest.raises(ValueError, match=r"grid points \[\{'x': 0\}, \{'x': '0'\}\] would write into one folder x=0"):
+        ray_engine.point_folders(tmp_path, ray_engine.grid_points(ray_engine.parse_grid(['x=0,"0"'])))
+    assert [f.name for f in ray_engine.point_folders(tmp_path, [{"x": 0}, {"x": 1}])] == ["x=0", "x=1"]
+
+
+def test_a_json_list_in_a_grid_is_one_value_not_split_at_its_commas():
+    """Issue 29, medium: `--grid seeds=[0,1],[2]` was split at every comma into "[0", "1]" and "[2]"."""
+    assert ray_engine.parse_grid(["seeds=[0,1],[2]", "dataset=dermamnist"]) == {
+        "seeds": [[0, 1], [2]],
+        "dataset": ["dermamnist"],
+    }
+    assert ray_engine.parse_grid(['losses=["LS","focal"],["MbLS"]'])["losses"] == [["LS", "focal"], ["MbLS"]]
+    assert ray_engine.point_folder({"seeds": [0, 1]}) == "seeds=[0,1]"
+    with pytest.raises(ValueError, match="unbalanced"):
+        ray_engine.parse_grid(["seeds=[0,1"])
