@@ -636,3 +636,16 @@ def test_a_damaged_loss_state_or_deflate_stream_is_a_named_damaged_run_that_is_r
         with run_store.planning() as plan:
             run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
         assert len(plan) == 1 and "training it again" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "lr, message",
+    [(True, "lr must be a finite real number, got True"), ("0.1", "lr must be a finite real number, got '0.1'")],
+)
+def test_a_recipe_refuses_a_learning_rate_that_is_not_a_number(lr, message):
+    """Issue 29, medium: recipe_config(lr=True) trained at rate 1.0 (True × the recipe's scale passed the check
+    as 1.0), and lr="0.1" failed deep inside with a TypeError."""
+    for recipe in recipes.RECIPES:
+        with pytest.raises(ValueError, match=message):
+            recipes.recipe_config(recipe, epochs=1, lr=lr, batch_size=8)
+    assert recipes.recipe_config("over-fitting", epochs=1, lr=0.1, batch_size=8).lr == pytest.approx(0.05)
