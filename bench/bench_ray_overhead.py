@@ -41,8 +41,7 @@ from helpers.course import (
 
 def trained_seconds(cache: Path) -> list[float]:
     return [
-        float(torch.load(path, map_location="cpu", weights_only=False)["seconds"])
-        for path in sorted(cache.glob("*.pt"))
+        float(torch.load(path, map_location="cpu", weights_only=True)["seconds"]) for path in sorted(cache.glob("*.pt"))
     ]
 
 

@@ -11,7 +11,7 @@ from tiny_bundles import three_class_bundle
 
 from helpers.data import Split
 from helpers.losses import CrossEntropy, LabelSmoothing
-from helpers.training import recipes, run_keys, run_store
+from helpers.training import recipes, run_files, run_keys, run_store
 
 
 def tiny_bundle(seed=0, n=96):
@@ -110,11 +110,11 @@ def test_a_damaged_cache_entry_is_named_and_retrained(tmp_path, capsys, damage):
     elif damage == "empty":
         path.write_bytes(b"")
     else:
-        payload = torch.load(path, weights_only=False)
+        payload = run_files.read_cached_payload(path)
         payload["test_logits"] = (
             payload["test_logits"] * float("nan") if damage == "nan_logits" else payload["test_logits"][:, :2]
         )
-        torch.save(payload, path)
+        run_files.write_cached_payload(path, payload)  # sealed: the checks behind the content hash are tested
     capsys.readouterr()
     again = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
     out = capsys.readouterr().out
@@ -139,7 +139,7 @@ def test_a_cached_run_with_missing_or_wrong_entries_is_named_and_retrained(tmp_p
     bundle = tiny_bundle()
     trained = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
     [path] = list(tmp_path.glob("*.pt"))
-    payload = torch.load(path, weights_only=False)
+    payload = run_files.read_cached_payload(path)
     damaged = {
         "no_val_logits": {k: v for k, v in payload.items() if k != "val_logits"},
         "a_bare_tensor": payload["test_logits"],
@@ -149,7 +149,7 @@ def test_a_cached_run_with_missing_or_wrong_entries_is_named_and_retrained(tmp_p
         "no_model_state": {k: v for k, v in payload.items() if k != "model"},
         "history_not_a_list": payload | {"history": "none"},
     }[damage]
-    torch.save(damaged, path)
+    run_files.write_sealed(path, lambda file: torch.save(damaged, file))  # sealed: the field checks are tested
     capsys.readouterr()
     again = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), cache_dir=tmp_path)
     out = capsys.readouterr().out
@@ -167,7 +167,7 @@ def _rewrite_stored_meta(path, change):
         arrays = dict(stored)
     meta = change(json.loads(arrays["meta"].tobytes()))
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    np.savez_compressed(path, **arrays)
+    run_files.write_sealed(path, lambda file: np.savez_compressed(file, **arrays))  # the field checks are tested
 
 
 @pytest.mark.parametrize(
@@ -184,7 +184,7 @@ def test_stored_run_metadata_that_is_missing_or_wrong_is_named_and_retrained(tmp
 
         with np.load(path) as stored:
             arrays = {k: v for k, v in stored.items() if k != "loss_state"}
-        np.savez_compressed(path, **arrays)
+        run_files.write_sealed(path, lambda file: np.savez_compressed(file, **arrays))
     else:
         _rewrite_stored_meta(
             path,
@@ -493,6 +493,164 @@ def test_a_retrain_selector_retrains_only_the_runs_it_names(tmp_path, monkeypatc
 def test_a_wrong_retrain_selector_is_named(text):
     with pytest.raises(ValueError, match="CALIBMED_RETRAIN_ONLY"):
         recipes.parse_retrain_selector(text)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# issue 29, item 4 (a): a byte flipped in a cached or stored run file is never served
+
+
+def _flipped(original: bytes, rng) -> tuple[int, bytes]:
+    data = bytearray(original)
+    where = rng.randrange(len(data))
+    data[where] ^= rng.randrange(1, 256)  # a different byte
+    return where, bytes(data)
+
+
+@pytest.mark.parametrize("stored", [False, True], ids=["cached run", "stored run"])
+def test_no_run_file_with_one_byte_flipped_is_served_each_is_named_and_retrained(tmp_path, capsys, stored):
+    """Issue 29 (a): one byte flipped in runs/cache/*.pt loaded as "cache" with changed logits or weights in 59 of
+    60 trials. Now every run file this code writes carries a SHA-256 of its own bytes: 60 seeded single-byte flips
+    of a small cached run and of a small stored run are all refused, named, and planned for retraining; the last
+    one is retrained and loads again."""
+    import contextlib
+    import random
+
+    bundle = tiny_bundle()
+
+    def run(plan_only=True):
+        with run_store.planning() if plan_only else contextlib.nullcontext():
+            return run_store.train_run(
+                "ce",
+                CrossEntropy(),
+                bundle,
+                "small_cnn",
+                config(),
+                cache_dir=tmp_path,
+                stored=stored,
+                stored_dir=tmp_path,
+            )
+
+    first = run(plan_only=False)
+    [path] = list(tmp_path.rglob("*.npz" if stored else "*.pt"))
+    original = path.read_bytes()
+    assert run().source == ("stored" if stored else "cache")  # the intact file is served
+    rng = random.Random(29)
+    served = []
+    for _ in range(60):
+        where, damaged = _flipped(original, rng)
+        path.write_bytes(damaged)
+        capsys.readouterr()
+        again = run()
+        out = capsys.readouterr().out
+        if again.source != "planned" or str(path.name) not in out or "training it again" not in out:
+            served.append((where, again.source, out[-200:]))
+    assert served == []
+    retrained = run(plan_only=False)
+    assert retrained.source == "trained" and torch.allclose(retrained.test_logits, first.test_logits, atol=1e-5)
+    assert run().source == ("stored" if stored else "cache") and path.read_bytes() != damaged
+
+
+def _legacy_stored_run(path):
+    """Rewrite a stored run as the code before issue 29 wrote it: no integrity seal, no mark in its metadata."""
+    import json
+
+    import numpy as np
+
+    with np.load(path) as stored:
+        arrays = dict(stored)
+    meta = json.loads(arrays["meta"].tobytes())
+    meta.pop("integrity", None)
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez_compressed(path, **arrays)
+
+
+def test_a_stored_run_without_a_content_hash_still_loads_and_new_writes_carry_one(tmp_path):
+    """The 201 committed stored runs have no content hash: they are verified by the existing checks and keep
+    loading; a run stored now carries the hash (the zip comment) and its metadata says so."""
+    import zipfile
+
+    bundle = tiny_bundle()
+    first = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    path = run_store.stored_run_path(bundle, first.key, tmp_path)
+    assert zipfile.ZipFile(path).comment.startswith(b"calibmed-sha256:")
+    assert run_store.read_stored_meta(path)["integrity"] == "sha256 of the file in its zip comment"
+    _legacy_stored_run(path)
+    assert zipfile.ZipFile(path).comment == b""
+    loaded = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    assert loaded.source == "stored" and torch.equal(loaded.test_logits, first.test_logits)
+
+
+def test_every_committed_stored_run_still_reads():
+    """The committed stored runs are not rewritten, and each still passes the checks (no content hash needed)."""
+    paths = sorted(run_store.STORED_RUNS_DIR.glob("*/*.npz"))
+    assert len(paths) >= 201
+    for path in paths:
+        meta = run_store.read_stored_meta(path)
+        assert meta["key"] == path.stem
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["stored before the hash", "stored with the hash"])
+@pytest.mark.parametrize("damage", ["loss_state of another loss", "loss_state not a mapping", "deflate data"])
+def test_a_damaged_loss_state_or_deflate_stream_is_a_named_damaged_run_that_is_retrained(
+    tmp_path, capsys, damage, sealed
+):
+    """Issue 29, medium: a stored run whose loss_state did not fit the loss raised a raw RuntimeError, and corrupt
+    deflate data a zlib.error, naming no file and retraining nothing."""
+    import io
+    import random
+    import zipfile
+
+    import numpy as np
+
+    bundle = tiny_bundle()
+    first = run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+    path = run_store.stored_run_path(bundle, first.key, tmp_path)
+    if damage == "deflate data":
+        if not sealed:
+            _legacy_stored_run(path)
+        original = path.read_bytes()
+        with zipfile.ZipFile(path) as archive:
+            info = archive.getinfo("val_logits.npy")
+        start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+        rng = random.Random(0)
+        trials = [start + rng.randrange(info.compress_size) for _ in range(20)]
+    else:
+        state = {"unexpected.weight": torch.ones(2)} if damage == "loss_state of another loss" else [1, 2]
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        with np.load(path) as stored:
+            arrays = dict(stored)
+        arrays["loss_state"] = np.frombuffer(buffer.getvalue(), dtype=np.uint8)
+        if sealed:
+            run_files.write_sealed(path, lambda file: np.savez_compressed(file, **arrays))
+        else:
+            np.savez_compressed(path, **arrays)
+            _legacy_stored_run(path)
+        original, trials = path.read_bytes(), [None]
+    for where in trials:
+        data = bytearray(original)
+        if where is not None:
+            data[where] ^= 0x55
+        path.write_bytes(bytes(data))
+        with pytest.raises(run_store.DamagedRunError, match=str(path)):
+            run_store.load_stored_run(path, bundle, CrossEntropy(), first.key)
+        capsys.readouterr()
+        with run_store.planning() as plan:
+            run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
+        assert len(plan) == 1 and "training it again" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "lr, message",
+    [(True, "lr must be a finite real number, got True"), ("0.1", "lr must be a finite real number, got '0.1'")],
+)
+def test_a_recipe_refuses_a_learning_rate_that_is_not_a_number(lr, message):
+    """Issue 29, medium: recipe_config(lr=True) trained at rate 1.0 (True × the recipe's scale passed the check
+    as 1.0), and lr="0.1" failed deep inside with a TypeError."""
+    for recipe in recipes.RECIPES:
+        with pytest.raises(ValueError, match=message):
+            recipes.recipe_config(recipe, epochs=1, lr=lr, batch_size=8)
+    assert recipes.recipe_config("over-fitting", epochs=1, lr=0.1, batch_size=8).lr == pytest.approx(0.05)
 
 
 def _rewrite_meta(path, change):

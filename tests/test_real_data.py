@@ -503,3 +503,60 @@ def test_shared_chestxray14_sample_loads_as_725_94_181(tmp_path, capsys):
     assert "1,000 of 112,120 listed images present (train 725, val 94, test 181)" in printed
     assert "2 listed image(s) have labels that differ" in printed and "'lists' labels used" in printed
     assert bundle.train.images.shape[1:] == (1, 28, 28) and bundle.train.labels.shape[1] == 14
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# issue 29, item 4 (medium): real-data layouts
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("other", ["test", "val"])
+def test_isic2018_refuses_an_image_listed_in_two_splits(tmp_path, other):
+    """Issue 29, medium: load_isic2018 accepted the same image id in the Training and the Test (or Validation)
+    ground truth, so one image was trained on and scored."""
+    root = tmp_path / "ISIC2018"
+    _ham_layout(root)
+    _write_isic_split(root, "val", [("ISIC_8000000", 6)], seed=2)
+    folder, csv_path = isic2018.split_paths(root, other)
+    train_folder, _ = isic2018.split_paths(root, "train")
+    (folder / "ISIC_0000003.jpg").write_bytes((train_folder / "ISIC_0000003.jpg").read_bytes())
+    with open(csv_path, "a", newline="") as handle:
+        csv.writer(handle).writerow(["ISIC_0000003"] + [f"{float(k == 0):.1f}" for k in range(7)])
+    _, train_csv = isic2018.split_paths(root, "train")
+    with pytest.raises(ValueError, match=rf"1 image\(s\) are listed in both .*{train_csv.name} and .*{csv_path.name}"):
+        load_isic2018(root, image_size=8, cache_dir=tmp_path / "cache")
+    with pytest.raises(ValueError, match="ISIC_0000003"):
+        load_isic2018(root, image_size=8, cache_dir=tmp_path / "cache")
+
+
+def test_isic_heldout_split_refuses_training_images_without_a_lesion(tmp_path):
+    """Issue 29, medium: isic_heldout_split turned every training image without a lesion id (NaN: the metadata
+    has no row for it) into one pseudo-lesion "nan", which could fall on both sides of the held-out split."""
+    root = tmp_path / "ISIC2018"
+    frame, _ = _ham_layout(root, lesions_per_class=6)
+    _write_isic_split(root, "val", [("ISIC_8000000", 6), ("ISIC_8000001", 0)], seed=2)  # no carve: metadata optional
+    frame.iloc[4:].to_csv(root / isic2018.METADATA_FILE, index=False)  # the first four images have no row
+    bundle = load_isic2018(root, image_size=8, cache_dir=tmp_path / "cache")
+    assert bundle.metadata["train"]["lesion_id"].isna().sum() == 4
+    with pytest.raises(ValueError, match=r"4 of the 84 training images have no lesion id \(first: ISIC_0000000\)"):
+        data.isic_heldout_split(bundle)
+
+
+def test_a_16_bit_png_is_scaled_to_8_bits_not_saturated(tmp_path):
+    """Issue 29, medium: a 16-bit grayscale PNG in the ChestX-ray14 layout was converted with PIL's convert("L"),
+    which clips every value above 255: the X-ray became two grey levels. It is scaled by its bit depth
+    (v / 257: 0 -> 0, 65535 -> 255), as an 8-bit copy of it would be."""
+    root = tmp_path / "ChestXray14"
+    written = _chest_layout(root)
+    values = {}
+    for index, (name, _, _) in enumerate(written["train"]):
+        values[name] = 3000 + 14000 * index  # 3000 ... 59000: 12 ... 230 in 8 bits
+        pixels = np.full((40, 50), values[name], dtype=np.uint16)
+        pixels[:, :25] = values[name] // 2  # two grey levels per image
+        Image.fromarray(pixels).save(root / "images" / name)
+        assert Image.open(root / "images" / name).mode == "I;16"
+    bundle = load_dataset("chestxray14", image_size=12, data_dir=tmp_path)
+    means = bundle.train.images.float().mean(dim=(1, 2, 3))
+    expected = torch.tensor([(values[n] / 257 + values[n] // 2 / 257) / 2 for n, *_ in written["train"]])
+    assert torch.allclose(means, expected, atol=1.5), (means, expected)
+    left, right = bundle.train.images[:, 0, 6, 0].float(), bundle.train.images[:, 0, 6, -1].float()
+    assert torch.allclose(right, torch.tensor([values[n] / 257 for n, *_ in written["train"]]), atol=1.0)
+    assert (right > left).all()

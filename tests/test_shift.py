@@ -194,3 +194,57 @@ def test_temperature_and_prior_tables_summarise_over_seeds():
         probs=forecasts,
     )
     assert priors.loc[("CE", "b"), "mean forecast (%)"] == "20.0"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# issue 29, item 4 (d): probabilities and labels are checked as the metrics check them
+
+_GOOD = torch.tensor([[0.2, 0.5, 0.3], [0.6, 0.3, 0.1]], dtype=torch.float64)
+
+
+@pytest.mark.parametrize(
+    "probs, message",
+    [
+        (torch.tensor([[2.0, -1.0, 0.5], [0.3, 3.0, -2.0]]), r"must lie in \[0, 1\].*did you pass logits"),
+        (torch.tensor([[-0.1, 0.6, 0.5], [0.2, 0.4, 0.4]]), r"must lie in \[0, 1\]"),
+        (torch.tensor([[float("nan"), 0.5, 0.5], [0.2, 0.4, 0.4]]), r"NaN"),
+        (torch.tensor([[float("inf"), 0.0, 0.0], [0.2, 0.4, 0.4]]), r"infinite"),
+        (torch.tensor([[0.2, 0.2, 0.2], [0.2, 0.4, 0.4]]), r"must sum to 1.*row 0 sums to 0.6"),
+        (torch.zeros(2, 3), r"must sum to 1.*sums to 0"),
+        (torch.tensor([0.2, 0.5, 0.3]), r"shape \(N, C\)"),
+        (torch.zeros(0, 3), r"empty"),
+    ],
+    ids=["logits", "negative", "NaN", "inf", "unnormalised", "all-zero rows", "one row as a vector", "empty"],
+)
+def test_em_and_the_prior_adjustment_refuse_what_is_not_probabilities(probs, message):
+    """Issue 29 (d): em_target_prior returned a prior like [1e-12, 1, 1e-12] for logits, and adjust_to_prior
+    "probabilities" like [-3, 1.5, 2.5]; NaN, infinite, unnormalised and all-zero rows went through too."""
+    with pytest.raises(ValueError, match=message):
+        shift.em_target_prior(probs, [1, 1, 1])
+    with pytest.raises(ValueError, match=message):
+        shift.adjust_to_prior(probs, [1, 1, 1], [0.5, 0.3, 0.2])
+    prior, _ = shift.em_target_prior(_GOOD, [1, 1, 1])  # probabilities pass
+    assert torch.isclose(prior.sum(), torch.tensor(1.0, dtype=torch.float64))
+    assert torch.allclose(shift.adjust_to_prior(_GOOD, [1, 1, 1], [1, 1, 1]), _GOOD)
+
+
+@pytest.mark.parametrize(
+    "labels, message",
+    [
+        (torch.tensor([0, 1, 3]), r"labels must lie in \[0, 2\].*got range \[0, 3\]"),
+        (torch.tensor([0, -1, 2]), r"labels must lie in \[0, 2\]"),
+        (torch.tensor([0.0, 1.7, 2.0]), r"integer class indices, got dtype torch.float32"),
+        (torch.tensor([], dtype=torch.long), r"no labels"),
+        (torch.tensor([[0, 1], [2, 0]]), r"shape \(N,\)"),
+    ],
+    ids=["label >= n_classes", "negative label", "float labels", "empty", "a matrix"],
+)
+def test_class_prior_refuses_labels_outside_the_classes_float_labels_and_no_labels(labels, message):
+    """Issue 29, medium: class_prior returned K + 1 frequencies for a label >= n_classes, truncated float labels
+    and returned NaN for no labels."""
+    with pytest.raises(ValueError, match=message):
+        shift.class_prior(labels, 3)
+    with pytest.raises(ValueError, match="n_classes"):
+        shift.class_prior(torch.tensor([0, 1]), 0)
+    assert shift.class_prior(torch.tensor([0, 0, 2, 1]), 4).tolist() == [0.5, 0.25, 0.25, 0.0]
+    assert shift.class_prior(np.array([2, 2]), 3).tolist() == [0.0, 0.0, 1.0]

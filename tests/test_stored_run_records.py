@@ -9,7 +9,7 @@ from tiny_bundles import three_class_bundle
 from helpers.course import suites
 from helpers.data import Split
 from helpers.losses import CrossEntropy
-from helpers.training import TrainConfig, run_store
+from helpers.training import TrainConfig, run_files, run_store
 
 
 def tiny_bundle(n=64):
@@ -74,7 +74,7 @@ def test_stored_run_records_names_a_truncated_empty_or_inconsistent_file(tmp_pat
             "seconds_a_string": meta | {"seconds": "fast"},
         }[damage]
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-        np.savez_compressed(path, **arrays)
+        run_files.write_sealed(path, lambda file: np.savez_compressed(file, **arrays))  # the field checks are tested
     with pytest.raises(run_store.DamagedRunError, match=rf"{run.key}\.npz"):
         suites.stored_run_records(tmp_path)
 

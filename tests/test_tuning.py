@@ -30,6 +30,23 @@ def test_the_lowest_score_wins_and_the_default_wins_a_tie():
     assert tuning.choose({1.0: 0.3, 3.0: 0.4, 5.0: 0.3}, default=3.0) == 1.0  # a tie without the default: smaller
 
 
+@pytest.mark.parametrize(
+    "scores, message",
+    [
+        ({1.0: float("nan"), 3.0: 0.4, 5.0: 0.6}, r"NaN score.*1\.0"),
+        ({1.0: 0.3, 3.0: float("nan"), 5.0: float("nan")}, r"NaN score.*3\.0, 5\.0"),
+        ({}, "no scores"),
+    ],
+    ids=["NaN first", "NaN default", "empty grid"],
+)
+def test_a_nan_score_or_an_empty_grid_is_refused_not_chosen(scores, message):
+    """Issue 29, medium: choose() returned the NaN-scored value (min() of a list that starts with NaN is NaN,
+    and every comparison with NaN is false), and failed on an empty grid with a bare "min() arg is empty"."""
+    with pytest.raises(ValueError, match=message):
+        tuning.choose(scores, default=3.0)
+    assert tuning.choose({1.0: float("inf"), 3.0: 0.4, 5.0: 0.6}, default=3.0) == 3.0  # an infinite NLL just loses
+
+
 @pytest.mark.parametrize("multilabel", [False, True])
 def test_the_choice_reads_the_selection_half_only(multilabel):
     generator = torch.Generator().manual_seed(0)

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from helpers import data
+from helpers import data, metrics
 from helpers.calibration import posthoc
 from helpers.calibration.temperature import TemperatureScaling
 from helpers.metrics import stats
@@ -70,13 +70,17 @@ def _prior(prior: Any, k: int, what: str) -> torch.Tensor:
     return p / p.sum()
 
 
+def _probabilities(probs: Any) -> torch.Tensor:
+    """(N, K) class probabilities in float64, checked as the metrics check them
+    (:func:`helpers.metrics.multiclass_probabilities`: finite, in [0, 1], rows summing to 1)."""
+    return metrics.multiclass_probabilities(probs, "probs").to(torch.float64)
+
+
 def adjust_to_prior(probs: Any, source_prior: Any, target_prior: Any) -> torch.Tensor:
     """Saerens et al. (2002), eq. 2.4: probabilities for a population with class prior ``target_prior`` from
     probabilities ``probs`` (N, K) of a model whose training prior was ``source_prior`` (each rescaled to sum 1).
-    Float64 out."""
-    p = torch.as_tensor(probs, dtype=torch.float64)
-    if p.ndim != 2:
-        raise ValueError(f"probs must be (N, K) class probabilities, got shape {tuple(p.shape)}")
+    ``probs`` must be probabilities (a ValueError for logits, NaN, negative or unnormalised rows). Float64 out."""
+    p = _probabilities(probs)
     ratio = _prior(target_prior, p.shape[1], "target_prior") / _prior(source_prior, p.shape[1], "source_prior")
     adjusted = p * ratio
     return adjusted / adjusted.sum(1, keepdim=True)
@@ -87,8 +91,9 @@ def em_target_prior(
 ) -> tuple[torch.Tensor, int]:
     """Saerens et al. (2002), eqs. 2.9–2.10: the maximum-likelihood class prior of unlabelled images with source
     probabilities ``probs`` (N, K), by EM from ``source_prior``; returns (prior, iterations). Stops when no class's
-    prior moves by more than ``tol``; raises if ``max_iter`` is reached first (the estimate would be unfinished)."""
-    p = torch.as_tensor(probs, dtype=torch.float64)
+    prior moves by more than ``tol``; raises if ``max_iter`` is reached first (the estimate would be unfinished).
+    ``probs`` must be probabilities (a ValueError for logits, NaN, negative or unnormalised rows)."""
+    p = _probabilities(probs)
     source = _prior(source_prior, p.shape[1], "source_prior")
     prior = source.clone()
     for iteration in range(1, max_iter + 1):
@@ -124,8 +129,23 @@ def crossfit_temperature(logits: Any, labels: Any, folds: int = 2, seed: int = 0
 
 
 def class_prior(labels: Any, n_classes: int) -> torch.Tensor:
-    """Class frequencies of ``labels`` (float64, sum 1); a class absent from the labels gets frequency 0."""
-    counts = torch.bincount(torch.as_tensor(labels).long(), minlength=n_classes).double()
+    """Class frequencies of ``labels`` (float64, sum 1); a class absent from the labels gets frequency 0.
+    ``labels`` must be a non-empty (N,) array of integer class indices in [0, ``n_classes``)."""
+    if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 1:
+        raise ValueError(f"n_classes must be a positive integer, got {n_classes!r}")
+    y = torch.as_tensor(labels)
+    if y.ndim != 1:
+        raise ValueError(f"labels must have shape (N,) of class indices, got shape {tuple(y.shape)}")
+    if y.dtype == torch.bool or y.is_floating_point() or y.is_complex():
+        raise ValueError(f"labels must hold integer class indices, got dtype {y.dtype}; pass labels.long()")
+    if y.numel() == 0:
+        raise ValueError("no labels: class frequencies need at least one label")
+    low, high = int(y.min()), int(y.max())
+    if low < 0 or high >= n_classes:
+        raise ValueError(
+            f"labels must lie in [0, {n_classes - 1}] for n_classes = {n_classes}, got range [{low}, {high}]"
+        )
+    counts = torch.bincount(y.long(), minlength=n_classes).double()
     return counts / counts.sum()
 
 

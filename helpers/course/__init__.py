@@ -16,6 +16,7 @@ Modules:
 * :mod:`~helpers.course.suites`: which runs each notebook declares, planning and training them, the stored-run
   records of notebook 00 (and every suite's name, for the notebooks' ``suites.multiclass_runs(...)``)
 * :mod:`~helpers.course.ray_engine`: declared runs and notebook grids as Ray tasks
+* :mod:`~helpers.course.grids`: a sweep's grid: its values, points and folders, checked before anything runs
 * :mod:`~helpers.course.student`: student versions (solutions replaced by stubs)
 * :mod:`~helpers.course.cli`, :mod:`~helpers.course.train_runs`: the command lines (not imported here)
 
@@ -27,6 +28,14 @@ Commands:
 
 The top layer: it may import every other package; nothing imports it."""
 
+from helpers.course.grids import (  # noqa: F401
+    check_grid_values,
+    grid_points,
+    parse_grid,
+    point_folder,
+    point_folders,
+    split_values,
+)
 from helpers.course.knobs import (  # noqa: F401
     COUNT,
     PROBABILITY,
@@ -141,17 +150,16 @@ from helpers.course.profiles import (  # noqa: F401
 from helpers.course.ray_engine import (  # noqa: F401
     ENGINES,
     INSTALL_HINT,
+    OUTCOME_FIELDS,
     RunName,
     add_engine_arguments,
     check_engine_arguments,
+    check_outcome,
     connect,
     execute_notebook_task,
-    grid_points,
     keep_file,
     keep_run,
     missing_runs,
-    parse_grid,
-    point_folder,
     require_ray,
     run_grid,
     store_roots,
@@ -164,6 +172,7 @@ from helpers.course.runner import (  # noqa: F401
     NOTEBOOK_DIR,
     REFERENCE_RESULTS_DIR,
     check_parameter_names,
+    check_parameter_values,
     check_results,
     clear_previous_outputs,
     compare_tables,
@@ -363,6 +372,7 @@ __all__ = [
     "compare_tables",
     "execute_notebook",
     "check_parameter_names",
+    "check_parameter_values",
     "clear_previous_outputs",
     "write_summary",
     "parse_value",
@@ -381,6 +391,11 @@ __all__ = [
     "parse_grid",
     "grid_points",
     "point_folder",
+    "point_folders",
+    "split_values",
+    "check_grid_values",
+    "OUTCOME_FIELDS",
+    "check_outcome",
     "execute_notebook_task",
     "run_grid",
     "CHECK_TAG",

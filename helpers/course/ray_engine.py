@@ -12,7 +12,9 @@ here is imported and the course works as before.
 * **The store stays correct.** A task first plans again on its node: a run already stored (or cached) there is
   not trained. The trained file comes back to the driver as bytes and is written atomically under its content key
   (:func:`keep_file`); the same key always names the same run, so a task that Ray retries after its node died
-  writes the same file again, never a second copy and never half of one.
+  writes the same file again, never a second copy and never half of one. What a node returns is not trusted: the
+  outcome's fields, the run it names, the file's name and its bytes (content hash, structure, read so that nothing
+  in it runs) are checked before anything is written (:func:`check_outcome`).
 * **Notebook grids** (``python -m helpers.course run --engine ray --grid seed=0,1 --grid dataset=...``): every
   (grid point, notebook) is a task that executes the notebook with papermill on its node into a temporary
   folder and returns the executed notebook and its results JSON; the driver writes them into
@@ -28,9 +30,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import itertools
 import json
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -40,6 +42,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from helpers.course.grids import (  # noqa: F401  (the grid's parts, also reached through this module)
+    check_grid_values,
+    grid_points,
+    parse_grid,
+    point_folder,
+    point_folders,
+    split_values,
+)
 from helpers.utils import atomic
 
 ENGINES = ("local", "ray")
@@ -251,17 +261,71 @@ def _node_id() -> str:
         return ""
 
 
-def keep_run(outcome: Mapping[str, Any], training_version: str) -> str:
-    """Write a task's trained run into this checkout's store (:func:`keep_file`), after checking that the node
-    trained it with this checkout's training code."""
-    from helpers.training import run_store
+#: what a task's outcome (:func:`train_named_run`) holds, with the types the driver accepts
+OUTCOME_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "key": str,
+    "title": str,
+    "status": str,
+    "seconds": (int, float),
+    "stored": bool,
+    "file": str,
+    "payload": bytes,
+    "host": str,
+    "training_version": str,
+}
+_DATASET_FOLDER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
+
+def check_outcome(outcome: Any, training_version: str, key: str) -> None:
+    """Treat what a node returned for the run ``key`` as untrusted: its fields and their types, the training
+    version, the run it names, the file name (the run's own name in the store or the cache) and the file's bytes
+    (:func:`helpers.training.check_run_file_bytes`: content hash, structure, nothing that runs when loaded).
+    TypeError / ValueError / :class:`helpers.training.DamagedRunError` naming what is wrong; RuntimeError when the
+    node's training code differs."""
+    if not isinstance(outcome, Mapping):
+        raise TypeError(f"the task for run {key} returned a {type(outcome).__name__}, not an outcome mapping")
+    missing = [name for name in OUTCOME_FIELDS if name not in outcome]
+    wrong = [
+        f"{name} is {type(outcome[name]).__name__}"
+        for name, kind in OUTCOME_FIELDS.items()
+        if name in outcome
+        and (not isinstance(outcome[name], kind) or (kind is not bool and isinstance(outcome[name], bool)))
+    ]
+    if missing or wrong:
+        raise ValueError(
+            f"the task for run {key} returned an outcome that lacks {missing} or has entries of the wrong type "
+            f"{wrong}: is every node running this checkout?"
+        )
     if outcome["training_version"] != training_version:
         raise RuntimeError(
             f"{outcome['title']} was trained on {outcome['host']} with training version "
             f"{outcome['training_version']}; this checkout's is {training_version}. Install the same checkout "
             "on every node (docs/sweeps.md)"
         )
+    if outcome["key"] != key:
+        raise ValueError(f"the task for run {key} returned run {outcome['key']} from {outcome['host']}")
+    dataset, _, name = outcome["file"].rpartition("/")
+    if outcome["stored"]:
+        expected, allowed = f"<data set>/{key}.npz", name == f"{key}.npz" and _DATASET_FOLDER.fullmatch(dataset)
+    else:
+        expected = f"{key}-{training_version}.pt"
+        allowed = outcome["file"] == expected
+    if not allowed:
+        raise ValueError(
+            f"the task for run {key} returned the file name {outcome['file']!r} from {outcome['host']}; "
+            f"this run's file is {expected}"
+        )
+    from helpers.training import check_run_file_bytes
+
+    check_run_file_bytes(outcome["file"], outcome["payload"], key)
+
+
+def keep_run(outcome: Mapping[str, Any], training_version: str, key: str) -> str:
+    """Write a task's trained run ``key`` into this checkout's store (:func:`keep_file`), after checking what the
+    node returned (:func:`check_outcome`): the node is not trusted."""
+    from helpers.training import run_store
+
+    check_outcome(outcome, training_version, key)
     root = run_store.STORED_RUNS_DIR if outcome["stored"] else run_store.default_cache_dir()
     return keep_file(root, outcome["file"], outcome["payload"])
 
@@ -320,10 +384,10 @@ def train_declared(
             pending = {task.remote(name, stored_dir, cache_dir, cpus_per_run): name for name, _ in missing}
             while pending:
                 [done], _ = ray.wait(list(pending), num_returns=1)
-                pending.pop(done)
+                name = pending.pop(done)
                 outcome = ray.get(done)
-                outcome["kept"] = keep_run(outcome, code)
-                outcome.pop("payload")
+                kept = keep_run(outcome, code, name.key)
+                outcome = {k: v for k, v in outcome.items() if k != "payload"} | {"kept": kept}
                 outcomes.append(outcome)
                 print(
                     f"[{len(outcomes)}] {outcome['title']}: {outcome['status']} on {outcome['host']} "
@@ -342,39 +406,6 @@ def _resources(ray: Any) -> str:
 
 # ----------------------------------------------------------------------------------------------------------------
 # notebook grids
-
-
-def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
-    """``["seed=0,1,2", "dataset=dermamnist"]`` → ``{"seed": [0, 1, 2], "dataset": ["dermamnist"]}`` (each value
-    parsed as JSON when it is JSON, else kept as text)."""
-    from helpers.course.runner import parse_value
-
-    grid: dict[str, list[Any]] = {}
-    for item in items:
-        name, sep, values = item.partition("=")
-        name = name.strip()
-        if not sep or not name.isidentifier() or not values.strip():
-            raise ValueError(f"--grid {item!r}: write NAME=VALUE[,VALUE...], e.g. --grid seed=0,1,2")
-        if name in grid:
-            raise ValueError(f"--grid names {name!r} twice; give all its values in one --grid {name}=A,B")
-        grid[name] = [parse_value(value.strip()) for value in values.split(",")]
-        if any(value == "" for value in grid[name]):
-            raise ValueError(f"--grid {item!r} has an empty value")
-    return grid
-
-
-def grid_points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
-    """Every combination of the grid's values, in the order the grid names them."""
-    names = list(grid)
-    return [dict(zip(names, values)) for values in itertools.product(*(grid[name] for name in names))]
-
-
-def point_folder(point: Mapping[str, Any]) -> str:
-    """``{"seed": 0, "dataset": "dermamnist"}`` → ``seed=0,dataset=dermamnist`` (a folder name)."""
-    text = ",".join(f"{name}={value}" for name, value in point.items()) or "default"
-    if "/" in text or text.startswith("."):
-        raise ValueError(f"grid point {dict(point)} does not make a folder name; use values without '/'")
-    return text
 
 
 def execute_notebook_task(notebook: str, profile: str | None, parameters: Mapping[str, Any]) -> dict[str, Any]:
@@ -412,19 +443,20 @@ def run_grid(
 ) -> list[dict[str, Any]]:
     """Execute every selected notebook at every grid point as Ray tasks into ``out/<point>/`` (executed copies,
     results JSON, summary as ``python -m helpers.course run`` writes them), write ``out/summary.md`` and
-    ``out/summary.json`` over all points, and check every point (``course check``). Returns one row per point."""
+    ``out/summary.json`` over all points, and check every point (``course check``). Returns one row per point.
+    The parameters' names and values, the grid points' folders and Ray are checked before any folder is touched."""
     from helpers.course import runner as course
 
     notebooks = course.list_notebooks(list(selection) if selection else None)
     points = grid_points(grid)
     course.check_parameter_names(notebooks, list({**(extra or {}), **grid}))
-    out = Path(out)
-    folders = [out / point_folder(point) for point in points]
+    check_grid_values(notebooks, grid, extra or {})
+    folders = point_folders(Path(out), points)
+    ray = connect(address, num_cpus)  # Ray missing or unreachable: the earlier outputs are still there
     for folder in folders:
         course.clear_previous_outputs(folder)
         (folder / "notebooks").mkdir(parents=True, exist_ok=True)
         (folder / "results").mkdir(parents=True, exist_ok=True)
-    ray = connect(address, num_cpus)
     task = ray.remote(execute_notebook_task).options(
         num_cpus=cpus_per_notebook, num_gpus=gpus_per_notebook, max_retries=max_retries, retry_exceptions=False
     )

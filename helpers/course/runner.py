@@ -4,8 +4,8 @@ ones (command line: :mod:`helpers.course.cli`, ``python -m helpers.course``).
 
 A run folder holds the executed copies (``notebooks/``), each notebook's results JSON (``results/``) and a summary
 (``summary.json``, ``summary.md``); the Ray engine (:mod:`helpers.course.ray_engine`) writes the same layout per
-grid point through :func:`execute_notebook`, :func:`check_parameter_names`, :func:`clear_previous_outputs` and
-:func:`write_summary`.
+grid point through :func:`execute_notebook`, :func:`check_parameter_names`, :func:`check_parameter_values`,
+:func:`clear_previous_outputs` and :func:`write_summary`.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def _declared_profiles(notebook: Path) -> dict[str, dict[str, Any]]:
         return {}
 
 
-def _check_parameter_values(notebooks: list[Path], parameters: Mapping[str, Any]) -> None:
+def check_parameter_values(notebooks: list[Path], parameters: Mapping[str, Any]) -> None:
     """Refuse, before anything runs, a parameter value that breaks its knob rule (:mod:`helpers.course.knobs`) in a
     selected notebook."""
     if not parameters:
@@ -137,7 +137,7 @@ def run_course(
     """Execute (or only prepare) every selected notebook with papermill into ``out``; write a summary."""
     notebooks = list_notebooks(selection)  # bad selections and parameter names fail before any folder is made
     check_parameter_names(notebooks, list(extra or {}))
-    _check_parameter_values(notebooks, extra or {})
+    check_parameter_values(notebooks, extra or {})
     out = Path(out)
     clear_previous_outputs(out)
     (out / "notebooks").mkdir(parents=True, exist_ok=True)

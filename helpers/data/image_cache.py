@@ -16,7 +16,7 @@ from helpers.data import image_files
 from helpers.data.locations import cache_dir_default
 from helpers.data.npz_files import read_npz, write_npz
 
-_DECODE_CACHE_VERSION = 2  # bump when decode_resized's output changes
+_DECODE_CACHE_VERSION = 3  # bump when decode_resized's output changes (3: 16-bit images scaled, not clipped)
 
 
 def check_image_size(image_size: int) -> None:

@@ -1,7 +1,8 @@
 """Image files on disk: find them, fingerprint them, decode them into one uint8 array with one resize method.
 
 Every real-data layout (ISIC 2018 Task 3, NIH ChestX-ray14) goes through ``decode_resized``, so every split of
-every data set is preprocessed the same way: the whole image is read, converted to RGB or grayscale, and resized
+every data set is preprocessed the same way: the whole image is read, a 16-bit image scaled to 8 bits by its bit
+depth, converted to RGB or grayscale, and resized
 to ``image_size x image_size`` with PIL's antialiased bicubic filter (aspect ratio not kept, as MedMNIST does).
 No JPEG draft decoding: its scale depends on the source size, which differs between the splits of ISIC 2018.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -39,9 +41,32 @@ def files_fingerprint(paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
+#: PIL's modes of 16-bit grayscale images (a 16-bit PNG opens as "I;16"): scaled to 8 bits by their bit depth
+SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N")
+
+
+def eight_bit(image: Any, path: Path) -> Any:
+    """``image`` with 8 bits per channel: a 16-bit grayscale image scaled by its bit depth (v / 257, rounded: 0 -> 0,
+    65535 -> 255), as an 8-bit export of it would be; PIL's own ``convert("L")`` clips every value above 255, which
+    leaves an X-ray two grey levels. A 32-bit integer or floating-point image (no fixed range) raises ValueError
+    naming the file. Other images are returned as they are."""
+    from PIL import Image
+
+    if image.mode in SIXTEEN_BIT_MODES:
+        scaled = np.rint(np.asarray(image, dtype=np.float64) / 257.0).astype(np.uint8)
+        return Image.fromarray(scaled, mode="L")
+    if image.mode in ("I", "F"):
+        raise ValueError(
+            f"{path} is a {'32-bit integer' if image.mode == 'I' else 'floating-point'} image (PIL mode "
+            f"{image.mode}) with no fixed range to scale to 8 bits; export it as an 8-bit or 16-bit PNG or a JPEG"
+        )
+    return image
+
+
 def decode_resized(paths: list[Path], image_size: int, mode: str, desc: str) -> np.ndarray:
     """Every image decoded once and resized to ``image_size``: uint8 (N, H, W, 3) for ``mode="RGB"``, (N, H, W)
-    for ``mode="L"``. A file PIL cannot read raises ValueError naming it. Shows progress (``desc``)."""
+    for ``mode="L"``; a 16-bit image is first scaled to 8 bits by its bit depth (:func:`eight_bit`). A file PIL
+    cannot read raises ValueError naming it. Shows progress (``desc``)."""
     from PIL import Image, UnidentifiedImageError
 
     if mode not in MODES:
@@ -52,7 +77,9 @@ def decode_resized(paths: list[Path], image_size: int, mode: str, desc: str) -> 
     for index, path in enumerate(bar):  # decoding files is inherently one file at a time
         try:
             with Image.open(path) as image:
-                resized = image.convert(mode).resize((image_size, image_size), Image.Resampling.BICUBIC)
+                resized = (
+                    eight_bit(image, path).convert(mode).resize((image_size, image_size), Image.Resampling.BICUBIC)
+                )
         except (UnidentifiedImageError, OSError, SyntaxError) as error:
             raise ValueError(
                 f"cannot decode the image {path} ({type(error).__name__}: {error}); replace it with "

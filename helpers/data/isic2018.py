@@ -131,6 +131,21 @@ def read_ground_truth(path: Path) -> tuple[list[str], np.ndarray]:
     return image_ids, one_hot.argmax(axis=1)
 
 
+def check_disjoint(image_ids: dict[str, list[str]], csv_paths: dict[str, Path]) -> None:
+    """ValueError naming both ground-truth CSVs when an image is listed in two splits (it would be trained on and
+    scored, or selected and scored)."""
+    splits = list(image_ids)
+    for index, first in enumerate(splits):
+        for second in splits[index + 1 :]:
+            shared = sorted(set(image_ids[first]) & set(image_ids[second]))
+            if shared:
+                raise ValueError(
+                    f"{len(shared)} image(s) are listed in both {csv_paths[first]} and {csv_paths[second]} (first: "
+                    f"{shared[0]!r}); the splits must not share images. Use the official ground truths, or remove "
+                    f"those rows from one of the two files"
+                )
+
+
 def read_metadata(path: Path) -> pd.DataFrame:
     """``HAM10000_metadata.csv`` indexed by ``image_id``; ValueError for missing columns, repeated images or
     unknown diagnoses."""

@@ -63,6 +63,7 @@ def load_isic2018(
     root = Path(root)
     layout = isic2018.find_layout(root)
     truth = {split: isic2018.read_ground_truth(csv_path) for split, (_, csv_path) in layout.items()}
+    isic2018.check_disjoint({split: ids for split, (ids, _) in truth.items()}, {s: c for s, (_, c) in layout.items()})
     paths = {
         split: _isic_image_paths(folder, csv_path, truth[split][0]) for split, (folder, csv_path) in layout.items()
     }
@@ -212,10 +213,19 @@ def isic_heldout_split(bundle: DatasetBundle, test_fraction: float = 0.15, seed:
     and devices). Training and validation are the bundle's, less the held-out lesions; every image has been through
     the same decoding and resizing. Needs the lesion metadata (``HAM10000_metadata.csv``)."""
     train_meta = None if bundle.metadata is None else bundle.metadata.get("train")
-    if train_meta is None or "lesion_id" not in train_meta.columns or (train_meta["lesion_id"] == "").any():
+    if train_meta is None or "lesion_id" not in train_meta.columns:
         raise ValueError(
             f"{bundle.name} has no lesion of every training image: load isic2018 with {isic2018.METADATA_FILE} "
             "in its folder, so that held-out test lesions never share a lesion with training"
+        )
+    lesions = train_meta["lesion_id"]
+    unknown = lesions.isna().to_numpy() | (lesions.astype(str).str.strip() == "").to_numpy()
+    if unknown.any():
+        raise ValueError(
+            f"{bundle.name} has no lesion of every training image: {int(unknown.sum())} of the {len(lesions)} "
+            f"training images have no lesion id (first: {train_meta.index[unknown.argmax()]}), and images of one "
+            f"lesion must not fall on both sides of the held-out split. Use the complete {isic2018.METADATA_FILE} "
+            "of the HAM10000 download"
         )
     keep, held, stratified = isic2018.carve_validation(
         bundle.train.labels.numpy(), train_meta["lesion_id"].to_numpy(str), test_fraction, seed

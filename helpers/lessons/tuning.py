@@ -27,6 +27,7 @@ then the chosen values once every grid point of a loss exists (as LS+ waits for 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -98,7 +99,16 @@ def selection_nll(probs: torch.Tensor, labels: torch.Tensor, multilabel: bool, s
 
 
 def choose(scores: Mapping[float, float], default: float) -> float:
-    """The value with the lowest score; the default wins a tie."""
+    """The value with the lowest score; the default wins a tie. A NaN score (a run whose selection NLL could not be
+    computed) and an empty grid are refused with a ValueError; an infinite score just loses."""
+    if not scores:
+        raise ValueError("no scores to choose from: the grid is empty; train at least one of its values")
+    undefined = [value for value, score in scores.items() if math.isnan(score)]
+    if undefined:
+        raise ValueError(
+            f"NaN score for the value(s) {', '.join(map(str, undefined))}: a NaN is no selection NLL to compare; "
+            "check those runs' validation probabilities (or train them again) before choosing"
+        )
     best = min(scores.values())
     return default if scores.get(default) == best else min(scores, key=lambda value: (scores[value], value))
 

@@ -56,6 +56,7 @@ from helpers.metrics.core import (  # noqa: F401
     DEFAULT_N_BINS,
     ROW_SUM_TOLERANCE,
     bin_edges,
+    multiclass_probabilities,
 )
 from helpers.metrics.decisions import (  # noqa: F401
     BIOPSY_THRESHOLD,
@@ -162,6 +163,7 @@ __all__ = [
     "DEFAULT_N_BINS",
     "ROW_SUM_TOLERANCE",
     "bin_edges",
+    "multiclass_probabilities",
     "retention_curve",
     "r_auc",
     "retention_area",

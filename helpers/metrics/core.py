@@ -89,13 +89,15 @@ def row_sum_tolerance(probs: Any) -> float:
     return ROW_SUM_TOLERANCE
 
 
-def multiclass_inputs(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """Validated (N, K) probabilities and (N,) int64 labels on the probabilities' device."""
+def multiclass_probabilities(probs: Any, name: str = "probs") -> torch.Tensor:
+    """Validated (N, K >= 2) multi-class probabilities: finite, in [0, 1], every row summing to 1 (within
+    :func:`row_sum_tolerance`); a ValueError naming ``name`` and what is wrong otherwise (what every multi-class
+    metric checks)."""
     tolerance = row_sum_tolerance(probs)
-    p = _probability_matrix(probs)
+    p = _probability_matrix(probs, name)
     if p.shape[1] < 2:
         raise ValueError(
-            f"multi-class probs need K >= 2 columns, got {p.shape[1]}; for a binary problem pass (N, 2) "
+            f"multi-class {name} need K >= 2 columns, got {p.shape[1]}; for a binary problem pass (N, 2) "
             "probabilities torch.stack([1 - p, p], dim=1), or use the multilabel_* metrics"
         )
     # a matrix-vector product is several times faster than p.sum(1) for narrow rows
@@ -104,9 +106,15 @@ def multiclass_inputs(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tens
     if low < 1.0 - tolerance or high > 1.0 + tolerance:
         worst = int((row_sums - 1.0).abs().argmax())
         raise ValueError(
-            f"rows of multi-class probs must sum to 1 (within {tolerance:.3g}); row {worst} sums to "
+            f"rows of multi-class {name} must sum to 1 (within {tolerance:.3g}); row {worst} sums to "
             f"{float(row_sums[worst]):.6g}; " + LOGITS_HINT
         )
+    return p
+
+
+def multiclass_inputs(probs: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validated (N, K) probabilities and (N,) int64 labels on the probabilities' device."""
+    p = multiclass_probabilities(probs)
     y = to_tensor(labels, "labels")
     if y.ndim != 1:
         raise ValueError(

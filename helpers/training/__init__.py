@@ -4,8 +4,8 @@ and the one line a notebook prints about the runs it loads).
 
 Modules: ``models``; the engine ``train`` (``fit``) with ``config`` (``TrainConfig``, ``Augmentation``), ``devices``,
 ``augmentation``, ``prediction`` (``predict``, ``predict_logits``, ``features_of``, the validation metrics) and
-``checkpoints``; ``determinism``; ``version`` (the training version); ``recipes``, ``run_keys``, ``run_store`` and
-``run_log`` (the runs the notebooks load).
+``checkpoints``; ``determinism``; ``version`` (the training version); ``recipes``, ``run_keys``, ``run_store``,
+``run_files`` (run files with a content hash) and ``run_log`` (the runs the notebooks load).
 
 Imports :mod:`helpers.losses`, :mod:`helpers.metrics`, :mod:`helpers.data` and :mod:`helpers.utils`."""
 
@@ -50,6 +50,22 @@ from helpers.training.recipes import (  # noqa: F401
     recipe_model,
     retrain_selected,
 )
+from helpers.training.run_files import (  # noqa: F401
+    CACHED_FIELDS,
+    INTEGRITY,
+    SEAL_TAG,
+    STORED_META_FIELDS,
+    DamagedRunError,
+    check_fields,
+    check_run_file_bytes,
+    read_cached_payload,
+    read_loss_state,
+    read_stored_arrays,
+    seal,
+    verify_seal,
+    write_cached_payload,
+    write_sealed,
+)
 from helpers.training.run_keys import run_definition, run_key  # noqa: F401
 from helpers.training.run_log import (  # noqa: F401
     LINE_WIDTH,
@@ -70,7 +86,6 @@ from helpers.training.run_store import (  # noqa: F401
     CACHE_DIR_ENV,
     STORE_FORMAT,
     STORED_RUNS_DIR,
-    DamagedRunError,
     PlannedRun,
     RunNotSavedWarning,
     TrainedRun,
@@ -180,4 +195,17 @@ __all__ = [
     "config_recipe",
     "retrain_selected",
     "train_run",
+    "SEAL_TAG",
+    "INTEGRITY",
+    "CACHED_FIELDS",
+    "STORED_META_FIELDS",
+    "seal",
+    "verify_seal",
+    "write_sealed",
+    "check_fields",
+    "read_cached_payload",
+    "write_cached_payload",
+    "read_stored_arrays",
+    "read_loss_state",
+    "check_run_file_bytes",
 ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from helpers.losses.base import check_number
 from helpers.training.config import TrainConfig
 
 __all__ = [
@@ -60,9 +61,11 @@ RECIPES: dict[str, dict[str, Any]] = {
 def recipe_config(
     recipe: str, *, epochs: int, lr: float, batch_size: int, seed: int = 0, device: str = "auto", **overrides: Any
 ) -> TrainConfig:
-    """The :class:`~helpers.training.TrainConfig` of a named recipe; ``lr`` is the recipe's peak rate before scaling."""
+    """The :class:`~helpers.training.TrainConfig` of a named recipe; ``lr`` is the recipe's peak rate before scaling
+    (a finite number > 0: ``True`` and text such as ``"0.1"`` are refused before the recipe scales it)."""
     if recipe not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}; choose one of {list(RECIPES)}")
+    check_number("lr", lr, 0.0, low_open=True, why="the recipe's peak learning rate before its scale")
     settings = dict(RECIPES[recipe])
     lr_scale = settings.pop("lr_scale")
     settings.update(overrides)

@@ -31,19 +31,22 @@ run whose training version is not today's, and loads the others: a retrain ends,
 dataset=dermamnist"`` retrains only the older runs of that recipe on that data set and loads the rest as they are.
 A trained run whose file cannot be written (a read-only or full folder) is returned all the same, with one
 :class:`RunNotSavedWarning` per folder.
+
+**Integrity** (:mod:`helpers.training.run_files`): every stored and cached run written here carries the SHA-256 of
+its own bytes; a file that fails it (or any other check) is named and the run trained again. Cached runs are read
+with ``torch.load(weights_only=True)``. Stored runs written before the hash existed are read as they are.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import math
 import os
-import pickle
 import time
 import warnings
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,12 +55,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.training import determinism, models, prediction, run_log, train
+from helpers.training import determinism, models, prediction, run_files, run_log, train
 from helpers.training.config import TrainConfig
 from helpers.training.recipes import retrain_selected
+from helpers.training.run_files import DamagedRunError
 from helpers.training.run_keys import plain_value, run_definition, run_key
 from helpers.training.version import training_version
-from helpers.utils import REPO_ROOT, atomic, display_path
+from helpers.utils import REPO_ROOT, display_path
 
 CACHE_DIR = REPO_ROOT / "runs" / "cache"
 #: moves the local run cache (default :data:`CACHE_DIR`), e.g. out of a read-only checkout
@@ -140,7 +144,8 @@ def _finite_history(history: list[dict[str, float]]) -> list[dict[str, Any]]:
 
 
 def save_stored_run(path: Path, run: TrainedRun, definition: dict[str, Any]) -> None:
-    """Write a stored reference run (logits, history, loss state, provenance) atomically."""
+    """Write a stored reference run (logits, history, loss state, provenance) atomically, sealed with the SHA-256
+    of its bytes (:mod:`helpers.training.run_files`)."""
     meta = {
         "format": STORE_FORMAT,
         "key": run.key,
@@ -153,6 +158,7 @@ def save_stored_run(path: Path, run: TrainedRun, definition: dict[str, Any]) -> 
         **run.software,
         "stored_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "history": _finite_history(run.history),
+        "integrity": run_files.INTEGRITY,
     }
     arrays = {
         "val_logits": run.val_logits.float().numpy(),
@@ -160,11 +166,7 @@ def save_stored_run(path: Path, run: TrainedRun, definition: dict[str, Any]) -> 
         "loss_state": _state_bytes(run.loss),
         "meta": _json_bytes(meta),
     }
-    atomic.write_atomically_with(path, lambda file: np.savez_compressed(file, **arrays))
-
-
-class DamagedRunError(RuntimeError):
-    """A stored or cached run file that cannot be read or does not fit the data it is loaded for."""
+    run_files.write_sealed(path, lambda file: np.savez_compressed(file, **arrays))
 
 
 def _expected_shapes(bundle: Any) -> dict[str, tuple[int, int]]:
@@ -179,74 +181,42 @@ def _check_logits(path: Path, logits: dict[str, torch.Tensor], bundle: Any) -> N
         tensor = logits[name]
         if tuple(tensor.shape) != shape:
             raise DamagedRunError(f"{path}: {name} has shape {tuple(tensor.shape)}, the data need {shape}")
-        if not bool(torch.isfinite(tensor).all()):
-            raise DamagedRunError(f"{path}: {name} holds NaN or infinite values")
-
-
-_NUMBER = (int, float)
-#: the entries a cached run (``.pt``) and a stored run's metadata must have, with their types
-_CACHED_FIELDS = {
-    "model": dict,
-    "loss": dict,
-    "history": list,
-    "val_logits": torch.Tensor,
-    "test_logits": torch.Tensor,
-    "seconds": _NUMBER,
-}
-_STORED_META_FIELDS = {"format": int, "key": str, "name": str, "history": list, "seconds": _NUMBER, "definition": dict}
-
-
-def _check_fields(path: Path, record: Any, fields: dict[str, type | tuple[type, ...]], what: str) -> None:
-    """Raise :class:`DamagedRunError` naming ``path`` unless ``record`` is a dict with every field of ``fields``
-    of its type (a number is never a bool, and finite)."""
-    if not isinstance(record, dict):
-        raise DamagedRunError(f"{path}: {what} is a {type(record).__name__}, not a mapping of named entries")
-    missing = [name for name in fields if name not in record]
-    if missing:
-        raise DamagedRunError(f"{path}: {what} lacks {missing}")
-    wrong = [
-        f"{name} is {type(record[name]).__name__}"
-        for name, kind in fields.items()
-        if not isinstance(record[name], kind)
-        or (kind is _NUMBER and (isinstance(record[name], bool) or not math.isfinite(record[name])))
-    ]
-    if wrong:
-        raise DamagedRunError(f"{path}: {what} has entries of the wrong type ({', '.join(wrong)})")
+        if not tensor.is_floating_point() or not bool(torch.isfinite(tensor).all()):
+            raise DamagedRunError(f"{path}: {name} holds NaN or infinite values, or is not floating point")
 
 
 def read_stored_meta(path: Path) -> dict[str, Any]:
-    """The metadata of a stored run, checked; :class:`DamagedRunError` naming the file when it cannot be read."""
+    """The metadata of a stored run, checked (its content hash too, when it has one); :class:`DamagedRunError`
+    naming the file when it cannot be read."""
+    return run_files.read_stored_arrays(path)[0]
+
+
+def _load_state(path: Path, module: nn.Module, state: Any, load: Any) -> None:
+    """``load(state)`` into ``module`` (its ``load_state_dict`` or ``load_stored_state``); when the state does not
+    fit, ``module`` is put back as it was and a :class:`DamagedRunError` names the file."""
+    before = copy.deepcopy(module.state_dict())
     try:
-        with np.load(path, allow_pickle=False) as stored:
-            meta = json.loads(stored["meta"].tobytes())
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+        load(state)
+    except (RuntimeError, KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+        module.load_state_dict(before)
         raise DamagedRunError(
-            f"{path}: cannot read this stored run's metadata ({type(error).__name__}: {error})"
+            f"{path}: its {type(module).__name__} state does not fit ({type(error).__name__}: "
+            f"{str(error).strip().splitlines()[0] if str(error).strip() else ''})"
         ) from error
-    _check_fields(path, meta, _STORED_META_FIELDS, "the metadata")
-    return meta
 
 
 def load_stored_run(path: Path, bundle: Any, loss: nn.Module, key: str) -> tuple[dict[str, Any], TrainedRun]:
     """Read a stored run into ``loss`` (its final state); raise :class:`DamagedRunError` naming the file."""
-    try:
-        with np.load(path, allow_pickle=False) as stored:
-            meta = json.loads(stored["meta"].tobytes())
-            logits = {name: torch.from_numpy(stored[name].copy()) for name in ("val_logits", "test_logits")}
-            state = torch.load(io.BytesIO(stored["loss_state"].tobytes()), map_location="cpu", weights_only=True)
-    except (OSError, ValueError, KeyError, EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile) as error:
-        raise DamagedRunError(f"{path}: cannot read this stored run ({type(error).__name__}: {error})") from error
-    _check_fields(path, meta, _STORED_META_FIELDS, "the metadata")
+    meta, arrays = run_files.read_stored_arrays(path)
     if meta.get("format") != STORE_FORMAT or meta.get("key") != key:
         raise DamagedRunError(
             f"{path}: format {meta.get('format')} / key {meta.get('key')} do not match "
             f"format {STORE_FORMAT} / key {key}"
         )
+    logits = {name: torch.from_numpy(arrays[name].copy()) for name in ("val_logits", "test_logits")}
     _check_logits(path, logits, bundle)
-    if hasattr(loss, "load_stored_state"):
-        loss.load_stored_state(state)
-    else:
-        loss.load_state_dict(state)
+    state = run_files.read_loss_state(path, arrays)
+    _load_state(path, loss, state, getattr(loss, "load_stored_state", loss.load_state_dict))
     run = TrainedRun(
         meta["name"],
         None,
@@ -263,17 +233,18 @@ def load_stored_run(path: Path, bundle: Any, loss: nn.Module, key: str) -> tuple
 
 
 def _save_cached_run(path: Path, run: TrainedRun) -> None:
+    """Write a cached run (weights, loss state, logits, history: tensors and plain data), sealed, atomically."""
     payload = {
         "model": run.model.state_dict(),
         "loss": run.loss.state_dict(),
         "history": run.history,
         "val_logits": run.val_logits,
         "test_logits": run.test_logits,
-        "seconds": run.seconds,
-        "device": run.device,
-        "software": run.software,
+        "seconds": float(run.seconds),
+        "device": str(run.device),
+        "software": json.loads(json.dumps(run.software, default=plain_value)),
     }
-    atomic.write_atomically_with(path, lambda file: torch.save(payload, file))
+    run_files.write_cached_payload(path, payload)
 
 
 class RunNotSavedWarning(UserWarning):
@@ -307,14 +278,10 @@ def _save_or_warn(path: Path, save: Any, stored: bool) -> None:
 
 
 def _load_cached_run(path: Path, name: str, model: nn.Module, loss: nn.Module, bundle: Any, key: str) -> TrainedRun:
-    try:
-        stored = torch.load(path, map_location="cpu", weights_only=False)
-        _check_fields(path, stored, _CACHED_FIELDS, "the cached run")
-        model.load_state_dict(stored["model"])
-        loss.load_state_dict(stored["loss"])
-    except (OSError, RuntimeError, EOFError, KeyError, TypeError, pickle.UnpicklingError) as error:
-        raise DamagedRunError(f"{path}: cannot read this cached run ({type(error).__name__}: {error})") from error
+    stored = run_files.read_cached_payload(path)
     _check_logits(path, {k: stored[k] for k in ("val_logits", "test_logits")}, bundle)
+    _load_state(path, model, stored["model"], model.load_state_dict)
+    _load_state(path, loss, stored["loss"], loss.load_state_dict)
     return TrainedRun(
         name,
         model,
