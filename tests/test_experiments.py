@@ -233,7 +233,7 @@ def _refuse_writes(monkeypatch, error_number: int) -> None:
     def refuse(path, write):
         raise OSError(error_number, os.strerror(error_number), str(path))
 
-    monkeypatch.setattr(run_store.atomic, "write_atomically_with", refuse)
+    monkeypatch.setattr(run_files.atomic, "write_atomically_with", refuse)  # every run file is written there
 
 
 @pytest.mark.parametrize("error_number", [errno.EROFS, errno.EACCES, errno.ENOSPC])

@@ -3,6 +3,8 @@ CalibratedClassifierCV) and with an independent scipy minimiser, known reduction
 data is temperature scaling; per-label temperatures are per-column temperature scaling), recovery of a known
 affine miscalibration, and the calibration split."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -380,3 +382,46 @@ def test_per_label_temperature_scaling_warns_like_temperature_scaling():
     separable = torch.tensor([[3.0], [-2.0]] * 20, dtype=torch.float64)
     with pytest.warns(RuntimeWarning, match=r"labels \[0\].*T -> 0"):
         PerLabelTemperatureScaling().fit(separable, (separable > 0).double())
+
+
+# ------------------------------------------------------------------------------------------------------------
+# issue 29, item 4 (medium): no silent extreme fits on one-class or separable data
+
+
+def _three_class_logits(n=90, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    z = torch.randn(n, 3, generator=generator, dtype=torch.float64)
+    noisy = torch.multinomial(torch.softmax(z, 1), 1, generator=generator)[:, 0]  # calibrated labels: not separable
+    return z, noisy
+
+
+@pytest.mark.parametrize("calibrator", [VectorScaling, MatrixScaling, DirichletCalibration])
+def test_multiclass_calibrators_warn_on_one_class_or_separable_data(calibrator):
+    """Issue 29, medium: vector, matrix and Dirichlet scaling fitted weights of 400-500 or biases of 16 on
+    separable or one-class calibration data without a word, where temperature scaling warns."""
+    z, noisy = _three_class_logits()
+    with pytest.warns(RuntimeWarning, match=rf"{calibrator.__name__}: classes \[1, 2\] do not occur"):
+        calibrator().fit(z, torch.zeros(len(z), dtype=torch.long))
+    with pytest.warns(RuntimeWarning, match=rf"{calibrator.__name__}: .*every calibration sample.*separable"):
+        calibrator().fit(z, z.argmax(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # calibrated, overlapping classes: no warning
+        calibrator().fit(z, noisy)
+
+
+def test_per_label_platt_warns_on_one_valued_or_separable_labels():
+    """Issue 29, medium: per-label Platt fitted a slope of 667 on a separable label and an intercept of -184 on
+    an all-zero label without a word, where PerLabelTemperatureScaling names such labels."""
+    generator = torch.Generator().manual_seed(1)
+    z = torch.randn(200, 3, generator=generator, dtype=torch.float64)
+    labels = torch.bernoulli(torch.sigmoid(z), generator=generator)  # label 0: calibrated
+    labels[:, 1] = 0.0  # one value only
+    labels[:, 2] = (z[:, 2] > 0.3).double()  # separated by its own logit
+    with pytest.warns(RuntimeWarning) as caught:
+        PerLabelPlatt().fit(z, labels)
+    messages = [str(w.message) for w in caught]
+    assert any("labels [1]" in m and "only one value" in m for m in messages), messages
+    assert any("labels [2]" in m and "separate" in m for m in messages), messages
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        PerLabelPlatt().fit(z[:, :1], labels[:, :1])

@@ -9,7 +9,7 @@ from helpers import course
 from helpers.course import suites
 from helpers.data import Split
 from helpers.losses import CrossEntropy
-from helpers.training import recipes, run_store
+from helpers.training import recipes, run_files, run_store
 
 
 def tiny_bundle(n=64):
@@ -168,7 +168,7 @@ def test_suites_train_fails_clearly_when_a_trained_run_cannot_be_stored(tmp_path
     def refuse(path, write):
         raise OSError(errno.EROFS, "Read-only file system", str(path))
 
-    monkeypatch.setattr(run_store.atomic, "write_atomically_with", refuse)
+    monkeypatch.setattr(run_files.atomic, "write_atomically_with", refuse)  # every run file is written there
     config = recipes.recipe_config("well-regularised", epochs=1, lr=0.05, batch_size=32, device="cpu", progress=False)
     bundle, loss = tiny_bundle(), CrossEntropy()
     key = run_store.run_key(bundle, "small_cnn", loss, config)

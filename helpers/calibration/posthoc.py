@@ -109,7 +109,11 @@ class _LogitCalibrator:
         y = check_labels(labels, z, self.task)
         self._fit(z, y)
         self.fitted = True
+        self._warn_if_no_finite_fit(z, y)
         return self
+
+    def _warn_if_no_finite_fit(self, z: torch.Tensor, y: torch.Tensor) -> None:
+        """Warn where the NLL has no finite minimiser (see :func:`_warn_multiclass_fit`); nothing by default."""
 
     def _check_fitted(self) -> None:
         if not self.fitted:
@@ -152,6 +156,10 @@ class VectorScaling(_LogitCalibrator):
 
     def _calibrated_logits(self, z: torch.Tensor) -> torch.Tensor:
         return z * self.weight.to(z.device) + self.bias.to(z.device)
+
+    def _warn_if_no_finite_fit(self, z: torch.Tensor, y: torch.Tensor) -> None:
+        with torch.no_grad():
+            _warn_multiclass_fit(type(self).__name__, self._calibrated_logits(z), y)
 
     def __repr__(self) -> str:
         return f"VectorScaling(fitted={self.fitted})"
@@ -202,6 +210,10 @@ class MatrixScaling(_LogitCalibrator):
     def _calibrated_logits(self, z: torch.Tensor) -> torch.Tensor:
         return self._features(z) @ self.weight.to(z.device).T + self.bias.to(z.device)
 
+    def _warn_if_no_finite_fit(self, z: torch.Tensor, y: torch.Tensor) -> None:
+        with torch.no_grad():
+            _warn_multiclass_fit(type(self).__name__, self._calibrated_logits(z), y)
+
     @classmethod
     def cross_validated(
         cls,
@@ -240,6 +252,33 @@ class MatrixScaling(_LogitCalibrator):
         return (
             f"{type(self).__name__}(off_diagonal_penalty={self.off_diagonal_penalty:g}, "
             f"bias_penalty={self.bias_penalty:g}, fitted={self.fitted})"
+        )
+
+
+def _warn_multiclass_fit(name: str, calibrated: torch.Tensor, y: torch.Tensor) -> None:
+    """Temperature scaling's warning (:func:`helpers.calibration.no_interior_minimum`) for the multi-class maps:
+    the NLL has no finite minimiser when a class does not occur in the calibration labels (its bias heads to
+    -infinity) or when the fitted map classifies every calibration sample correctly (separable data: scaling the
+    parameters up keeps lowering the NLL). The fitted parameters are then wherever L-BFGS stopped."""
+    absent = sorted(set(range(calibrated.shape[1])) - set(y.unique().tolist()))
+    if absent:
+        warnings.warn(
+            f"{name}: classes {absent} do not occur in the calibration labels, so the NLL keeps falling as their "
+            "biases head to -infinity; the fitted parameters are not meaningful (calibrate on data with every "
+            "class, e.g. a stratified split_calibration)",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return
+    true_logit = calibrated.gather(1, y[:, None])[:, 0]
+    others = calibrated.scatter(1, y[:, None], -math.inf).max(1).values
+    if bool((true_logit > others).all()):
+        warnings.warn(
+            f"{name}: the fitted map classifies every calibration sample correctly (the data are separable), so "
+            "the NLL keeps falling as its parameters grow; the fitted parameters are not meaningful (use a larger "
+            "calibration split, or temperature scaling)",
+            RuntimeWarning,
+            stacklevel=4,
         )
 
 
@@ -355,6 +394,27 @@ class PerLabelPlatt(_LogitCalibrator):
 
     def _calibrated_logits(self, z: torch.Tensor) -> torch.Tensor:
         return z * self.slope.to(z.device) + self.intercept.to(z.device)
+
+    def _warn_if_no_finite_fit(self, z: torch.Tensor, y: torch.Tensor) -> None:
+        """Name the labels whose NLL has no finite minimiser: one value only (the intercept heads to +-infinity)
+        or separated by the fitted line (the slope heads to infinity), as PerLabelTemperatureScaling does."""
+        with torch.no_grad():
+            positive = self._calibrated_logits(z) > 0
+        one_valued = [t for t in range(y.shape[1]) if y[:, t].min() == y[:, t].max()]
+        separated = [
+            t for t in range(y.shape[1]) if t not in one_valued and bool((positive[:, t] == (y[:, t] == 1)).all())
+        ]
+        for labels, why in (
+            (one_valued, "take only one value in the calibration data, so their intercepts head to +-infinity"),
+            (separated, "are perfectly separated by their fitted line, so their slopes head to infinity"),
+        ):
+            if labels:
+                warnings.warn(
+                    f"per-label Platt scaling, labels {labels}: they {why}; their fitted slopes and intercepts are "
+                    "not meaningful (check that those labels take both values, or use a larger calibration split)",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
 
     def __repr__(self) -> str:
         return f"PerLabelPlatt(fitted={self.fitted})"
