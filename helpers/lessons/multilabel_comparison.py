@@ -6,10 +6,9 @@ calibration.
   read-outs (:func:`helpers.lessons.probability_readouts`).
 * :func:`reference_probabilities` -- the constant-prevalence predictor and, where the posteriors are known, the
   Bayes model.
-* :func:`posthoc_probabilities` -- one trained model recalibrated per label (``helpers.calibration.posthoc``), each
-calibrator
-  fitted on the calibration half of validation (:func:`helpers.calibration.split_calibration`) and applied to
-  the test logits.
+* :func:`posthoc_probabilities` -- one trained model recalibrated per label (``helpers.calibration.posthoc``),
+  each calibrator fitted on the calibration half of validation (:func:`helpers.calibration.split_calibration`) and
+  applied to the test logits.
 * :func:`answer_table` -- the primary question's table: paired differences to a reference model on calibration
   and ranking metrics, and an "answer" column (better calibrated without worse ranking?).
 * :func:`per_label_view` -- per label: prevalence, mean forecast, 15-bin ECE, so that a reader sees what the pooled

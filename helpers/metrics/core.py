@@ -292,17 +292,17 @@ def _bin_gaps(sums: BinSums) -> torch.Tensor:
 
 
 def expected_error(sums: BinSums) -> torch.Tensor:
-    """sum_b (n_b / N) |acc_b - conf_b| = sum_b |sum of outcomes - sum of confidences| / N, per group."""
+    """``sum_b (n_b / N) |acc_b - conf_b| = sum_b |sum of outcomes - sum of confidences| / N``, per group."""
     return (sums.outcome_sum - sums.confidence_sum).abs().sum(-1) / sums.counts.sum(-1)
 
 
 def max_error(sums: BinSums) -> torch.Tensor:
-    """max over non-empty bins of |acc_b - conf_b|, per group (gaps are >= 0, so empty bins may count as 0)."""
+    """max over non-empty bins of ``|acc_b - conf_b|``, per group (gaps are >= 0, so empty bins may count as 0)."""
     return _bin_gaps(sums).nan_to_num(nan=0.0).amax(-1)
 
 
 def average_error(sums: BinSums) -> torch.Tensor:
-    """mean over non-empty bins of |acc_b - conf_b|, each bin weighted equally, per group."""
+    """mean over non-empty bins of ``|acc_b - conf_b|``, each bin weighted equally, per group."""
     return _bin_gaps(sums).nanmean(-1)
 
 
