@@ -245,6 +245,22 @@ def kernel_environment():
                 os.environ[name] = value
 
 
+def kernel_manager_config() -> Any:
+    """The traitlets config of the kernel manager papermill starts each notebook's kernel with: CurveZMQ transport
+    encryption (``KernelManager.transport_encryption = "auto"``: keys provisioned for a kernelspec that declares
+    ``curve`` support, as ipykernel's does). jupyter_client's default is ``"disabled"``, and ipykernel (7.4 and later)
+    then warns "Kernel is running over TCP without encryption" once per kernel. Empty where jupyter_client has no
+    such setting or pyzmq lacks CurveZMQ (there the kernel's warning is true and stays)."""
+    import zmq
+    from jupyter_client import KernelManager
+    from traitlets.config import Config
+
+    config = Config()
+    if "transport_encryption" in KernelManager.class_trait_names() and zmq.has("curve"):
+        config.KernelManager.transport_encryption = "auto"
+    return config
+
+
 def execute_notebook(
     notebook: Path, out: Path, profile: str | None, extra: Mapping[str, Any], prepare_only: bool
 ) -> dict[str, Any]:
@@ -269,6 +285,7 @@ def execute_notebook(
             cwd=str(NOTEBOOK_DIR),
             kernel_name="python3",
             progress_bar=False,
+            config=kernel_manager_config(),
         )
     except Exception as exc:  # the summary records which notebook failed; the run still fails at the end
         status, error = (
