@@ -4,6 +4,8 @@
 #                 and its live widgets in a real browser
 #   make lab      set up (if needed) and open JupyterLab on notebooks/
 # and for teachers: make book (the website in build/site/), make student (build/student/notebooks/).
+# make test and make course first check the data (python -m helpers.course check-data): DermaMNIST is downloaded
+# when missing and the network answers, else they stop with one message; make data downloads it alone.
 PYTHON  ?= python3
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
@@ -11,7 +13,8 @@ PROFILE ?=
 SMOKE   := build/smoke
 export MPLBACKEND ?= Agg
 
-.PHONY: venv course reference-runs test lint unit notebooks-smoke lab bench clean book browser site-test student clean-outputs
+.PHONY: venv data smoke-data course reference-runs test lint unit notebooks-smoke lab bench clean book browser site-test \
+	student clean-outputs
 
 venv: $(VENV)/.installed
 
@@ -21,9 +24,22 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --progress-bar off -e '.[dev,lab,book,scale]'
 	touch $@
 
+# A data set from its official source into the data directory ($CALIBMED_DATA_DIR, else data/): DermaMNIST by
+# default; DATASET=chestmnist SIZE=64 for another MedMNIST file, DATASET=isic2018 for the ISIC 2018 archives (their
+# size is said first), DATASET=chestxray14 for what to download from the NIH and where to put it.
+data: venv
+	$(PY) -m helpers.data fetch $(or $(DATASET),dermamnist) $(if $(SIZE),--size $(SIZE))
+
+# Before any notebook runs: the MedMNIST files the notebooks need are downloaded when missing (else one message
+# says which file, where to put it and the fetch command, and nothing runs); a notebook whose real-image data
+# (ISIC 2018 for 12) are absent is named in one line and skipped (CI: CALIBMED_REQUIRE_ALL_DATA=1 forbids skips).
+smoke-data: venv
+	$(PY) -m helpers.course check-data --profile smoke
+
 # PROFILE=reference re-executes the committed notebooks from the stored runs in stored_runs/ (minutes);
 # RETRAIN=1 trains again every stored run that older training code produced (hours on a CPU, minutes on a GPU).
 course: venv
+	$(PY) -m helpers.course check-data $(if $(PROFILE),--profile $(PROFILE))
 	$(if $(RETRAIN),CALIBMED_RETRAIN=1) $(PY) -m helpers.course run $(if $(PROFILE),--profile $(PROFILE))
 
 # every run the notebooks declare in the reference profile, one at a time, each stored as it finishes (resumable).
@@ -32,7 +48,7 @@ course: venv
 reference-runs: venv
 	$(if $(RETRAIN),CALIBMED_RETRAIN=1) $(if $(ONLY),CALIBMED_RETRAIN_ONLY="$(ONLY)") $(PY) -m helpers.course.train_runs train --profile reference $(if $(NOTEBOOKS),--notebooks $(NOTEBOOKS)) $(if $(WORKERS),--workers $(WORKERS))
 
-test: lint unit notebooks-smoke site-test
+test: smoke-data lint unit notebooks-smoke site-test
 
 # ruff (pyflakes, pycodestyle, import order, pyupgrade, bugbear; settings in pyproject.toml) and its format check
 lint: venv
@@ -44,7 +60,7 @@ unit: venv
 
 # papermill injects the smoke parameters, nbval (lax) executes the prepared copies and compares the cells
 # marked NBVAL_CHECK_OUTPUT, then every notebook must have written its results JSON.
-notebooks-smoke: venv
+notebooks-smoke: venv smoke-data
 	rm -rf $(SMOKE)
 	$(PY) -m helpers.course prepare --profile smoke --out $(SMOKE)
 	CALIBMED_PROGRESS=final CALIBMED_HEADLESS=1 $(PY) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout 900 -p no:cacheprovider $(SMOKE)/notebooks

@@ -13,7 +13,8 @@ from helpers.lessons import multilabel_comparison, real_xray
 
 
 def test_require_folder_names_the_missing_folder_and_how_to_fix_it(tmp_path):
-    with pytest.raises(real_xray.XrayDataMissing, match=r"ChestXray14.*absent.*ln -s.*skipped"):
+    fetch = r"`python -m helpers\.data fetch chestxray14` says what to download and where to put it"
+    with pytest.raises(real_xray.XrayDataMissing, match=rf"ChestXray14.*absent.*{fetch}.*ln -s.*skipped"):
         real_xray.require_folder("chestxray14", str(tmp_path))
     (tmp_path / "ChestXray14").mkdir()
     assert real_xray.require_folder("chestxray14", str(tmp_path)) == tmp_path / "ChestXray14"

@@ -9,6 +9,8 @@ Modules:
   report, the results JSON
 * :mod:`~helpers.course.runner`: executing notebooks with papermill into a run folder, ``check``, ``publish``,
   ``compare``
+* :mod:`~helpers.course.data_check`: the data a run needs, fetched or named before anything runs (``check-data``),
+  and the notebooks a run skips for want of real-image data
 * :mod:`~helpers.course.output_rules`: the output and structure rules every committed notebook keeps
 * :mod:`~helpers.course.output_cleanup`: the clean-up of stored outputs (``clean-outputs``, ``publish``)
 * :mod:`~helpers.course.suites_common`, :mod:`~helpers.course.suites_multiclass`,
@@ -22,12 +24,24 @@ Modules:
 
 Commands:
 
-* ``python -m helpers.course run|prepare|check|publish|compare|check-outputs|clean-outputs`` (:mod:`helpers.course.cli`)
+* ``python -m helpers.course run|prepare|check|check-data|publish|compare|check-outputs|clean-outputs``
+  (:mod:`helpers.course.cli`)
 * ``python -m helpers.course.train_runs train|list``: train or list the declared runs that are not stored yet
 * ``python -m helpers.course.student``: write the student versions
 
 The top layer: it may import every other package; nothing imports it."""
 
+from helpers.course.data_check import (  # noqa: F401
+    NOTEBOOK_FILES,
+    OPTIONAL_KNOBS,
+    REQUIRE_ALL_DATA_ENV,
+    Need,
+    check_data,
+    dataset_needs,
+    notebook_needs,
+    require_all_data,
+    skip_reason,
+)
 from helpers.course.grids import (  # noqa: F401
     check_grid_values,
     grid_points,
@@ -176,15 +190,20 @@ from helpers.course.runner import (  # noqa: F401
     check_results,
     clear_previous_outputs,
     compare_tables,
+    data_needs,
     execute_notebook,
     interact,
     kernel_environment,
+    kernel_manager_config,
     list_notebooks,
+    notebook_defaults,
     notebook_parameters,
     notebook_profiles,
     parse_value,
     publish,
     run_course,
+    skipped_notebooks,
+    skipped_row,
     write_summary,
 )
 from helpers.course.student import (  # noqa: F401
@@ -253,6 +272,20 @@ from helpers.course.suites_multilabel import (  # noqa: F401
 )
 
 __all__ = [
+    "NOTEBOOK_FILES",
+    "OPTIONAL_KNOBS",
+    "REQUIRE_ALL_DATA_ENV",
+    "Need",
+    "check_data",
+    "dataset_needs",
+    "notebook_needs",
+    "require_all_data",
+    "skip_reason",
+    "data_needs",
+    "kernel_manager_config",
+    "notebook_defaults",
+    "skipped_notebooks",
+    "skipped_row",
     "Rule",
     "integer",
     "number",

@@ -2,4 +2,5 @@
 
 from helpers.course import cli
 
-cli.main()
+if __name__ == "__main__":
+    cli.main()

@@ -7,7 +7,9 @@ Commands::
     compare  whether a run's notebooks show the same tables as the committed ones
     publish  copy a checked reference run into notebooks/ and results/reference/ (the committed course)
     check    verify that every notebook of the folder's last run (its summary.json) succeeded and wrote a fresh
-             results JSON
+             results JSON (a notebook skipped for want of data is named and accepted)
+    check-data  before a run: download the missing MedMNIST files the notebooks need, else stop with one message;
+             name the notebooks a run would skip because their real-image data are absent (helpers.course.data_check)
     check-outputs  report the output rules (helpers.course.output_rules) per notebook
     clean-outputs  strip progress bars, widget state and the absolute checkout path from stored outputs, in place
 
@@ -25,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from helpers.course import output_cleanup, output_rules, ray_engine, runner
+from helpers.course import data_check, output_cleanup, output_rules, ray_engine, runner
 from helpers.course.profiles import PROFILE_NAMES, REPO_ROOT
 
 #: the commands that read or publish a run folder
@@ -42,6 +44,8 @@ def main(argv: list[str] | None = None) -> None:
         _folder_command(args)
     elif args.command in OUTPUT_COMMANDS:
         _outputs_command(args)
+    elif args.command == "check-data":
+        _check_data_command(args)
     else:
         _run_command(parser, args)
 
@@ -53,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run_commands(sub)
+    _add_check_data_command(sub)
     _add_folder_commands(sub)
     _add_output_commands(sub)
     return parser
@@ -80,6 +85,32 @@ def _add_run_commands(sub: Any) -> None:
             help="extra parameter for every notebook, VALUE parsed as JSON when possible",
         )
     _add_grid_arguments(sub.choices["run"])
+
+
+def _add_check_data_command(sub: Any) -> None:
+    """``check-data``: the run's profile, notebooks and parameters, as ``run`` takes them."""
+    p = sub.add_parser(
+        "check-data",
+        help="download the MedMNIST files the notebooks need (else stop with one message) and name the notebooks "
+        "a run would skip for want of real-image data",
+    )
+    p.add_argument(
+        "--profile", choices=PROFILE_NAMES, default=None, help="the run's profile (default: each notebook's)"
+    )
+    p.add_argument("--notebooks", nargs="*", default=None, help="prefixes such as 00 01 (default: all)")
+    p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    p.add_argument("--no-fetch", action="store_true", help="do not download; a missing file stops the check")
+
+
+def _check_data_command(args: argparse.Namespace) -> None:
+    extra = {name: runner.parse_value(value) for name, value in args.parameter}
+    try:
+        notebooks = runner.list_notebooks(args.notebooks)
+        runner.check_parameter_names(notebooks, list(extra))
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    needs = {notebook.stem: runner.data_needs(notebook, args.profile, extra) for notebook in notebooks}
+    data_check.check_data(needs, fetch=not args.no_fetch)
 
 
 def _add_grid_arguments(run_parser: argparse.ArgumentParser) -> None:

@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from helpers.course import data_check, output_cleanup, output_rules
 from helpers.course import knobs as knob_rules
-from helpers.course import output_cleanup, output_rules
 from helpers.course.profiles import REPO_ROOT, assigned_names, write_atomically
+from helpers.data import resolve_data_dir
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 
@@ -54,9 +55,8 @@ def notebook_profiles(notebook: str) -> dict[str, dict[str, Any]]:
     raise ValueError(f"{path.name} has no `PROFILES = {{...}}` assignment in a code cell")
 
 
-def notebook_parameters(notebook: Path) -> list[str]:
-    """The names its cell tagged ``parameters`` assigns, in order (parsed with ``ast``: papermill's own inspector
-    skips a line whose comment holds an apostrophe)."""
+def _parameters_source(notebook: Path) -> str:
+    """The source of the notebook's one code cell tagged ``parameters``."""
     import nbformat
 
     cells = [
@@ -66,7 +66,51 @@ def notebook_parameters(notebook: Path) -> list[str]:
     ]
     if len(cells) != 1:
         raise ValueError(f"{notebook.name} needs exactly one code cell tagged 'parameters', found {len(cells)}")
-    return assigned_names(cells[0].source)
+    return cells[0].source
+
+
+def notebook_parameters(notebook: Path) -> list[str]:
+    """The names its cell tagged ``parameters`` assigns, in order (parsed with ``ast``: papermill's own inspector
+    skips a line whose comment holds an apostrophe)."""
+    return assigned_names(_parameters_source(notebook))
+
+
+def notebook_defaults(notebook: Path) -> dict[str, Any]:
+    """The values its parameters cell assigns that are Python literals (``profile = "quick"``, ``seed = 0``,
+    ``dataset = None``), by name."""
+    values = {}
+    for node in ast.parse(_parameters_source(notebook)).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            with contextlib.suppress(ValueError, SyntaxError):
+                values[node.targets[0].id] = ast.literal_eval(node.value)
+    return values
+
+
+def data_needs(notebook: Path, profile: str | None, extra: Mapping[str, Any]) -> list[data_check.Need]:
+    """The data the notebook needs in a run with ``profile`` and the parameters ``extra``
+    (:func:`helpers.course.data_check.notebook_needs`); a relative ``data_dir`` counts from the notebooks' folder,
+    where their kernels run."""
+    defaults = notebook_defaults(notebook)
+    chosen = extra.get("data_dir") if extra.get("data_dir") is not None else defaults.get("data_dir")
+    directory = resolve_data_dir(None if chosen is None else NOTEBOOK_DIR / Path(chosen).expanduser())
+    return data_check.notebook_needs(notebook.stem, _declared_profiles(notebook), defaults, profile, extra, directory)
+
+
+def skipped_notebooks(notebooks: list[Path], profile: str | None, extra: Mapping[str, Any]) -> dict[str, str]:
+    """{notebook: why it is skipped} for the notebooks whose real-image data are absent
+    (:func:`helpers.course.data_check.skip_reason`); SystemExit before anything runs when
+    ``CALIBMED_REQUIRE_ALL_DATA=1`` forbids skipping."""
+    skipped = {
+        notebook.stem: reason
+        for notebook in notebooks
+        if (reason := data_check.skip_reason(data_needs(notebook, profile, extra))) is not None
+    }
+    if skipped and data_check.require_all_data():
+        raise SystemExit(
+            f"nothing was run: {data_check.REQUIRE_ALL_DATA_ENV}=1 but "
+            + "; ".join(f"{stem}: {reason}" for stem, reason in skipped.items())
+        )
+    return skipped
 
 
 def check_parameter_names(notebooks: list[Path], names: list[str]) -> None:
@@ -134,10 +178,13 @@ def run_course(
     prepare_only: bool = False,
     extra: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Execute (or only prepare) every selected notebook with papermill into ``out``; write a summary."""
+    """Execute (or only prepare) every selected notebook with papermill into ``out``; write a summary. A notebook
+    whose real-image data are absent is not executed: its summary row says ``skipped`` and why
+    (:func:`skipped_notebooks`)."""
     notebooks = list_notebooks(selection)  # bad selections and parameter names fail before any folder is made
     check_parameter_names(notebooks, list(extra or {}))
     check_parameter_values(notebooks, extra or {})
+    skipped = skipped_notebooks(notebooks, profile, extra or {})
     out = Path(out)
     clear_previous_outputs(out)
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
@@ -146,7 +193,10 @@ def run_course(
     rows = []
     with kernel_environment():
         for notebook in notebooks:
-            rows.append(execute_notebook(notebook, out, profile, extra or {}, prepare_only))
+            if notebook.stem in skipped:
+                rows.append(skipped_row(notebook, out, profile, extra or {}, skipped[notebook.stem]))
+            else:
+                rows.append(execute_notebook(notebook, out, profile, extra or {}, prepare_only))
     write_summary(out, rows, profile, started_at)
     failed = [r["notebook"] for r in rows if r["status"] == "failed"]
     if failed:
@@ -195,6 +245,22 @@ def kernel_environment():
                 os.environ[name] = value
 
 
+def kernel_manager_config() -> Any:
+    """The traitlets config of the kernel manager papermill starts each notebook's kernel with: CurveZMQ transport
+    encryption (``KernelManager.transport_encryption = "auto"``: keys provisioned for a kernelspec that declares
+    ``curve`` support, as ipykernel's does). jupyter_client's default is ``"disabled"``, and ipykernel (7.4 and later)
+    then warns "Kernel is running over TCP without encryption" once per kernel. Empty where jupyter_client has no
+    such setting or pyzmq lacks CurveZMQ (there the kernel's warning is true and stays)."""
+    import zmq
+    from jupyter_client import KernelManager
+    from traitlets.config import Config
+
+    config = Config()
+    if "transport_encryption" in KernelManager.class_trait_names() and zmq.has("curve"):
+        config.KernelManager.transport_encryption = "auto"
+    return config
+
+
 def execute_notebook(
     notebook: Path, out: Path, profile: str | None, extra: Mapping[str, Any], prepare_only: bool
 ) -> dict[str, Any]:
@@ -219,6 +285,7 @@ def execute_notebook(
             cwd=str(NOTEBOOK_DIR),
             kernel_name="python3",
             progress_bar=False,
+            config=kernel_manager_config(),
         )
     except Exception as exc:  # the summary records which notebook failed; the run still fails at the end
         status, error = (
@@ -236,6 +303,21 @@ def execute_notebook(
     }
 
 
+def skipped_row(
+    notebook: Path, out: Path, profile: str | None, extra: Mapping[str, Any], reason: str
+) -> dict[str, Any]:
+    """The summary row of a notebook the run does not execute for want of data, printed as one line."""
+    print(f"{notebook.stem:45s} skipped: {reason}", flush=True)
+    return {
+        "notebook": notebook.stem,
+        "status": "skipped",
+        "seconds": 0.0,
+        "error": None,
+        "reason": reason,
+        "results": _parameters_for(notebook, out, profile, extra)["results_path"],
+    }
+
+
 def write_summary(out: Path, rows: list[dict[str, Any]], profile: str | None, started_at: float) -> None:
     """Write the run's ``summary.json`` (the profile, the start time and one row per notebook, as
     :func:`execute_notebook` returns them; what :func:`check_results` reads) and ``summary.md`` (the same rows as a
@@ -250,7 +332,11 @@ def write_summary(out: Path, rows: list[dict[str, Any]], profile: str | None, st
         "| notebook | status | seconds | results |",
         "|---|---|---|---|",
     ]
-    lines += [f"| {r['notebook']} | {r['status']} | {r['seconds']} | {Path(r['results']).name} |" for r in rows]
+    lines += [
+        f"| {r['notebook']} | {r['status']}{': ' + r['reason'] if r.get('reason') else ''} | {r['seconds']} "
+        f"| {Path(r['results']).name} |"
+        for r in rows
+    ]
     write_atomically(out / "summary.md", "\n".join(lines) + "\n")
     print(f"summary: {out / 'summary.md'}")
 
@@ -307,17 +393,20 @@ def _read_summary(out: Path) -> dict[str, Any]:
 
 def check_results(out: Path) -> None:
     """Fail unless every notebook of this run (its ``summary.json``) succeeded, or was prepared, and wrote a
-    results JSON after the run started that names its notebook."""
+    results JSON after the run started that names its notebook. A notebook the run skipped for want of data
+    (status ``skipped`` with its reason) is accepted and named, unless ``CALIBMED_REQUIRE_ALL_DATA=1``."""
     out = Path(out)
     summary = _read_summary(out)
-    problems = [
-        problem
-        for row in summary["notebooks"]
-        if (problem := _result_problem(out, row, summary["started_at"])) is not None
-    ]
+    rows = summary["notebooks"]
+    problems = [problem for row in rows if (problem := _result_problem(out, row, summary["started_at"])) is not None]
     if problems:
         raise SystemExit("results check failed:\n  " + "\n  ".join(problems))
-    print(f"results check: all {len(summary['notebooks'])} notebooks of this run wrote their results JSON")
+    skipped = [row["notebook"] for row in rows if row["status"] == "skipped"]
+    ran = len(rows) - len(skipped)
+    print(
+        f"results check: all {ran} notebooks of this run wrote their results JSON"
+        + (f"; skipped for want of data: {', '.join(skipped)}" if skipped else "")
+    )
 
 
 _MTIME_SLACK_SECONDS = 1.0  # file times come from a coarse clock that may lag time.time() by a few milliseconds
@@ -326,6 +415,13 @@ _MTIME_SLACK_SECONDS = 1.0  # file times come from a coarse clock that may lag t
 def _result_problem(out: Path, row: Mapping[str, Any], started_at: float) -> str | None:
     """What is wrong with one notebook's outcome in this run, or None."""
     stem = row["notebook"]
+    if row["status"] == "skipped":
+        reason = row.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            return f"{stem}: skipped in this run without a reason"
+        if data_check.require_all_data():
+            return f"{stem}: skipped ({reason}) but {data_check.REQUIRE_ALL_DATA_ENV}=1: every notebook must run"
+        return None
     if row["status"] not in ("ok", "prepared"):
         return f"{stem}: {row['status']} in this run ({row.get('error')})"
     path = out / "results" / f"{stem}.json"
@@ -357,6 +453,9 @@ def publish(out: Path) -> list[Path]:
     summary = json.loads((out / "summary.json").read_text())
     if summary.get("profile") != "reference":
         raise SystemExit(f"{out} was run in profile {summary.get('profile')!r}: only a reference run is published")
+    skipped = [row["notebook"] for row in summary["notebooks"] if row["status"] == "skipped"]
+    if skipped:
+        raise SystemExit(f"nothing was published: {out} skipped {', '.join(skipped)} for want of data")
     cleaned, problems = {}, []
     for row in summary["notebooks"]:
         stem = row["notebook"]

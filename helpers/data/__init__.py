@@ -5,8 +5,8 @@ Modules: ``bundle`` (DatasetBundle, Split, their checks), ``locations`` (the dat
 ``medmnist_files``, ``image_files`` and ``image_cache`` (decoded real images), ``isic2018`` / ``chestxray14`` (parsing
 the official layouts) and ``isic2018_bundle`` / ``chestxray14_bundle`` (their bundles), ``label_stats``,
 ``synthetic_common``, ``synthetic_multiclass``, ``synthetic_multilabel``, ``pairwise_label_model`` (exact inference
-for the coupled chest set), ``synthetic_sets`` (the synthetic sets as files) and ``catalogue`` (every set by name,
-``load_dataset``).
+for the coupled chest set), ``synthetic_sets`` (the synthetic sets as files), ``catalogue`` (every set by name,
+``load_dataset``), ``fetch`` and ``fetch_archives`` (downloads: ``python -m helpers.data fetch NAME``).
 
 Imports only :mod:`helpers.utils`."""
 
@@ -44,6 +44,38 @@ from helpers.data.chestxray14 import (  # noqa: F401
 from helpers.data.chestxray14_bundle import (  # noqa: F401
     CHEST_LABELS,
     load_chestxray14,
+)
+from helpers.data.fetch import (  # noqa: F401
+    CHUNK_BYTES,
+    LOOPBACK_HOSTS,
+    TEST_SOURCES_ENV,
+    TIMEOUT_SECONDS,
+    USER_AGENT,
+    FetchError,
+    Source,
+    by_hand,
+    download,
+    fetch_command,
+    fetch_medmnist,
+    medmnist_source,
+    not_writable,
+    remote_size,
+    size_text,
+    with_test_sources,
+    writable_directory,
+)
+from helpers.data.fetch_archives import (  # noqa: F401
+    CHESTXRAY14_FOLDER,
+    CHEXNET_LISTS_URL,
+    HAM10000_DOI,
+    ISIC_ARCHIVE_URL,
+    ISIC_ARCHIVES,
+    ISIC_FOLDER,
+    chestxray14_instructions,
+    fetch_isic2018,
+    isic_sources,
+    metadata_note,
+    unpack,
 )
 from helpers.data.image_cache import (  # noqa: F401
     check_image_size,
@@ -330,4 +362,32 @@ __all__ = [
     "newton_minimise",
     "label_configurations",
     "PairwiseEnumerator",
+    "TEST_SOURCES_ENV",
+    "LOOPBACK_HOSTS",
+    "TIMEOUT_SECONDS",
+    "CHUNK_BYTES",
+    "USER_AGENT",
+    "FetchError",
+    "Source",
+    "by_hand",
+    "download",
+    "fetch_command",
+    "fetch_medmnist",
+    "medmnist_source",
+    "not_writable",
+    "remote_size",
+    "size_text",
+    "with_test_sources",
+    "writable_directory",
+    "CHESTXRAY14_FOLDER",
+    "CHEXNET_LISTS_URL",
+    "HAM10000_DOI",
+    "ISIC_ARCHIVE_URL",
+    "ISIC_ARCHIVES",
+    "ISIC_FOLDER",
+    "chestxray14_instructions",
+    "fetch_isic2018",
+    "isic_sources",
+    "metadata_note",
+    "unpack",
 ]

@@ -2,8 +2,9 @@
 posteriors; their tasks without loading them, which files the data directory holds, and :func:`load_dataset`.
 
 Every loader reads its files once into ``uint8 (N, C, H, W)`` tensors (no per-item PIL in the training path) and
-returns a :class:`~helpers.data.DatasetBundle`. Files are never downloaded: a missing file raises
-``FileNotFoundError`` naming the file expected, the data set, its download URL and md5, and where to put it.
+returns a :class:`~helpers.data.DatasetBundle`. Loading never downloads: a missing file raises
+``FileNotFoundError`` naming the file expected, the data set, its download URL and md5, and where to put it
+(``python -m helpers.data fetch NAME`` downloads it, :mod:`helpers.data.fetch`).
 Corrupt or wrong-shaped files raise ``ValueError``; nothing is ever substituted silently.
 
 Data directory: the ``data_dir`` argument, else the environment variable ``CALIBMED_DATA_DIR``, else ``data/`` in

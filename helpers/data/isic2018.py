@@ -59,8 +59,8 @@ def split_paths(root: str | Path, split: str) -> tuple[Path, Path]:
 
 def _fix(what: str) -> str:
     return (
-        f"Download the Task 3 {what} from {URL} and unzip it into the ISIC 2018 folder (default: "
-        "<data dir>/ISIC2018), keeping the archive's folder name."
+        f"Run `python -m helpers.data fetch isic2018`, or download the Task 3 {what} from {URL} and unzip it into "
+        "the ISIC 2018 folder (default: <data dir>/ISIC2018), keeping the archive's folder name."
     )
 
 

@@ -1,8 +1,9 @@
 """Where the data live: the data directory (the ``data_dir`` argument, else the environment variable
 ``CALIBMED_DATA_DIR``, else ``data/`` in the repository root) and the folder of decoded-image caches in it.
 
-Files are never downloaded: a loader that misses a file raises ``FileNotFoundError`` naming the file expected, the
-data set, its download URL and md5, and where to put it.
+Loading never downloads: a loader that misses a file raises ``FileNotFoundError`` naming the file expected, the
+data set, its download URL and md5, and where to put it; ``python -m helpers.data fetch NAME``
+(:mod:`helpers.data.fetch`) downloads it.
 """
 
 from __future__ import annotations

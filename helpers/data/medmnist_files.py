@@ -1,9 +1,10 @@
 """MedMNIST 2D data sets (``dermamnist``, ``chestmnist``, ...) from medmnist's .npz files, read once into uint8
-tensors with numpy (no medmnist ``Dataset``, no download); the synthetic sets are written in the same format and
-read back through :func:`read_medmnist_file` too.
+tensors with numpy (no medmnist ``Dataset``, no download while loading); the synthetic sets are written in the same
+format and read back through :func:`read_medmnist_file` too.
 
-A missing file raises ``FileNotFoundError`` naming the file expected, its download URL and md5, and where to put
-it; a damaged or wrong-shaped file raises ``ValueError``.
+A missing file raises ``FileNotFoundError`` naming the file expected, the command that downloads it
+(``python -m helpers.data fetch NAME``, :mod:`helpers.data.fetch`), its download URL and md5, and where to put it; a
+damaged or wrong-shaped file raises ``ValueError``.
 """
 
 from __future__ import annotations
@@ -72,7 +73,10 @@ def load_medmnist(name: str, image_size: int = 28, data_dir: str | os.PathLike |
     directory = resolve_data_dir(data_dir)
     path = directory / medmnist_filename(name, image_size)
     url, md5 = info[f"url{_medmnist_key(image_size)}"], info[f"MD5{_medmnist_key(image_size)}"]
-    fetch = f"Download it from {url} (md5 {md5}); see {info.get('python_class', name)} on https://medmnist.com/."
+    command = f"python -m helpers.data fetch {name}" + ("" if image_size == 28 else f" --size {image_size}")
+    fetch = (
+        f"Run `{command}`, or download it from {url} (md5 {md5}); see {info['python_class']} on https://medmnist.com/."
+    )
     check_regular_file(path)
     if not path.is_file():
         raise FileNotFoundError(

@@ -77,9 +77,9 @@ def require_folder(dataset: str, data_dir: str | None = None) -> Path:
     if not path.is_dir():
         shown = display_path(path)  # no folder of this machine in notebook outputs and results
         raise XrayDataMissing(
-            f"no {FOLDERS[dataset]} folder in the data directory ({shown} is absent): link the shared sample "
-            f"there (ln -s <shared data>/{FOLDERS[dataset]} {shown}) or pass data_dir; the real-X-ray section is "
-            "skipped"
+            f"no {FOLDERS[dataset]} folder in the data directory ({shown} is absent): `python -m helpers.data fetch "
+            f"{dataset}` says what to download and where to put it (or link a copy there: ln -s "
+            f"<copy>/{FOLDERS[dataset]} {shown}, or pass data_dir); the real-X-ray section is skipped"
         )
     return path
 
