@@ -30,6 +30,7 @@ from helpers.data.fetch import (
     writable_directory,
 )
 from helpers.data.locations import resolve_data_dir
+from helpers.utils import atomic
 
 ISIC_FOLDER = "ISIC2018"
 #: where the ISIC challenge publishes its 2018 archives (https://challenge.isic-archive.com/data/#2018)
@@ -103,7 +104,7 @@ def unpack(archive: Path, folder: str, root: Path) -> Path:
                     f"official archive. Delete it and fetch again."
                 )
             zipped.extractall(staging, members)
-        os.replace(staging / folder, root / folder)
+        atomic.move_folder_into_place(staging / folder, root / folder)
     except (zipfile.BadZipFile, EOFError) as error:
         raise FetchError(f"{archive} is not a complete zip archive ({error}): delete it and fetch again") from None
     finally:

@@ -4,6 +4,7 @@ progress bars.
 The floor of the library: it imports nothing from ``helpers``."""
 
 from helpers.utils.atomic import (  # noqa: F401
+    move_folder_into_place,
     write_atomically_with,
     write_bytes_atomically,
     write_text_atomically,
@@ -25,6 +26,7 @@ from helpers.utils.progress import (  # noqa: F401
 )
 
 __all__ = [
+    "move_folder_into_place",
     "write_atomically_with",
     "write_bytes_atomically",
     "write_text_atomically",

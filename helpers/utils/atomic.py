@@ -56,3 +56,9 @@ def write_bytes_atomically(path: str | os.PathLike, data: bytes) -> None:
 def write_text_atomically(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> None:
     """Write ``text`` to ``path`` atomically (see :func:`write_atomically_with`)."""
     write_bytes_atomically(path, text.encode(encoding))
+
+
+def move_folder_into_place(staging: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Rename a fully written folder ``staging`` to ``target`` in one step (same file system), so ``target`` is
+    never seen half written; ``target`` must not exist or be an empty folder (``os.replace``'s rule for folders)."""
+    os.replace(staging, target)
