@@ -27,12 +27,17 @@ import pandas as pd
 
 from helpers.data.image_files import IMAGE_SUFFIXES
 from helpers.data.label_stats import CHESTXRAY14_NAMES, finding_vector
+from helpers.data.text_files import read_csv_frame, read_text
 
 FINDINGS = list(CHESTXRAY14_NAMES.values())  # ChestMNIST's label order, as Data_Entry_2017.csv spells them
 SPLITS = ("train", "val", "test")
 LIST_FOLDER = "chestmnist_split"
 LABEL_FILE = "Data_Entry_2017.csv"
 URL = "https://nihcc.app.box.com/v/ChestXray-NIHCC"
+_LIST_FIX = (
+    "replace it with ChestMNIST's split list from the CheXNet reimplementation https://github.com/arnoweng/CheXNet "
+    "(dataset/*_list.txt)"
+)
 LICENCE = "no restriction on use; acknowledge the NIH Clinical Center and cite Wang et al., CVPR 2017"
 LABEL_SOURCES = ("error", "lists", "data_entry")  # what to do where the lists and Data_Entry_2017.csv disagree
 METADATA_COLUMNS = {
@@ -74,18 +79,17 @@ def read_split_list(path: Path) -> tuple[list[str], np.ndarray]:
     """Image names and labels (N, 14) uint8 of one split list; ValueError naming the line of a malformed entry
     and any image listed twice."""
     names, rows = [], []
-    with open(path) as handle:
-        for line_number, line in enumerate(handle, start=1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) != 1 + len(FINDINGS) or any(value not in ("0", "1") for value in fields[1:]):
-                raise ValueError(
-                    f"{path}, line {line_number}: expected an image name and {len(FINDINGS)} labels "
-                    f"0/1 ({', '.join(FINDINGS)}), got {line.strip()[:120]!r}"
-                )
-            names.append(fields[0])
-            rows.append([int(value) for value in fields[1:]])
+    for line_number, line in enumerate(read_text(path, _LIST_FIX).splitlines(), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 1 + len(FINDINGS) or any(value not in ("0", "1") for value in fields[1:]):
+            raise ValueError(
+                f"{path}, line {line_number}: expected an image name and {len(FINDINGS)} labels "
+                f"0/1 ({', '.join(FINDINGS)}), got {line.strip()[:120]!r}"
+            )
+        names.append(fields[0])
+        rows.append([int(value) for value in fields[1:]])
     if not names:
         raise ValueError(f"{path} lists no images")
     repeated = [name for name, count in collections.Counter(names).items() if count > 1]
@@ -97,7 +101,9 @@ def read_split_list(path: Path) -> tuple[list[str], np.ndarray]:
 def read_data_entry(path: Path) -> tuple[dict[str, np.ndarray], pd.DataFrame]:
     """(image name -> 14 labels uint8 in ChestMNIST's order, per-image metadata indexed by image name) from
     ``Data_Entry_2017.csv``; ValueError for missing columns, repeated images or unknown findings."""
-    frame = pd.read_csv(path, dtype={"Image Index": str, "Finding Labels": str})
+    frame = read_csv_frame(
+        path, {"Image Index": str, "Finding Labels": str}, f"replace it with {LABEL_FILE} from {URL}"
+    )
     needed = ["Image Index", "Finding Labels", *METADATA_COLUMNS]
     missing = [column for column in needed if column not in frame.columns]
     if missing:

@@ -35,17 +35,20 @@ def decode_cached(
     cache_dir: str | os.PathLike | None,
 ) -> tuple[dict[str, np.ndarray], Path]:
     """(split -> uint8 images decoded by ``image_files.decode_resized``, cache path), from the cache when its
-    fingerprint (the files' names, sizes and modification times, the size, mode and resize method) matches, else
-    decoded and cached. The cache file is ``<cache dir>/<dataset>-<hash of root>-<size>px.npz``, written atomically."""
+    fingerprint (the files' names, sizes, modification and status-change times and inodes
+    (:func:`helpers.data.image_files.files_fingerprint`), the size, mode and resize method) matches, else decoded
+    and cached; a damaged cache file is rebuilt with a warning. The cache file is
+    ``<cache dir>/<dataset>-<hash of root>-<size>px.npz``, written atomically."""
     fingerprint = hashlib.sha256(f"{_DECODE_CACHE_VERSION}|{image_size}|{mode}|{image_files.RESIZE_METHOD}".encode())
     for split, split_paths in paths.items():
         fingerprint.update(f"|{split}:{image_files.files_fingerprint(split_paths)}".encode())
     root_key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:12]
     cache_path = Path(cache_dir or cache_dir_default()) / f"{dataset}-{root_key}-{image_size}px.npz"
     keys = [f"{split}_images" for split in paths]
-    if cache and _cache_matches(cache_path, fingerprint.hexdigest()):
-        arrays = read_npz(cache_path, keys, "Delete this cache file; it is rebuilt from the images.")
-        return {split: arrays[f"{split}_images"] for split in paths}, cache_path
+    if cache:
+        arrays = _read_cache(cache_path, keys, fingerprint.hexdigest())
+        if arrays is not None:
+            return {split: arrays[f"{split}_images"] for split in paths}, cache_path
     every_image = image_files.decode_resized(
         [path for split_paths in paths.values() for path in split_paths], image_size, mode, f"decoding {dataset} images"
     )
@@ -68,8 +71,20 @@ def decode_cached(
     return decoded, cache_path
 
 
-def _cache_matches(path: Path, fingerprint: str) -> bool:
+def _read_cache(path: Path, keys: list[str], fingerprint: str) -> dict[str, np.ndarray] | None:
+    """The cached arrays when the cache file at ``path`` matches ``fingerprint``; None when there is none or it is
+    of other images. A damaged cache file (truncated, not an archive, an array missing) is only derived data: a
+    warning names it and None lets the images be decoded again and the file rewritten."""
     if not path.is_file():
-        return False
-    stored = read_npz(path, ["fingerprint"], "Delete this cache file; it is rebuilt from the images.")
-    return str(stored["fingerprint"]) == fingerprint
+        return None
+    try:
+        stored = read_npz(path, ["fingerprint"], "")
+        if str(stored["fingerprint"]) != fingerprint:
+            return None
+        return read_npz(path, keys, "")
+    except ValueError as error:
+        warnings.warn(
+            f"the image cache {path} is damaged ({error}); it is rebuilt from the images (decoding them again)",
+            stacklevel=4,
+        )
+        return None

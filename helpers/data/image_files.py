@@ -33,11 +33,17 @@ def find_image(folder: Path, stem: str) -> Path | None:
 
 
 def files_fingerprint(paths: list[Path]) -> str:
-    """sha256 over each file's name, size and modification time: changes when a file is replaced or touched."""
+    """sha256 over each file's name, size, inode, modification and status-change time: changes when a file is
+    replaced, rewritten or touched, also when it is rewritten at the same size and its modification time is put back
+    (``os.utime``, ``touch -r``, ``cp -p``), since that sets the status-change time (``st_ctime``), which no user
+    can set. It does not read the files' bytes (hashing every image would cost seconds on each load), so a file
+    rewritten by someone who also resets the system clock is not seen; delete the cache to be sure."""
     digest = hashlib.sha256()
     for path in paths:
         status = os.stat(path)
-        digest.update(f"{path.name}\0{status.st_size}\0{status.st_mtime_ns}\n".encode())
+        digest.update(
+            f"{path.name}\0{status.st_size}\0{status.st_ino}\0{status.st_mtime_ns}\0{status.st_ctime_ns}\n".encode()
+        )
     return digest.hexdigest()
 
 
@@ -66,7 +72,7 @@ def eight_bit(image: Any, path: Path) -> Any:
 def decode_resized(paths: list[Path], image_size: int, mode: str, desc: str) -> np.ndarray:
     """Every image decoded once and resized to ``image_size``: uint8 (N, H, W, 3) for ``mode="RGB"``, (N, H, W)
     for ``mode="L"``; a 16-bit image is first scaled to 8 bits by its bit depth (:func:`eight_bit`). A file PIL
-    cannot read raises ValueError naming it. Shows progress (``desc``)."""
+    cannot read, or refuses as a decompression bomb, raises ValueError naming it. Shows progress (``desc``)."""
     from PIL import Image, UnidentifiedImageError
 
     if mode not in MODES:
@@ -80,6 +86,12 @@ def decode_resized(paths: list[Path], image_size: int, mode: str, desc: str) -> 
                 resized = (
                     eight_bit(image, path).convert(mode).resize((image_size, image_size), Image.Resampling.BICUBIC)
                 )
+        except Image.DecompressionBombError as error:
+            raise ValueError(
+                f"cannot decode the image {path}: PIL refuses it as a possible decompression bomb ({error}); "
+                "replace it with the file from the official download, or, if it is a genuine image that large, "
+                "raise PIL.Image.MAX_IMAGE_PIXELS before loading"
+            ) from error
         except (UnidentifiedImageError, OSError, SyntaxError) as error:
             raise ValueError(
                 f"cannot decode the image {path} ({type(error).__name__}: {error}); replace it with "

@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import collections
 import csv
+import io
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
+
+from helpers.data.text_files import read_csv_frame, read_text
 
 CLASSES = ("MEL", "NV", "BCC", "AKIEC", "BKL", "DF", "VASC")  # the ground-truth CSV's column order
 CLASS_NAMES = [
@@ -48,6 +51,10 @@ METADATA_FILE = "HAM10000_metadata.csv"
 METADATA_COLUMNS = ("lesion_id", "image_id", "dx", "dx_type", "age", "sex", "localization", "dataset")
 SITES = ("vidir_molemax", "vidir_modern", "vienna_dias", "rosendahl")
 VIENNA_SITES = ("vidir_molemax", "vidir_modern", "vienna_dias")
+_METADATA_FIX = (
+    "replace it with the file from the HAM10000 download (doi:10.7910/DVN/DBW86T), or remove it to carve "
+    "validation by image"
+)
 
 
 def split_paths(root: str | Path, split: str) -> tuple[Path, Path]:
@@ -98,16 +105,15 @@ def find_layout(root: Path) -> dict[str, tuple[Path, Path]]:
 
 def read_ground_truth(path: Path) -> tuple[list[str], np.ndarray]:
     """Image ids and class indices (in ``CLASSES`` order) of an official ground-truth CSV (one-hot rows)."""
-    with open(path, newline="") as handle:
-        reader = csv.DictReader(handle)
-        columns = reader.fieldnames or []
-        missing = [c for c in ("image",) + CLASSES if c not in columns]
-        if missing:
-            raise ValueError(
-                f"{path}: missing columns {missing}; ISIC 2018 Task 3 ground truth has the columns "
-                f"image,{','.join(CLASSES)}"
-            )
-        rows = list(reader)
+    reader = csv.DictReader(io.StringIO(read_text(path, _fix("ground truth"))))
+    columns = reader.fieldnames or []
+    missing = [c for c in ("image",) + CLASSES if c not in columns]
+    if missing:
+        raise ValueError(
+            f"{path}: missing columns {missing}; ISIC 2018 Task 3 ground truth has the columns "
+            f"image,{','.join(CLASSES)}"
+        )
+    rows = list(reader)
     if not rows:
         raise ValueError(f"{path} has no rows")
     image_ids = [row["image"] for row in rows]
@@ -147,11 +153,11 @@ def check_disjoint(image_ids: dict[str, list[str]], csv_paths: dict[str, Path]) 
 
 
 def read_metadata(path: Path) -> pd.DataFrame:
-    """``HAM10000_metadata.csv`` indexed by ``image_id``; ValueError for missing columns, repeated images or
-    unknown diagnoses."""
-    frame = pd.read_csv(
+    """``HAM10000_metadata.csv`` indexed by ``image_id``; ValueError naming the file when it is empty, not UTF-8
+    text or not CSV, for missing columns, repeated images, unknown diagnoses or unknown acquisition sites."""
+    frame = read_csv_frame(
         path,
-        dtype={
+        {
             "lesion_id": str,
             "image_id": str,
             "dx": str,
@@ -160,6 +166,7 @@ def read_metadata(path: Path) -> pd.DataFrame:
             "localization": str,
             "dataset": str,
         },
+        _METADATA_FIX,
     )
     missing = [column for column in METADATA_COLUMNS if column not in frame.columns]
     if missing:
@@ -174,6 +181,12 @@ def read_metadata(path: Path) -> pd.DataFrame:
     unknown = sorted(set(frame["dx"].dropna()) - set(DX_CODES))
     if unknown:
         raise ValueError(f"{path}: unknown diagnoses {unknown} in the dx column; expected {sorted(DX_CODES)}")
+    unknown_sites = sorted(set(frame["dataset"].dropna()) - set(SITES))
+    if unknown_sites:
+        raise ValueError(
+            f"{path}: unknown acquisition site(s) {unknown_sites} in the dataset column; HAM10000's sites are "
+            f"{', '.join(SITES)}. {_METADATA_FIX[0].upper()}{_METADATA_FIX[1:]}."
+        )
     return frame.set_index("image_id")[list(METADATA_COLUMNS[2:]) + ["lesion_id"]]
 
 

@@ -6,6 +6,7 @@ the official one (:func:`isic_heldout_split`). :mod:`helpers.data.isic2018` pars
 
 from __future__ import annotations
 
+import numbers
 import os
 import textwrap
 from pathlib import Path
@@ -60,6 +61,7 @@ def load_isic2018(
     are cached in ``cache_dir`` (default ``<data dir>/cache``) while the image files are unchanged.
     """
     check_image_size(image_size)
+    _check_split_arguments(val_fraction, split_seed)
     root = Path(root)
     layout = isic2018.find_layout(root)
     truth = {split: isic2018.read_ground_truth(csv_path) for split, (_, csv_path) in layout.items()}
@@ -67,9 +69,9 @@ def load_isic2018(
     paths = {
         split: _isic_image_paths(folder, csv_path, truth[split][0]) for split, (folder, csv_path) in layout.items()
     }
-    images, cache_path = decode_cached("isic2018", root, paths, image_size, "RGB", cache, cache_dir)
     metadata_path = root / isic2018.METADATA_FILE
-    ham = isic2018.read_metadata(metadata_path) if metadata_path.is_file() else None
+    ham = isic2018.read_metadata(metadata_path) if metadata_path.is_file() else None  # checked before decoding
+    images, cache_path = decode_cached("isic2018", root, paths, image_size, "RGB", cache, cache_dir)
     carve = "val" not in layout
     metadata = {
         split: isic2018.metadata_for(ids, labels, ham, layout[split][0], carve and split == "train" and ham is not None)
@@ -100,6 +102,18 @@ def load_isic2018(
         notes=notes,
         metadata=metadata,
     )
+
+
+def _check_split_arguments(val_fraction: float, split_seed: int) -> None:
+    """ValueError naming the argument unless ``val_fraction`` is a number strictly between 0 and 1 and
+    ``split_seed`` an integer >= 0 (checked before any image is decoded)."""
+    if isinstance(val_fraction, bool) or not isinstance(val_fraction, numbers.Real) or not 0 < val_fraction < 1:
+        raise ValueError(
+            f"val_fraction must be a number strictly between 0 and 1 (the share of training lesions or images "
+            f"held out for validation), got {val_fraction!r}; e.g. val_fraction=0.15"
+        )
+    if isinstance(split_seed, bool) or not isinstance(split_seed, numbers.Integral) or split_seed < 0:
+        raise ValueError(f"split_seed must be an integer >= 0 (it seeds the validation carve), got {split_seed!r}")
 
 
 def _carve_isic_validation(

@@ -10,6 +10,7 @@ import stat
 import zipfile
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -43,15 +44,24 @@ def check_regular_file(path: Path) -> None:
 
 
 def read_npz(path: Path, keys: list[str], hint: str) -> dict[str, np.ndarray]:
-    """Every requested array of an .npz file, or a ValueError naming the file and the problem."""
+    """Every requested array of an .npz file, or a ValueError naming the file and the problem (the file is closed
+    either way)."""
     try:
-        archive = np.load(path, allow_pickle=False)
+        with open(path, "rb") as handle:
+            return _read_arrays(path, handle, keys, hint)
     except PermissionError as error:
         raise PermissionError(
             error.errno,
             f"cannot read {path}: permission denied; give this user read access (e.g. chmod u+r {path})",
             str(path),
         ) from error
+
+
+def _read_arrays(path: Path, handle: Any, keys: list[str], hint: str) -> dict[str, np.ndarray]:
+    try:
+        archive = np.load(handle, allow_pickle=False)
+    except PermissionError:
+        raise
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
         raise ValueError(f"{path} is not a readable .npz file ({type(error).__name__}: {error}). {hint}") from error
     if not isinstance(archive, np.lib.npyio.NpzFile):
