@@ -5,8 +5,9 @@ Modules: ``bundle`` (DatasetBundle, Split, their checks), ``locations`` (the dat
 ``medmnist_files``, ``image_files`` and ``image_cache`` (decoded real images), ``isic2018`` / ``chestxray14`` (parsing
 the official layouts) and ``isic2018_bundle`` / ``chestxray14_bundle`` (their bundles), ``label_stats``,
 ``synthetic_common``, ``synthetic_multiclass``, ``synthetic_multilabel``, ``pairwise_label_model`` (exact inference
-for the coupled chest set), ``synthetic_sets`` (the synthetic sets as files), ``catalogue`` (every set by name,
-``load_dataset``), ``fetch`` and ``fetch_archives`` (downloads: ``python -m helpers.data fetch NAME``).
+for the coupled chest set), ``synthetic_sets`` (the synthetic sets as files), ``text_files`` (the real sets' CSVs
+and lists), ``catalogue`` (every set by name, ``load_dataset``), ``fetch`` and ``fetch_archives`` (downloads:
+``python -m helpers.data fetch NAME``).
 
 Imports only :mod:`helpers.utils`."""
 
@@ -218,6 +219,10 @@ from helpers.data.synthetic_sets import (  # noqa: F401
     synthetic_dir,
     write_medmnist_npz,
 )
+from helpers.data.text_files import (  # noqa: F401
+    read_csv_frame,
+    read_text,
+)
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -225,6 +230,8 @@ __all__ = [
     "MODES",
     "find_image",
     "files_fingerprint",
+    "read_text",
+    "read_csv_frame",
     "decode_resized",
     "SIXTEEN_BIT_MODES",
     "eight_bit",
