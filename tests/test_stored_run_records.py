@@ -40,19 +40,23 @@ def test_records_come_from_each_stored_runs_metadata(tmp_path):
 def test_a_damaged_file_is_named(tmp_path):
     (tmp_path / "tiny").mkdir()
     (tmp_path / "tiny" / "broken.npz").write_bytes(b"not a zip file")
-    with pytest.raises(run_store.DamagedRunError, match="broken.npz"):
-        suites.stored_run_records(tmp_path)
+    with pytest.warns(UserWarning, match="broken.npz.*left out of the records"):
+        assert suites.stored_run_records(tmp_path) == []
 
 
 def test_the_committed_stored_runs_are_read():
-    records = suites.stored_run_records()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every committed run is readable and its definition is the run its key names
+        records = suites.stored_run_records()
     assert records and all(r["seconds"] > 0 and r["epochs"] >= 1 for r in records)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty", "meta_a_list", "no_seconds", "seconds_a_string"])
 def test_stored_run_records_names_a_truncated_empty_or_inconsistent_file(tmp_path, damage):
     """Issue 18, defect 5: a truncated or empty .npz raised a bare BadZipFile / EOFError, odd metadata a KeyError,
-    AttributeError or ValueError."""
+    AttributeError or ValueError; issue 29: it is named in a warning and left out, not raised."""
     import json
 
     import numpy as np
@@ -75,8 +79,8 @@ def test_stored_run_records_names_a_truncated_empty_or_inconsistent_file(tmp_pat
         }[damage]
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         run_files.write_sealed(path, lambda file: np.savez_compressed(file, **arrays))  # the field checks are tested
-    with pytest.raises(run_store.DamagedRunError, match=rf"{run.key}\.npz"):
-        suites.stored_run_records(tmp_path)
+    with pytest.warns(UserWarning, match=rf"{run.key}\.npz.*left out of the records"):
+        assert suites.stored_run_records(tmp_path) == []
 
 
 def test_records_say_which_runs_come_from_older_training_code(tmp_path, monkeypatch, capsys):

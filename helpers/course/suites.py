@@ -77,7 +77,7 @@ from helpers.course.suites_multilabel import (  # noqa: F401
     xray_config,
     xray_runs,
 )
-from helpers.training import models, run_store
+from helpers.training import models, run_checks, run_store
 from helpers.training import recipes as training_recipes
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -229,33 +229,46 @@ def stored_run_records(root: Any = None) -> list[dict[str, Any]]:
     """One record per stored reference run (``stored_runs/<dataset>/<key>.npz``, or under ``root``), read from its
     metadata only: dataset, model, epochs, training images, schedule, name, device, the seconds it trained (notebook
     00 tabulates them), its key and whether it is current (:func:`helpers.training.is_current`). Sorted by
-    dataset, model and name."""
+    dataset, model and name. A file that cannot be read, or whose definition is not the run its name is the key of,
+    is named in a warning and left out (the other runs' records are still read)."""
     from pathlib import Path
 
     records = []
     for path in sorted(Path(root or run_store.STORED_RUNS_DIR).glob("*/*.npz")):
-        meta = run_store.read_stored_meta(path)  # a DamagedRunError naming the file when unreadable
-        definition = meta["definition"]
         try:
-            records.append(
-                {
-                    "dataset": definition["dataset"],
-                    "model": definition["model"],
-                    "epochs": int(definition["config"]["epochs"]),
-                    "n_train": int(definition["split_sizes"]["train"]),
-                    "schedule": definition["config"]["schedule"],
-                    "name": meta["name"],
-                    "device": meta.get("device", ""),
-                    "seconds": float(meta["seconds"]),
-                    "key": path.stem,
-                    "current": run_store.is_current(meta),
-                }
+            records.append(_stored_run_record(path))
+        except run_store.DamagedRunError as error:
+            warnings.warn(
+                f"{error}; this stored run is left out of the records. Restore it (git checkout -- {path}) or "
+                "delete it and train it again (make reference-runs)",
+                stacklevel=2,
             )
-        except (ValueError, KeyError, TypeError) as error:
-            raise run_store.DamagedRunError(
-                f"{path}: cannot read this stored run's metadata ({type(error).__name__}: {error})"
-            ) from error
     return sorted(records, key=lambda r: (r["dataset"], r["model"], r["name"]))
+
+
+def _stored_run_record(path: Any) -> dict[str, Any]:
+    """One record of :func:`stored_run_records`; :class:`helpers.training.DamagedRunError` naming the file when
+    it cannot be read or its definition is not the run its name is the key of."""
+    meta = run_store.read_stored_meta(path)
+    definition = meta["definition"]
+    try:
+        run_checks.check_stored_definition(path, meta, path.stem)
+        return {
+            "dataset": definition["dataset"],
+            "model": definition["model"],
+            "epochs": int(definition["config"]["epochs"]),
+            "n_train": int(definition["split_sizes"]["train"]),
+            "schedule": definition["config"]["schedule"],
+            "name": meta["name"],
+            "device": meta.get("device", ""),
+            "seconds": float(meta["seconds"]),
+            "key": path.stem,
+            "current": run_store.is_current(meta),
+        }
+    except (ValueError, KeyError, TypeError) as error:
+        raise run_store.DamagedRunError(
+            f"{path}: cannot read this stored run's metadata ({type(error).__name__}: {error})"
+        ) from error
 
 
 def time_recipes(

@@ -20,7 +20,7 @@ from torch import nn
 
 from helpers.training.config import TrainConfig
 
-__all__ = ["run_definition", "run_key"]
+__all__ = ["definition_key", "run_definition", "run_key"]
 
 # settings of a TrainConfig that do not change what is trained
 _NOT_DEFINING = ("device", "progress", "checkpoint_path", "resume", "eval_batch_size")
@@ -88,5 +88,9 @@ def run_definition(bundle: Any, model_name: str, loss: nn.Module, config: TrainC
 
 def run_key(bundle: Any, model_name: str, loss: nn.Module, config: TrainConfig) -> str:
     """A hash of :func:`run_definition`."""
-    definition = run_definition(bundle, model_name, loss, config)
+    return definition_key(run_definition(bundle, model_name, loss, config))
+
+
+def definition_key(definition: dict[str, Any]) -> str:
+    """The key of a run definition (a stored run's metadata holds its definition: it must hash to the file's key)."""
     return hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()[:20]

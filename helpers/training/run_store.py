@@ -55,7 +55,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.training import determinism, models, prediction, run_files, run_log, train
+from helpers.training import determinism, models, prediction, run_checks, run_files, run_log, train
 from helpers.training.config import TrainConfig
 from helpers.training.recipes import retrain_selected
 from helpers.training.run_files import DamagedRunError
@@ -213,9 +213,12 @@ def load_stored_run(path: Path, bundle: Any, loss: nn.Module, key: str) -> tuple
             f"{path}: format {meta.get('format')} / key {meta.get('key')} do not match "
             f"format {STORE_FORMAT} / key {key}"
         )
+    run_checks.check_stored_definition(path, meta, key)
+    run_checks.check_history(path, meta["history"])
     logits = {name: torch.from_numpy(arrays[name].copy()) for name in ("val_logits", "test_logits")}
     _check_logits(path, logits, bundle)
     state = run_files.read_loss_state(path, arrays)
+    run_checks.check_finite_state(path, state, "the loss state")
     _load_state(path, loss, state, getattr(loss, "load_stored_state", loss.load_state_dict))
     run = TrainedRun(
         meta["name"],
@@ -280,6 +283,8 @@ def _save_or_warn(path: Path, save: Any, stored: bool) -> None:
 def _load_cached_run(path: Path, name: str, model: nn.Module, loss: nn.Module, bundle: Any, key: str) -> TrainedRun:
     stored = run_files.read_cached_payload(path)
     _check_logits(path, {k: stored[k] for k in ("val_logits", "test_logits")}, bundle)
+    run_checks.check_history(path, stored["history"])
+    run_checks.check_finite_state(path, stored["loss"], "the loss state")
     _load_state(path, model, stored["model"], model.load_state_dict)
     _load_state(path, loss, stored["loss"], loss.load_state_dict)
     return TrainedRun(
@@ -424,7 +429,11 @@ def train_run(
     if _plan is not None:
         return _planned_run(name, loss, bundle, model_name, config, stored, key)
     if stored or cache:
-        _check_run_file_target(store_path if stored else cache_path, store_path.parent.parent if stored else None)
+        _check_run_file_target(
+            store_path if stored else cache_path,
+            store_path.parent.parent if stored else None,
+            _folder_setting(stored, cache_dir, stored_dir),
+        )
     definition = run_definition(bundle, model_name, loss, config) if stored else None
     run = _trained_run(name, model, loss, bundle, model_name, config, key)
     _report_run(run, bundle, config, None, {})  # its "training" line is printed by _trained_run
@@ -494,20 +503,31 @@ def _planned_run(
     )
 
 
-def _check_run_file_target(target_file: Path, stored_root: Path | None) -> None:
+def _check_run_file_target(target_file: Path, stored_root: Path | None, setting: str) -> None:
     """Fail before training when the run's file cannot be written where it goes: its folder (the stored runs'
-    root ``stored_root``, or the cache folder) is a file, or the file's own path is a folder."""
+    root ``stored_root``, or the cache folder) is a file, or the file's own path is a folder. ``setting``: what
+    chose that folder, and so what to change (:func:`_folder_setting`)."""
     target_dir = stored_root if stored_root is not None else target_file.parent
     if target_dir.exists() and not target_dir.is_dir():
         raise NotADirectoryError(
-            f"{target_dir} is not a folder: trained runs are stored in a folder there; "
-            "pass another cache_dir / stored_dir or remove the file"
+            f"{target_dir} is not a folder: trained runs are stored in a folder there; {setting}, or remove the file"
         )
     if target_file.is_dir():
         raise IsADirectoryError(
-            f"{target_file} is a folder, where this run's file is written: remove it "
-            "(or pass another cache_dir / stored_dir)"
+            f"{target_file} is a folder, where this run's file is written: remove it (or {setting})"
         )
+
+
+def _folder_setting(stored: bool, cache_dir: str | os.PathLike | None, stored_dir: str | os.PathLike | None) -> str:
+    """How to point a run at another folder, naming the setting that chose the one it has: the ``stored_dir`` or
+    ``cache_dir`` argument, ``$CALIBMED_CACHE_DIR``, or the default folder."""
+    if stored:
+        return "pass another stored_dir" if stored_dir is not None else "pass a stored_dir (default: stored_runs/)"
+    if cache_dir is not None:
+        return "pass another cache_dir"
+    if os.environ.get(CACHE_DIR_ENV):
+        return f"set {CACHE_DIR_ENV} (now {os.environ[CACHE_DIR_ENV]!r}) to a folder, or unset it"
+    return f"set {CACHE_DIR_ENV} to a folder (default: runs/cache/)"
 
 
 def _trained_run(
