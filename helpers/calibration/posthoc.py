@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -228,6 +229,7 @@ class MatrixScaling(_LogitCalibrator):
         ``seed``), then refit on all the data with the chosen pair. ``cv_nll`` holds each pair's held-out NLL."""
         if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
             raise ValueError(f"folds must be an integer >= 2, got {folds!r}")
+        grid = _check_penalty_grid(grid)
         z = check_logits(logits)
         y = check_labels(labels, z, "multi-class")
         if z.shape[0] < folds:
@@ -253,6 +255,22 @@ class MatrixScaling(_LogitCalibrator):
             f"{type(self).__name__}(off_diagonal_penalty={self.off_diagonal_penalty:g}, "
             f"bias_penalty={self.bias_penalty:g}, fitted={self.fitted})"
         )
+
+
+def _check_penalty_grid(grid: Any) -> list[float]:
+    """The penalties of :meth:`MatrixScaling.cross_validated`'s grid: a non-empty sequence of finite numbers > 0."""
+    try:
+        values = [] if isinstance(grid, (str, bytes)) else list(grid)
+    except TypeError:
+        values = [grid]
+    if not values:
+        raise ValueError(f"grid is empty (got {grid!r}); pass the penalties > 0 to try, e.g. (1e-1, 1e-2, 1e-3)")
+    bad = [
+        v for v in values if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (math.isfinite(v) and v > 0)
+    ]
+    if bad:
+        raise ValueError(f"grid holds {bad}, but its values are L2 penalties > 0 (finite numbers); got {grid!r}")
+    return [float(v) for v in values]
 
 
 def _warn_multiclass_fit(name: str, calibrated: torch.Tensor, y: torch.Tensor) -> None:

@@ -93,6 +93,8 @@ def em_target_prior(
     probabilities ``probs`` (N, K), by EM from ``source_prior``; returns (prior, iterations). Stops when no class's
     prior moves by more than ``tol``; raises if ``max_iter`` is reached first (the estimate would be unfinished).
     ``probs`` must be probabilities (a ValueError for logits, NaN, negative or unnormalised rows)."""
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r} (EM needs at least one step)")
     p = _probabilities(probs)
     source = _prior(source_prior, p.shape[1], "source_prior")
     prior = source.clone()
@@ -110,8 +112,7 @@ def crossfit_temperature(logits: Any, labels: Any, folds: int = 2, seed: int = 0
     of the same set (stratified, seeded). Returns (probabilities (N, K), the fitted temperatures)."""
     z = torch.as_tensor(logits)
     y = torch.as_tensor(labels)
-    if folds < 2:
-        raise ValueError(f"folds must be at least 2 (no image is scored by a temperature fitted on it), got {folds}")
+    _check_folds(folds, y)
     generator = torch.Generator().manual_seed(seed)
     fold_of = torch.empty(len(y), dtype=torch.long)
     for k in torch.unique(y):
@@ -126,6 +127,21 @@ def crossfit_temperature(logits: Any, labels: Any, folds: int = 2, seed: int = 0
         probs[held] = scaler.transform(z[held]).double()
         temperatures.append(float(scaler.temperature))
     return probs, temperatures
+
+
+def _check_folds(folds: Any, labels: torch.Tensor) -> None:
+    """``folds`` must be an integer >= 2 (no image is scored by a temperature fitted on it) and at most the size of
+    the largest class: the folds are dealt out class by class, so a fold beyond that would be empty."""
+    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
+        raise ValueError(
+            f"folds must be an integer, at least 2 (no image is scored by a temperature fitted on it), got {folds!r}"
+        )
+    largest = int(torch.unique(labels, return_counts=True)[1].max()) if labels.numel() else 0
+    if folds > largest:
+        raise ValueError(
+            f"folds={folds} but the largest class has {largest} images: each fold takes one image of a class in "
+            f"turn, so folds beyond that would be empty; use folds <= {largest}"
+        )
 
 
 def class_prior(labels: Any, n_classes: int) -> torch.Tensor:

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -60,11 +64,41 @@ def path(optional: bool = False) -> Rule:
     return Rule("a path (text)", lambda v: isinstance(v, (str, os.PathLike)) and os.fspath(v) != "", optional)
 
 
-def list_of(item: Rule) -> Rule:
+def list_of(item: Rule, distinct: str = "") -> Rule:
+    """A non-empty list of items of the rule ``item``; with ``distinct`` (what a repeat would do), no item twice."""
     return Rule(
-        f"a non-empty list, each item {item.description}",
-        lambda v: isinstance(v, list) and len(v) > 0 and all(item.accepts(x) for x in v),
+        f"a non-empty list, each item {item.description}" + (f", each once ({distinct})" if distinct else ""),
+        lambda v: (
+            isinstance(v, list)
+            and len(v) > 0
+            and all(item.accepts(x) for x in v)
+            and (not distinct or len(set(v)) == len(v))
+        ),
     )
+
+
+#: the devices :func:`helpers.training.resolve_device` takes (whether one is present is checked when training)
+DEVICE_PATTERN = re.compile(r"auto|cpu|mps|cuda(:[0-9]+)?")
+
+
+def device() -> Rule:
+    return Rule(
+        "one of 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'",
+        lambda v: isinstance(v, str) and DEVICE_PATTERN.fullmatch(v) is not None,
+    )
+
+
+def plain(value: Any) -> Any:
+    """A knob's value with numpy scalars as Python ones (``np.int64(3)`` -> 3, also inside lists): a seed from
+    ``numpy`` is an integer, and the results JSON takes only Python numbers. numpy booleans stay as they are (a
+    boolean is never a number)."""
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
 
 
 COUNT = integer(1)
@@ -76,7 +110,7 @@ PROBABILITY = number(0.0, 1.0)
 RULES: dict[str, Rule] = {
     "dataset": text(),
     "model": text(),
-    "device": text(),
+    "device": device(),
     "data_dir": path(optional=True),
     "results_path": path(),
     "image_size": integer(8),
@@ -85,7 +119,7 @@ RULES: dict[str, Rule] = {
     "lr": RATE,
     "seed": integer(0),
     "max_train": integer(1, optional=True),
-    "seeds": list_of(integer(0)),
+    "seeds": list_of(integer(0), distinct="a repeated seed would be counted twice in the mean and sd over seeds"),
     # notebook knobs: counts of images, resamples, repeats, epochs, iterations
     "timing_images": COUNT,
     "bootstrap_samples": COUNT,
@@ -180,3 +214,19 @@ def check(notebook: str, values: Mapping[str, Any], profiles: Mapping[str, Mappi
             + "\nPass allowed values (papermill -p NAME VALUE, or `course run -p NAME VALUE` with VALUE "
             "as JSON, e.g. -p lr 0.05) or fix the notebook's PROFILES table."
         )
+
+
+def check_results_path(notebook: str, value: Any) -> None:
+    """Raise a ValueError now, not after the notebook ran, when the results JSON cannot be written at ``value``:
+    it is a folder, a file is where one of its folders would be, or its folder is read-only to this user."""
+    path = Path(os.fspath(value)).absolute()
+    fix = f"pass a results_path in a folder this user can write, e.g. runs/results/{notebook}.json"
+    if path.is_dir():
+        raise ValueError(f"{notebook}: results_path={value!r} is a folder; it names the results JSON file. {fix}")
+    folder = path.parent
+    while not os.path.exists(folder) and folder != folder.parent:
+        folder = folder.parent  # the folders that do not exist yet are created when the results are written
+    if not folder.is_dir():
+        raise ValueError(f"{notebook}: results_path={value!r}: {folder} is a file, not a folder. {fix}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{notebook}: results_path={value!r}: this user cannot write into {folder}. {fix}")

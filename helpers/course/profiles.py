@@ -109,7 +109,7 @@ def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile:
         raise ValueError(f"the PROFILES table of {notebook} lacks {missing_profiles}")
     _check_declared_knobs(notebook, profiles, knobs)
     values = dict(profiles[profile])
-    values.update({k: v for k, v in knobs.items() if v is not None})
+    values.update({k: knob_rules.plain(v) for k, v in knobs.items() if v is not None})
     values.setdefault("device", "auto")
     values.setdefault("seed", 0)
     values.setdefault("data_dir", None)
@@ -121,6 +121,7 @@ def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile:
     if missing:
         raise ValueError(f"{notebook}: no value for {missing} in profile {profile!r} nor in the parameters cell")
     knob_rules.check(notebook, values, profiles)
+    knob_rules.check_results_path(notebook, values["results_path"])
     core = {k: values.pop(k) for k in KNOBS}
     cfg = RunConfig(notebook=notebook, profile=profile, extra=values, **core)
     print(cfg.describe())

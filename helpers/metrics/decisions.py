@@ -114,11 +114,25 @@ def _check_class(k: int, n_classes: int) -> int:
 
 def one_vs_rest(probs: Any, labels: Any, class_index: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(p_k (N,) float64, 1[y = k] (N,) bool) of one class from (N, K) probabilities and (N,) labels."""
+    p, positive = _one_vs_rest_as_given(probs, labels, class_index)
+    return p.to(torch.float64), positive
+
+
+def _one_vs_rest_as_given(probs: Any, labels: Any, class_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`one_vs_rest` with p_k in the probabilities' own floating-point type."""
     p, y = core.multiclass_inputs(probs, labels)
     if p.shape[0] == 0:
         raise ValueError("probs and labels are empty (0 rows); a decision needs at least one patient")
     k = _check_class(class_index, p.shape[1])
-    return p[:, k].to(torch.float64), y == k
+    return p[:, k], y == k
+
+
+def _treated(p: torch.Tensor, thresholds: Any) -> torch.Tensor:
+    """1[p ≥ t], (T, N) for T thresholds, decided in the precision of ``p``: each threshold is first rounded to
+    ``p``'s floating-point type, so a probability that is t as float32 stores it (0.7 as 0.699999988) is treated
+    as p ≥ t holds for it in float64; float32 and float64 probabilities then break a tie at t alike."""
+    t = torch.as_tensor(np.atleast_1d(thresholds), dtype=torch.float64).to(p.dtype).to(torch.float64)
+    return p.to(torch.float64)[None, :] >= t.to(p.device)[:, None]
 
 
 @dataclass(frozen=True)
@@ -162,10 +176,11 @@ class ThresholdOutcome:
 def threshold_outcome(
     probs: Any, labels: Any, class_index: int, threshold: float = BIOPSY_THRESHOLD
 ) -> ThresholdOutcome:
-    """Confusion counts of "treat when p_k ≥ threshold" (see :class:`ThresholdOutcome` for the rates)."""
+    """Confusion counts of "treat when p_k ≥ threshold" (see :class:`ThresholdOutcome` for the rates); p_k ≥ t is
+    decided in the probabilities' own precision (a tie at t is treated in float32 and float64 alike)."""
     t = _check_threshold(threshold)
-    p, positive = one_vs_rest(probs, labels, class_index)
-    treated = p >= t
+    p, positive = _one_vs_rest_as_given(probs, labels, class_index)
+    treated = _treated(p, t)[0]
     tp = int((treated & positive).sum())
     fp = int((treated & ~positive).sum())
     fn = int((~treated & positive).sum())
@@ -237,8 +252,8 @@ def decision_curve(probs: Any, labels: Any, class_index: int, thresholds: Any = 
         return DecisionCurve(
             t, np.mean([c.model for c in per_seed], axis=0), per_seed[0].treat_all, per_seed[0].prevalence
         )
-    p, positive = one_vs_rest(probs, labels, class_index)
-    treated = p[None, :] >= torch.as_tensor(t, dtype=torch.float64, device=p.device)[:, None]
+    p, positive = _one_vs_rest_as_given(probs, labels, class_index)
+    treated = _treated(p, t)
     tp = (treated & positive).sum(1).double().cpu().numpy()
     fp = (treated & ~positive).sum(1).double().cpu().numpy()
     n = positive.numel()
@@ -381,6 +396,11 @@ def decision_record(
 ) -> dict[str, Any]:
     """A JSON-ready record of the decision analysis: the class, the threshold, the test prevalence, "treat all"
     at the threshold, per-model seed summaries, the mean decision curves and the paired NB differences."""
+    if not curves:
+        raise ValueError(
+            "curves is empty: decision_record needs at least one model's decision curve (decisions.decision_curve "
+            "of its test probabilities, one entry per model)"
+        )
     first = next(iter(curves.values()))
     record = {
         "class": class_name,

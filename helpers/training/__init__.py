@@ -5,7 +5,8 @@ and the one line a notebook prints about the runs it loads).
 Modules: ``models``; the engine ``train`` (``fit``) with ``config`` (``TrainConfig``, ``Augmentation``), ``devices``,
 ``augmentation``, ``prediction`` (``predict``, ``predict_logits``, ``features_of``, the validation metrics) and
 ``checkpoints``; ``determinism``; ``version`` (the training version); ``recipes``, ``run_keys``, ``run_store``,
-``run_files`` (run files with a content hash) and ``run_log`` (the runs the notebooks load).
+``run_files`` (run files with a content hash), ``run_checks`` (what a run file holds) and ``run_log`` (the runs
+the notebooks load).
 
 Imports :mod:`helpers.losses`, :mod:`helpers.metrics`, :mod:`helpers.data` and :mod:`helpers.utils`."""
 
@@ -50,6 +51,11 @@ from helpers.training.recipes import (  # noqa: F401
     recipe_model,
     retrain_selected,
 )
+from helpers.training.run_checks import (  # noqa: F401
+    check_finite_state,
+    check_history,
+    check_stored_definition,
+)
 from helpers.training.run_files import (  # noqa: F401
     CACHED_FIELDS,
     INTEGRITY,
@@ -66,7 +72,7 @@ from helpers.training.run_files import (  # noqa: F401
     write_cached_payload,
     write_sealed,
 )
-from helpers.training.run_keys import run_definition, run_key  # noqa: F401
+from helpers.training.run_keys import definition_key, run_definition, run_key  # noqa: F401
 from helpers.training.run_log import (  # noqa: F401
     LINE_WIDTH,
     RETRAIN_COMMAND,
@@ -174,6 +180,10 @@ __all__ = [
     "STORE_FORMAT",
     "recipe_config",
     "TrainedRun",
+    "check_finite_state",
+    "check_history",
+    "check_stored_definition",
+    "definition_key",
     "run_definition",
     "run_key",
     "default_cache_dir",
