@@ -132,7 +132,9 @@ def _add_grid_arguments(run_parser: argparse.ArgumentParser) -> None:
     run_parser.add_argument(
         "--address", default=None, help="Ray cluster to join: auto or HOST:PORT (default: a local Ray on this machine)"
     )
-    run_parser.add_argument("--gpus-per-run", type=float, default=0.0, help="GPU share of each notebook's task")
+    run_parser.add_argument(
+        "--gpus-per-run", type=ray_engine.gpu_share, default=0.0, help="GPU share of each notebook's task"
+    )
 
 
 def _add_folder_commands(sub: Any) -> None:
@@ -207,6 +209,12 @@ def _run_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     if args.command == "run" and (args.engine == "ray" or args.grid):
         _run_grid_command(parser, args, out, extra)
         return
+    if args.command == "run":
+        ray_only = [
+            flag for flag, value in (("--address", args.address), ("--gpus-per-run", args.gpus_per_run)) if value
+        ]
+        if ray_only:
+            parser.error(f"{', '.join(ray_only)} only apply with --engine ray (the local engine would ignore them)")
     try:
         runner.run_course(
             out, profile=args.profile, selection=args.notebooks, prepare_only=args.command == "prepare", extra=extra
@@ -224,6 +232,15 @@ def _run_grid_command(
         parser.error("--grid runs through Ray: add --engine ray")
     try:
         grid = ray_engine.parse_grid(args.grid)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+    both = sorted(set(extra) & set(grid))
+    if both:
+        parser.error(
+            f"{', '.join(both)} is given both by -p and by --grid (the grid's values would replace -p's): give it "
+            "in one of them"
+        )
+    try:
         ray_engine.run_grid(
             out,
             grid,

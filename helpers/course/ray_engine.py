@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -80,8 +81,43 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help="Ray cluster to join: auto (the one `ray start` runs here) or HOST:PORT; default: a "
         "local Ray on this machine",
     )
-    parser.add_argument("--gpus-per-run", type=float, default=0.0, help="GPU share of each Ray task (0.0625: 16 a GPU)")
-    parser.add_argument("--cpus-per-run", type=int, default=1, help="CPUs (and torch threads) of each Ray task")
+    parser.add_argument(
+        "--gpus-per-run", type=gpu_share, default=0.0, help="GPU share of each Ray task (0.0625: 16 a GPU)"
+    )
+    parser.add_argument("--cpus-per-run", type=cpu_count, default=1, help="CPUs (and torch threads) of each Ray task")
+
+
+def gpu_share(text: str) -> float:
+    """The ``--gpus-per-run`` argument: a finite number >= 0 (argparse's usage error otherwise, before any work)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a GPU share: give a finite number >= 0 (0: no GPU; 0.0625: sixteen runs share a GPU)"
+        )
+    return value
+
+
+def cpu_count(text: str) -> int:
+    """The ``--cpus-per-run`` argument: an integer >= 1 (argparse's usage error otherwise, before any work)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a CPU count: give an integer >= 1")
+    return value
+
+
+def check_resources(gpus: float, cpus: int, gpus_name: str, cpus_name: str) -> None:
+    """ValueError naming the argument unless ``gpus`` (a task's GPU share) is a finite number >= 0 and ``cpus`` an
+    integer >= 1; checked before Ray is joined."""
+    if isinstance(gpus, bool) or not isinstance(gpus, (int, float)) or not (math.isfinite(gpus) and gpus >= 0):
+        raise ValueError(f"{gpus_name} must be a finite number >= 0 (a task's share of a GPU), got {gpus!r}")
+    if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
+        raise ValueError(f"{cpus_name} must be an integer >= 1, got {cpus!r}")
 
 
 def check_engine_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -358,8 +394,7 @@ def train_declared(
             "(CALIBMED_RETRAIN=1): retrain with `make reference-runs RETRAIN=1`, or delete the stored runs "
             "to retrain (stored_runs/<dataset>/<key>.npz, runs/cache/) and run --engine ray without it"
         )
-    if gpus_per_run < 0 or cpus_per_run < 1:
-        raise ValueError(f"--gpus-per-run must be >= 0 and --cpus-per-run >= 1, got {gpus_per_run}, {cpus_per_run}")
+    check_resources(gpus_per_run, cpus_per_run, "gpus_per_run (--gpus-per-run)", "cpus_per_run (--cpus-per-run)")
     ray = connect(address, num_cpus)
     task = ray.remote(train_named_run).options(
         num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=max_retries, retry_exceptions=False
@@ -447,6 +482,13 @@ def run_grid(
     The parameters' names and values, the grid points' folders and Ray are checked before any folder is touched."""
     from helpers.course import runner as course
 
+    check_resources(gpus_per_notebook, cpus_per_notebook, "gpus_per_notebook", "cpus_per_notebook")
+    both = sorted(set(extra or {}) & set(grid))
+    if both:
+        raise ValueError(
+            f"{', '.join(both)} given both as a parameter (-p) and in the grid (--grid): the grid's values would "
+            "replace the parameter's; give each in one place"
+        )
     notebooks = course.list_notebooks(list(selection) if selection else None)
     points = grid_points(grid)
     course.check_parameter_names(notebooks, list({**(extra or {}), **grid}))
