@@ -1,11 +1,13 @@
 """The training version names what the training code does (issue 19, item 2): a docstring or an unused metric keeps
 it, a loss's arithmetic changes it, and a process keeps the version of the code it loaded."""
 
+import inspect
 import json
 import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import torch
@@ -19,13 +21,31 @@ FOCAL_LINE = "        return _focal_terms(log_pt, self.gamma).mean()\n"
 FOCAL_EDITED = "        return _focal_terms(log_pt, self.gamma + 0.5).mean()\n"
 
 
-def test_the_version_is_computed_once_per_process_and_is_stable():
+def test_the_version_is_computed_once_per_process_and_is_stable(monkeypatch):
     first = version.training_version()
     assert len(first) == 16 and int(first, 16) >= 0
-    assert version.training_version() == first
-    assert version.training_version.cache_info().misses <= 1
     assert version.compute_training_version() == first  # the probe is deterministic
     assert run_store.training_version is version.training_version
+    computed = []
+    real = version.compute_training_version
+    monkeypatch.setattr(version, "compute_training_version", lambda: computed.append(1) or real())
+    monkeypatch.setattr(version, "_computed", None)  # as in a new process
+    assert version.training_version() == version.training_version() == first and computed == [1]
+
+
+def test_a_loss_patched_in_place_as_autoreload_does_gets_its_own_version(monkeypatch):
+    """``%autoreload 2`` gives the functions the process holds the code of the edited file (it sets their
+    ``__code__``): the version must follow, not stay the one computed before (issue 29)."""
+    today = version.training_version()
+    source = textwrap.dedent(inspect.getsource(FocalLoss.forward))
+    assert source.count(FOCAL_LINE.strip()) == 1
+    namespace = {}
+    exec(source.replace(FOCAL_LINE.strip(), FOCAL_EDITED.strip()), FocalLoss.forward.__globals__, namespace)
+    monkeypatch.setattr(FocalLoss.forward, "__code__", namespace["forward"].__code__)
+    edited = version.training_version()
+    assert edited != today and edited == version.compute_training_version()
+    monkeypatch.undo()
+    assert version.training_version() == today
 
 
 def test_the_probe_covers_every_trained_loss_and_model():
@@ -116,8 +136,15 @@ ex.train_run("focal", FocalLoss(2.0), bundle, "small_cnn", config, cache_dir="ca
 [stored] = pathlib.Path("stored/tiny").glob("*.npz")
 import numpy as np
 meta = json.loads(np.load(stored)["meta"].tobytes())
-print(json.dumps({"version": ex.training_version(), "stored": meta["training_version"],
-                  "cached": [p.stem.split("-")[1] for p in pathlib.Path("cache").glob("*.pt")]}))
+before = ex.training_version()
+# then the edited file is reloaded (importlib.reload, as a reader in a notebook would) and the loss trained again
+import importlib, helpers.losses.multiclass as multiclass
+importlib.reload(multiclass)
+ex.train_run("focal", multiclass.FocalLoss(2.0), bundle, "small_cnn", config, cache_dir="reloaded")
+print(json.dumps({"version": before, "stored": meta["training_version"],
+                  "cached": [p.stem.split("-")[1] for p in pathlib.Path("cache").glob("*.pt")],
+                  "after_reload": ex.training_version(),
+                  "cached_after_reload": [p.stem.split("-")[1] for p in pathlib.Path("reloaded").glob("*.pt")]}))
 """
 
 
@@ -156,3 +183,5 @@ def test_versions_of_edited_copies_and_a_process_that_imported_older_code(tmp_pa
     edited = _run(old_process, VERSION_SCRIPT)["version"]  # a new process loads the edited code
     assert edited != today
     assert outcome["version"] == outcome["stored"] == today and outcome["cached"] == [today]
+    # after importlib.reload of the edited module, the process computes the edited code's version and caches under it
+    assert outcome["after_reload"] == edited and outcome["cached_after_reload"] == [edited]

@@ -29,9 +29,11 @@ definition (its key), not of the version.
 
 from __future__ import annotations
 
-import functools
 import hashlib
+import inspect
 import math
+import sys
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -69,34 +71,41 @@ N_CLASSES, N_LABELS = 4, 5
 PROBED_MODELS = ("small_cnn", "small_cnn_wide", "resnet18")
 
 
+def _now(obj: Any) -> Any:
+    """``obj`` as the module that defines it holds it now: after ``importlib.reload`` of that module, the reloaded
+    class or function, else ``obj`` (the probe runs the code a caller importing it now would get)."""
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    return getattr(module, obj.__qualname__, obj) if module is not None else obj
+
+
 def multiclass_losses() -> dict[str, Callable[[], nn.Module]]:
     """Every multi-class loss the course trains, as fixed probe instances (CCL-Net is probed through ``fit``)."""
     prior = torch.tensor([0.4, 0.3, 0.2, 0.1])
     accuracy = torch.tensor([0.9, 0.7, 0.5, 0.35])
     return {
-        "cross-entropy": CrossEntropy,
-        "LS": lambda: LabelSmoothing(0.1),
-        "LS prior": lambda: LabelSmoothing(0.1, prior=prior),
-        "focal": lambda: FocalLoss(3.0),
-        "FLSD-53": FLSD53,
-        "MbLS": lambda: MbLS(margin=2.0, lam=0.1),
-        "LS+": lambda: LSPlus(accuracy, alpha=0.5),
-        "DCA": lambda: DCA(beta=1.0),
-        "MDCA": lambda: MDCA(beta=1.0),
+        "cross-entropy": _now(CrossEntropy),
+        "LS": lambda: _now(LabelSmoothing)(0.1),
+        "LS prior": lambda: _now(LabelSmoothing)(0.1, prior=prior),
+        "focal": lambda: _now(FocalLoss)(3.0),
+        "FLSD-53": _now(FLSD53),
+        "MbLS": lambda: _now(MbLS)(margin=2.0, lam=0.1),
+        "LS+": lambda: _now(LSPlus)(accuracy, alpha=0.5),
+        "DCA": lambda: _now(DCA)(beta=1.0),
+        "MDCA": lambda: _now(MDCA)(beta=1.0),
     }
 
 
 def multilabel_losses() -> dict[str, Callable[[], nn.Module]]:
     """Every multi-label loss the course trains (:func:`helpers.lessons.course_losses`' set)."""
     return {
-        "BCE": BCE,
-        "focal": lambda: AsymmetricFocal(gamma_pos=0.0, gamma_neg=4.0),
-        "ASL": lambda: ASL(gamma_pos=0.0, gamma_neg=4.0, margin=0.05, eps=1e-8),
-        "SPA": lambda: SPA(1.0, 1.0, 0.0, 5.0, 3.0, 1.0),
-        "SPA+LPR": lambda: Composite(SPA(1.0, 1.0, 0.0, 5.0, 3.0, 1.0), [(1.0, LPR())]),
-        "BCE+LPR": lambda: Composite(BCE(), [(1.0, LPR())]),
-        "LDACE": lambda: LDACE(diagonal="p_squared"),
-        "LDACE+CCL": lambda: LDACEWithCCL(diagonal="p_squared", ccl_weight=1.0, n_bins=1),
+        "BCE": _now(BCE),
+        "focal": lambda: _now(AsymmetricFocal)(gamma_pos=0.0, gamma_neg=4.0),
+        "ASL": lambda: _now(ASL)(gamma_pos=0.0, gamma_neg=4.0, margin=0.05, eps=1e-8),
+        "SPA": lambda: _now(SPA)(1.0, 1.0, 0.0, 5.0, 3.0, 1.0),
+        "SPA+LPR": lambda: _now(Composite)(_now(SPA)(1.0, 1.0, 0.0, 5.0, 3.0, 1.0), [(1.0, _now(LPR)())]),
+        "BCE+LPR": lambda: _now(Composite)(_now(BCE)(), [(1.0, _now(LPR)())]),
+        "LDACE": lambda: _now(LDACE)(diagonal="p_squared"),
+        "LDACE+CCL": lambda: _now(LDACEWithCCL)(diagonal="p_squared", ccl_weight=1.0, n_bins=1),
     }
 
 
@@ -167,8 +176,8 @@ def tiny_bundle(task: str = "multi-class", n: int = 64) -> DatasetBundle:
         labels = (torch.rand(n, N_LABELS, generator=generator) < 0.4).float()
         images[:, :, :N_LABELS, 0] += (labels * 150).to(torch.uint8).view(n, 1, N_LABELS)
         names = [f"label {k}" for k in range(N_LABELS)]
-    split = Split(images, labels)
-    return DatasetBundle(
+    split = _now(Split)(images, labels)
+    return _now(DatasetBundle)(
         name=f"probe {task}",
         task=task,
         class_names=names,
@@ -187,20 +196,20 @@ def _fit_cases() -> dict[str, tuple[str, Callable[[], nn.Module], dict[str, Any]
     return {
         "onecycle, augmented": (
             "multi-class",
-            CrossEntropy,
+            _now(CrossEntropy),
             dict(schedule="onecycle", augment=True, weight_decay=5e-4),
         ),
         "constant, last epoch": (
             "multi-class",
-            CrossEntropy,
+            _now(CrossEntropy),
             dict(schedule="constant", augment=False, weight_decay=0.0, monitor="epoch", monitor_mode="max"),
         ),
         "cosine, adamw, clipped": (
             "multi-class",
-            lambda: FocalLoss(2.0),
+            lambda: _now(FocalLoss)(2.0),
             dict(schedule="cosine", optimizer="adamw", lr=0.01, grad_clip=1.0, augment=False),
         ),
-        "multi-label": ("multi-label", BCE, dict(schedule="onecycle", augment=False)),
+        "multi-label": ("multi-label", _now(BCE), dict(schedule="onecycle", augment=False)),
     }
 
 
@@ -211,7 +220,7 @@ def _fit_probe() -> Iterator[tuple[str, torch.Tensor]]:
         torch.manual_seed(3)
         model = Float64Model(models.build_model("small_cnn", 1, n_outputs, image_size=8))
         loss = make_loss().double()
-        config = TrainConfig(
+        config = _now(TrainConfig)(
             **({"epochs": 2, "batch_size": 16, "lr": 0.05, "device": "cpu", "progress": False, "seed": 4} | settings)
         )
         result = train.fit(model, loss, bundle, config)
@@ -236,7 +245,7 @@ def _ccl_net_probe() -> Iterator[tuple[str, torch.Tensor]]:
     features = torch.randn(4, 16, 8, generator=generator, dtype=torch.float64)
     labels = torch.randint(0, N_CLASSES, (4, 16), generator=generator)
     torch.manual_seed(6)
-    loss = CCLNetLoss(8, N_CLASSES, hidden_dims=(16,), embedding_dim=8, lr_ccl=1e-2).double()
+    loss = _now(CCLNetLoss)(8, N_CLASSES, hidden_dims=(16,), embedding_dim=8, lr_ccl=1e-2).double()
     for epoch, (batch, targets) in enumerate(zip(features, labels), start=1):
         logits = batch @ torch.linspace(-1, 1, 8 * N_CLASSES, dtype=torch.float64).view(8, N_CLASSES)
         logits.requires_grad_(True)
@@ -293,7 +302,86 @@ def compute_training_version() -> str:
     return digest.hexdigest()[:16]
 
 
-@functools.cache
+#: the packages whose code the probe runs: a reload of one of their modules can change the version
+WATCHED_PACKAGES = ("helpers.losses", "helpers.training", "helpers.metrics", "helpers.data", "helpers.utils")
+
+#: (the training code loaded when the version was computed, the version), or None before the first use
+_computed: tuple[dict[str, dict[str, tuple[Any, Any]]], str] | None = None
+
+
 def training_version() -> str:
-    """The training version of the code loaded in this process, computed on first use and kept."""
-    return compute_training_version()
+    """The training version of the code loaded in this process: computed on first use and kept while that code is
+    what the process holds; computed again when ``importlib.reload`` or IPython's ``%autoreload`` replaced or
+    patched any function or class of the training code since (:func:`loaded_training_code`), so that no run is
+    stored or cached under the version of code the process no longer runs."""
+    global _computed
+    if _computed is None or code_changed(_computed[0], loaded_training_code()):
+        if _computed is not None:
+            _warn_stale_reexports()
+        version = compute_training_version()
+        _computed = (loaded_training_code(), version)  # taken after the probe: what it imported is part of it
+    return _computed[1]
+
+
+def loaded_training_code() -> dict[str, dict[str, tuple[Any, Any]]]:
+    """Per loaded module of :data:`WATCHED_PACKAGES`: each function and class it defines, and each method of
+    those classes, by qualified name, as (the object, its code object or None). ``importlib.reload`` makes new
+    objects under the same names; ``%autoreload`` also gives the old functions new code objects."""
+    loaded = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith(tuple(f"{package}." for package in WATCHED_PACKAGES)):
+            continue
+        entries: dict[str, tuple[Any, Any]] = {}
+        for attribute, value in list(vars(module).items()):
+            if getattr(value, "__module__", None) != name:
+                continue  # imported from elsewhere, or put there by a test's monkeypatch
+            if inspect.isfunction(value):
+                entries[attribute] = (value, value.__code__)
+            elif inspect.isclass(value):
+                entries[attribute] = (value, None)
+                for method_name, method in list(vars(value).items()):
+                    function = getattr(method, "__func__", method)  # classmethod, staticmethod
+                    if inspect.isfunction(function) and function.__module__ == name:
+                        entries[f"{attribute}.{method_name}"] = (function, function.__code__)
+        loaded[name] = entries
+    return loaded
+
+
+def code_changed(before: dict[str, dict[str, tuple[Any, Any]]], now: dict[str, dict[str, tuple[Any, Any]]]) -> bool:
+    """Whether a module loaded in ``before`` holds another function, class or code object under one of its names,
+    or defines a name it did not (a reload). Modules imported since, and names now bound to objects from elsewhere
+    (a test's monkeypatch), are not changes of the loaded code."""
+    for module, entries in before.items():
+        current = now.get(module, {})
+        for name, (value, code) in current.items():
+            if name not in entries:
+                return True
+            recorded_value, recorded_code = entries[name]
+            if value is not recorded_value or code is not recorded_code:
+                return True
+    return False
+
+
+def _warn_stale_reexports() -> None:
+    """After a reload, warn about package re-exports that still hold the objects of the earlier code (``from
+    helpers.losses import FocalLoss`` then gives the class before the edit, which the new version does not
+    describe)."""
+    stale = sorted(
+        f"{package}.{name}"
+        for package, module in list(sys.modules.items())
+        if package in WATCHED_PACKAGES and module is not None
+        for name, value in list(vars(module).items())
+        if inspect.isclass(value) or inspect.isfunction(value)
+        if (home := sys.modules.get(getattr(value, "__module__", ""))) is not None
+        and home is not module
+        and getattr(home, name, value) is not value
+    )
+    if stale:
+        warnings.warn(
+            f"the training code was reloaded in this process, but {', '.join(stale[:5])}"
+            f"{' and others' if len(stale) > 5 else ''} still name the objects of the code before the reload: "
+            "objects made from them train the earlier code under the new training version. Restart the kernel "
+            "(or use %autoreload 2, which updates them)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
