@@ -20,10 +20,11 @@ and each output is rounded to a few digits of its own scale before hashing (8 fo
 steps; :func:`_rounded`): PyTorch's AVX-512, AVX2 and plain (``ATEN_CPU_CAPABILITY=default``) kernels give the same
 version. A change of behaviour smaller than the rounding is not seen.
 
-The version is computed once per process, lazily, from the code *loaded in this process*: every module the probe
-exercises is imported here, when :mod:`helpers.training.run_store` is, so a process that imported older code and whose
-files were edited afterwards keeps computing the older code's version and never stores or caches a run under the
-newer one. The hyper-parameters below are fixed probe values; the course's own values are part of each run's
+The version is computed lazily from the code *loaded in this process*: every module the probe exercises is imported
+here, when :mod:`helpers.training.run_store` is, so a process that imported older code and whose files were edited
+afterwards keeps computing the older code's version and never stores or caches a run under the newer one. It is
+kept while that loaded code stays the same, and computed again when ``importlib.reload`` or IPython's
+``%autoreload`` replaced or patched a function or class of it (:func:`training_version`). The hyper-parameters below are fixed probe values; the course's own values are part of each run's
 definition (its key), not of the version.
 """
 
