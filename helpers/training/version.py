@@ -24,8 +24,9 @@ The version is computed lazily from the code *loaded in this process*: every mod
 here, when :mod:`helpers.training.run_store` is, so a process that imported older code and whose files were edited
 afterwards keeps computing the older code's version and never stores or caches a run under the newer one. It is
 kept while that loaded code stays the same, and computed again when ``importlib.reload`` or IPython's
-``%autoreload`` replaced or patched a function or class of it (:func:`training_version`). The hyper-parameters below are fixed probe values; the course's own values are part of each run's
-definition (its key), not of the version.
+``%autoreload`` replaced or patched a function or class of it (:func:`training_version`). The hyper-parameters
+below are fixed probe values; the course's own values are part of each run's definition (its key), not of the
+version.
 """
 
 from __future__ import annotations
