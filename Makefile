@@ -34,7 +34,9 @@ data: venv
 # says which file, where to put it and the fetch command, and nothing runs); a notebook whose real-image data
 # (ISIC 2018 for 12) are absent is named in one line and skipped (CI: CALIBMED_REQUIRE_ALL_DATA=1 forbids skips).
 smoke-data: venv
+	$(stage_begin)
 	$(PY) -m helpers.course check-data --profile smoke
+	$(stage_end)
 
 # PROFILE=reference re-executes the committed notebooks from the stored runs in stored_runs/ (minutes);
 # RETRAIN=1 trains again every stored run that older training code produced (hours on a CPU, minutes on a GPU).
@@ -50,30 +52,44 @@ reference-runs: venv
 
 test: smoke-data lint unit notebooks-smoke site-test
 
+# Each stage of make test prints its seconds when it ends and adds them to $(STAGE_TIMES), which .ci/run prints at
+# the end (CI must stay well under 20 minutes on a 2-core machine; the unit stage is the one to watch).
+STAGE_TIMES := build/stage-times.txt
+stage_begin = @mkdir -p build && date +%s > build/.stage-$@
+stage_end = @seconds=$$(( $$(date +%s) - $$(cat build/.stage-$@) )); echo "stage $@: $$seconds s" | tee -a $(STAGE_TIMES)
+
 # ruff (pyflakes, pycodestyle, import order, pyupgrade, bugbear; settings in pyproject.toml) and its format check
 lint: venv
+	$(stage_begin)
 	$(VENV)/bin/ruff check helpers tests bench scripts
 	$(VENV)/bin/ruff format --check helpers tests bench scripts
+	$(stage_end)
 
 unit: venv
+	$(stage_begin)
 	$(PY) -m pytest tests -m "not browser"
+	$(stage_end)
 
 # papermill injects the smoke parameters, nbval (lax) executes the prepared copies and compares the cells
 # marked NBVAL_CHECK_OUTPUT, then every notebook must have written its results JSON.
 notebooks-smoke: venv smoke-data
+	$(stage_begin)
 	rm -rf $(SMOKE)
 	$(PY) -m helpers.course prepare --profile smoke --out $(SMOKE)
 	CALIBMED_PROGRESS=final CALIBMED_HEADLESS=1 $(PY) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout 900 -p no:cacheprovider $(SMOKE)/notebooks
 	$(PY) -m helpers.course check $(SMOKE)
+	$(stage_end)
 
 # The website: the committed, executed notebooks as they are (never re-executed), the notes in docs/, the README as
 # the landing page, and the API reference generated from the docstrings of helpers/ (autosummary writes its pages
 # into book/generated/, rebuilt here). -W: any warning (broken reference, missing image, unknown output, a docstring
 # that is not valid reStructuredText) fails the build.
 book: venv
+	$(stage_begin)
 	rm -rf build/site book/generated
 	$(PY) -m sphinx -W --keep-going -q -b html -c book . build/site
 	@echo "website: build/site/index.html"
+	$(stage_end)
 
 # Debian's Chromium for the browser test, installed once (nothing to do when it is there).
 browser:
@@ -85,7 +101,9 @@ browser:
 # Every page of build/site in Chromium (console errors, figures, math, next/prev links, screenshots in
 # build/site-screenshots/), then the widgets of 01, 02 and 08 moved in a live JupyterLab.
 site-test: book browser
+	$(stage_begin)
 	CALIBMED_REQUIRE_BROWSER=1 $(PY) -m pytest -m browser -p no:cacheprovider tests/test_site.py
+	$(stage_end)
 
 # Student versions: solution cells replaced by stubs, check cells kept (helpers/course/student.py).
 student: venv
