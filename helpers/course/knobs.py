@@ -105,6 +105,7 @@ COUNT = integer(1)
 RATE = number(0.0, above_minimum=True)
 WEIGHT = number(0.0)
 PROBABILITY = number(0.0, 1.0)
+REPEATED_SEED = "a repeated seed would be counted twice in the mean and sd over seeds"
 
 #: the rules of the course knobs and of the notebook knobs that several notebooks share or that need a range
 RULES: dict[str, Rule] = {
@@ -119,7 +120,8 @@ RULES: dict[str, Rule] = {
     "lr": RATE,
     "seed": integer(0),
     "max_train": integer(1, optional=True),
-    "seeds": list_of(integer(0), distinct="a repeated seed would be counted twice in the mean and sd over seeds"),
+    "seeds": list_of(integer(0), distinct=REPEATED_SEED),
+    "overfit_seeds": list_of(integer(0), distinct=REPEATED_SEED),  # the over-fitting recipe's (06), a prefix of seeds
     # notebook knobs: counts of images, resamples, repeats, epochs, iterations
     "timing_images": COUNT,
     "bootstrap_samples": COUNT,

@@ -6,7 +6,9 @@ The suites themselves: :mod:`helpers.course.suites_multiclass` (notebooks 01–0
 :mod:`helpers.course.suites_multilabel` (notebooks 08–11); what each notebook declares:
 :mod:`helpers.course.suites`.
 
-Training seeds: a configuration's ``seeds`` knob (``[0, 1, 2]`` in the reference profile), else ``[seed]``.
+Training seeds: a configuration's ``seeds`` knob (``[0, 1, 2, 3, 4]`` in the reference profiles of the notebooks
+whose verdicts rest on them: 06, 11, 12), else ``[seed]``; the over-fitting recipe takes ``overfit_seeds`` where a
+configuration sets it (06's reference profile: its three GPU-trained seeds, a run being ~15 minutes on a CPU).
 """
 
 from __future__ import annotations
@@ -21,11 +23,25 @@ from helpers import data
 from helpers.lessons import tuning
 from helpers.training import run_log, run_store
 
+OVERFITTING = "over-fitting"
 
-def seeds_of(cfg: Any) -> list[int]:
-    """The training seeds of a configuration: its ``seeds`` knob, else ``[seed]``."""
-    seeds = cfg.extra.get("seeds") if hasattr(cfg, "extra") else None
-    return [int(s) for s in seeds] if seeds else [int(cfg.seed)]
+
+def seeds_of(cfg: Any, recipe: str | None = None) -> list[int]:
+    """The training seeds of a configuration: its ``seeds`` knob, else ``[seed]``. For the over-fitting ``recipe``
+    its ``overfit_seeds`` knob where set (which must be among the seeds, so that every seed index of a recipe
+    names the same seed in each of its models)."""
+    extra = cfg.extra if hasattr(cfg, "extra") else {}
+    seeds = [int(s) for s in extra["seeds"]] if extra.get("seeds") else [int(cfg.seed)]
+    if recipe == OVERFITTING and extra.get("overfit_seeds"):
+        chosen = [int(s) for s in extra["overfit_seeds"]]
+        if chosen != seeds[: len(chosen)]:
+            raise ValueError(
+                f"overfit_seeds {chosen} must be the first seeds of seeds {seeds} (the over-fitting recipe's seeds "
+                "are a prefix of the others, so seed i names one seed in both recipes); e.g. seeds=[0, 1, 2, 3, 4], "
+                "overfit_seeds=[0, 1, 2]"
+            )
+        return chosen
+    return seeds
 
 
 def is_stored(cfg: Any) -> bool:

@@ -141,7 +141,7 @@ def multiclass_runs(
     runs: dict[RunKey, run_store.TrainedRun] = {}
     for recipe in recipes:
         model = recipe_model(cfg, recipe)
-        for seed in seeds_of(cfg):
+        for seed in seeds_of(cfg, recipe):
             config = _recipe_config(cfg, recipe, seed)
             ce = train_or_load(cfg, f"cross-entropy, {recipe}, seed {seed}", CrossEntropy(), bundle, model, config)
             accuracy = (  # LS+'s smoothing needs every class in validation; the other losses do not
@@ -174,7 +174,7 @@ def margin_sweep_runs(cfg: Any, bundle: Any) -> dict[tuple[float, int], run_stor
     recipe = cfg.sweep_recipe
     model = recipe_model(cfg, recipe)
     runs = {}
-    for seed in seeds_of(cfg):
+    for seed in seeds_of(cfg, recipe):
         config = _recipe_config(cfg, recipe, seed)
         for margin in cfg.sweep_margins:
             runs[(float(margin), seed)] = train_or_load(
@@ -196,7 +196,7 @@ def ccl_sweep_runs(cfg: Any, bundle: Any) -> dict[tuple[str, int], run_store.Tra
     model = recipe_model(cfg, recipe)
     prior = class_frequencies(bundle.train.labels, bundle.n_classes)
     runs = {}
-    for seed in seeds_of(cfg):
+    for seed in seeds_of(cfg, recipe):
         config = _recipe_config(cfg, recipe, seed)
         for rate in cfg.sweep_lr_ccl:
             runs[(f"CCL-Net lr={rate:g}", seed)] = train_or_load(
@@ -237,7 +237,7 @@ def synthetic_ccl_runs(cfg: Any, synthetic: Any) -> dict[int, run_store.TrainedR
             model,
             _recipe_config(cfg, recipe, seed),
         )
-        for seed in seeds_of(cfg)
+        for seed in seeds_of(cfg, recipe)
     }
 
 
