@@ -95,6 +95,11 @@ from helpers.lessons.real_xray import (  # noqa: F401
     run_facts,
     xray_table,
 )
+from helpers.lessons.seed_aware import (  # noqa: F401
+    METHOD,
+    SeedAwareDifferences,
+    seed_aware_differences,
+)
 from helpers.lessons.tuning import (  # noqa: F401
     MULTICLASS_GRIDS,
     MULTILABEL_GRIDS,
@@ -110,6 +115,9 @@ from helpers.lessons.tuning import (  # noqa: F401
 )
 
 __all__ = [
+    "METHOD",
+    "SeedAwareDifferences",
+    "seed_aware_differences",
     "logit_distances",
     "logit_distance_summary",
     "optimal_confidence",

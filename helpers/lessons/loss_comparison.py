@@ -144,22 +144,25 @@ def primary_table(
     losses: Sequence[str],
     reference: str,
     metric_names: Sequence[str] = ("nll", "ece"),
+    interval: str = "95 %",
 ) -> pd.DataFrame:
     """The primary question's table: rows = losses, per recipe the Δ (loss − reference) of each metric with its
-    95 % paired interval and one verdict. ``differences[("<recipe>/<loss>", "<recipe>/<reference>")][metric]``
-    holds the paired bootstrap results (:func:`helpers.metrics.paired_comparisons`). NLL differences in nats, ECE
-    differences in percentage points."""
+    interval (``interval`` names it in the header, e.g. "simultaneous 95 %") and one verdict.
+    ``differences[("<recipe>/<loss>", "<recipe>/<reference>")][metric]`` holds the paired bootstrap results
+    (:func:`helpers.metrics.paired_comparisons`, or the adjusted ones of
+    :func:`helpers.lessons.seed_aware.seed_aware_differences`). NLL differences in nats, ECE differences in
+    percentage points."""
     columns: dict[tuple[str, str], list[str]] = {}
     for recipe in recipes:
         for metric_name in metric_names:
             unit = " (pp)" if metric_name in stats.PERCENT_METRICS else ""
-            columns[(recipe, f"Δ {LABELS[metric_name]}{unit} [95 %]")] = []
+            columns[(recipe, f"Δ {LABELS[metric_name]}{unit} [{interval}]")] = []
         columns[(recipe, "verdict")] = []
         for loss in losses:
             by_metric = differences[(f"{recipe}/{loss}", f"{recipe}/{reference}")]
             for metric_name in metric_names:
                 unit = " (pp)" if metric_name in stats.PERCENT_METRICS else ""
-                columns[(recipe, f"Δ {LABELS[metric_name]}{unit} [95 %]")].append(
+                columns[(recipe, f"Δ {LABELS[metric_name]}{unit} [{interval}]")].append(
                     _interval(by_metric[metric_name], metric_name)
                 )
             columns[(recipe, "verdict")].append(_joint_verdict({m: verdict(by_metric[m], m) for m in metric_names}))
@@ -174,9 +177,11 @@ def primary_record(
     losses: Sequence[str],
     reference: str,
     metric_names: Sequence[str] = ("nll", "ece"),
+    intervals: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The primary question and its answer for the results JSON: {"question", "reference", "answer": {recipe:
-    {loss: {metric: {estimate, low, high, verdict}}}}, "beats": {recipe: {metric: [losses]}}}."""
+    {loss: {metric: {estimate, low, high, verdict}}}}, "beats": {recipe: {metric: [losses]}}, "intervals": how the
+    intervals were made (``intervals``, e.g. :meth:`helpers.lessons.seed_aware.SeedAwareDifferences.record`)}."""
     answer: dict[str, Any] = {}
     beats: dict[str, Any] = {}
     for recipe in recipes:
@@ -202,6 +207,7 @@ def primary_record(
         "reference": reference,
         "answer": answer,
         "beats": beats,
+        **({"intervals": dict(intervals)} if intervals is not None else {}),
     }
 
 

@@ -3,7 +3,8 @@ paired bootstrap, statistics across seeds and the tables the notebooks show, cal
 decompositions, threshold decisions, selective prediction, estimator bias and multi-label retrieval.
 
 Modules: ``calibration``, ``classification``, ``multilabel`` (the metrics), ``bootstrapping`` (bootstrap intervals and
-the weighted forms' table), ``weighted``, ``selective``, ``core``, ``stats``, ``class_focus``, ``decisions``,
+the weighted forms' table), ``seed_bootstrap`` (intervals over seeds and images; simultaneous intervals),
+``weighted``, ``selective``, ``core``, ``stats``, ``class_focus``, ``decisions``,
 ``decomposition``, ``estimator_bias``, ``retrieval``.
 
 Compute only (figures are in :mod:`helpers.plots`). Imports only :mod:`helpers.utils`."""
@@ -130,6 +131,15 @@ from helpers.metrics.retrieval import (  # noqa: F401
     sample_queries,
     top_k,
 )
+from helpers.metrics.seed_bootstrap import (  # noqa: F401
+    TWO_STAGE,
+    bootstrap_p_value,
+    holm_adjust,
+    max_t_adjust,
+    seed_counts,
+    two_stage_comparisons,
+    two_stage_samples,
+)
 from helpers.metrics.selective import (  # noqa: F401
     confidence_by_correctness,
     r_auc,
@@ -151,6 +161,7 @@ from helpers.metrics.stats import (  # noqa: F401
     per_seed_table,
     point_estimate_only,
     resampled_metric,
+    resampled_metric_per_seed,
     seed_summaries,
     seed_summary,
     summary_table,
@@ -160,6 +171,13 @@ from helpers.metrics.weighted import (  # noqa: F401
 )
 
 __all__ = [
+    "TWO_STAGE",
+    "bootstrap_p_value",
+    "holm_adjust",
+    "max_t_adjust",
+    "seed_counts",
+    "two_stage_comparisons",
+    "two_stage_samples",
     "DEFAULT_N_BINS",
     "ROW_SUM_TOLERANCE",
     "bin_edges",
@@ -227,6 +245,7 @@ __all__ = [
     "DifferenceTable",
     "difference_table",
     "resampled_metric",
+    "resampled_metric_per_seed",
     "paired_comparisons",
     "CLASS_RECALLS",
     "Names",

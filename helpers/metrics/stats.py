@@ -448,7 +448,7 @@ def difference_table(
 # ----------------------------------------------------------------------------------------------------------------
 # many paired comparisons on shared resamples, each model evaluated once
 # ----------------------------------------------------------------------------------------------------------------
-__all__ += ["resampled_metric", "paired_comparisons"]
+__all__ += ["resampled_metric", "resampled_metric_per_seed", "paired_comparisons"]
 
 
 def _resample_indices(n_rows: int, n: int, seed: int, device: torch.device) -> torch.Tensor:
@@ -467,6 +467,15 @@ def resampled_metric(
     undefined for some seed). Metrics with a weighted form (:mod:`helpers.metrics.weighted`) evaluate all resamples
     at once; others are called once per resample and seed.
     """
+    full, resampled = resampled_metric_per_seed(metric, probs, labels, n=n, seed=seed)
+    return float(np.mean(full)), resampled.mean(0)
+
+
+def resampled_metric_per_seed(
+    metric: Callable[..., float], probs: Sequence[Any], labels: Any, n: int = 1000, seed: int = 0
+) -> tuple[list[float], torch.Tensor]:
+    """(metric of each training seed on the full test set, (S, n) metric of each seed on each resample): the
+    per-seed values :func:`resampled_metric` averages (the same resamples; NaN where undefined)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise ValueError(f"n (number of bootstrap resamples) must be an integer >= 2, got {n!r}")
     y = core.to_tensor(labels, "labels")
@@ -489,17 +498,14 @@ def resampled_metric(
                 rows = indices[start : start + chunk]
                 weights = torch.zeros(rows.shape, dtype=torch.float64, device=rows.device)
                 weights.scatter_add_(1, rows, torch.ones(1, dtype=torch.float64, device=rows.device).expand_as(rows))
-                values.append(torch.stack([evaluate(weights) for evaluate in evaluators]).mean(0))
-            resampled = torch.cat(values).cpu()
+                values.append(torch.stack([evaluate(weights) for evaluate in evaluators]))
+            resampled = torch.cat(values, dim=1).cpu()
         else:
             resampled = torch.tensor(
-                [
-                    np.mean([bootstrapping.metric_or_nan(metric, p[index], y[index]) for p in per_seed])
-                    for index in indices
-                ],
+                [[bootstrapping.metric_or_nan(metric, p[index], y[index]) for index in indices] for p in per_seed],
                 dtype=torch.float64,
             )
-    return float(np.mean(full)), resampled
+    return full, resampled
 
 
 def paired_comparisons(
