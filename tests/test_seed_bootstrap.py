@@ -218,3 +218,35 @@ def test_the_primary_tables_differences_are_adjusted_together_and_recorded():
         {("r1/loss", "r1/ref"): found.results[pairs[0]]}, ["r1"], ["loss"], "ref", ("nll",), "simultaneous 95 %"
     )
     assert table.columns[0] == ("r1", "Δ NLL [simultaneous 95 %]")
+
+
+def test_the_shift_table_adjusts_every_test_set_model_and_metric_together():
+    from helpers.calibration import shift
+
+    rng = np.random.default_rng(9)
+    probs, labels = {}, {}
+    for name in ("in distribution", "shifted"):
+        pair, labels[name] = _crossed_design(rng, 3, 100, effect=0.04, seed_sd=0.005)
+        probs[name] = {"model": pair["a"], "reference": pair["b"]}
+    probs["shifted"]["only here"] = probs["shifted"]["model"]
+    found, critical, resampled = shift.seed_aware_shift_differences(
+        probs, labels, {"brier": metrics.brier}, ["model", "only here"], "reference", n=200
+    )
+    assert set(found) == {"in distribution", "shifted"} and set(found["shifted"]) == {"model", "only here"}
+    assert critical > 1.96  # three intervals together
+    result = found["in distribution"]["model"]["brier"]
+    assert result.low > 0  # a clear effect stays "worse" (higher Brier) after the adjustment
+    assert resampled == metrics.TWO_STAGE
+    table = shift.shift_difference_table(found, "reference", ["brier"], critical=critical, resampled=resampled)
+    assert "simultaneous over the table's 3 intervals" in " ".join(table.note.split())
+
+
+def test_with_one_training_seed_the_primary_intervals_resample_images_only_and_say_so():
+    from helpers.lessons import seed_aware
+
+    rng = np.random.default_rng(10)
+    pair, labels = _crossed_design(rng, 1, 80, effect=0.03, seed_sd=0.0)
+    found = seed_aware.seed_aware_differences(pair, labels, {"brier": metrics.brier}, [("a", "b")], n=100)
+    images_only = metrics.paired_comparisons(pair, labels, {"brier": metrics.brier}, [("a", "b")], n=100)
+    assert torch.equal(found.unadjusted[("a", "b")]["brier"].samples, images_only[("a", "b")]["brier"].samples)
+    assert "the test images only" in " ".join(found.note().split())

@@ -32,6 +32,7 @@ import pandas as pd
 import torch
 
 from helpers import data, metrics
+from helpers import metrics as metrics_module  # shift_difference_table's argument `metrics` shadows the package
 from helpers.calibration import posthoc
 from helpers.calibration.temperature import TemperatureScaling
 from helpers.metrics import stats
@@ -356,15 +357,51 @@ def shift_differences(
     return out
 
 
+def seed_aware_shift_differences(
+    probs: Mapping[str, Mapping[str, Sequence[torch.Tensor]]],
+    labels: Mapping[str, Any],
+    metric_fns: Mapping[str, Callable[..., float]],
+    models: Sequence[str],
+    reference: str,
+    n: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[dict[str, dict[str, dict[str, Any]]], float, str]:
+    """As :func:`shift_differences` (same shape), but each interval resamples the training seeds as well as the test
+    images (:func:`helpers.metrics.two_stage_comparisons`) and all of them, over every test set, model and metric,
+    are simultaneous max-T intervals (:func:`helpers.metrics.max_t_adjust`); also returns the critical value and
+    what was resampled, in words (with one training seed, as in the smoke profile, the test images only)."""
+    raw: dict[str, dict[str, dict[str, Any]]] = {}
+    one_seed = any(len(seeds) < 2 for by_model in probs.values() for seeds in by_model.values())
+    compare = metrics.paired_comparisons if one_seed else metrics.two_stage_comparisons
+    resampled = "the test images only (one training seed)" if one_seed else metrics.TWO_STAGE
+    for name, by_model in probs.items():
+        present = {m: by_model[m] for m in [reference, *models] if m in by_model}
+        if reference in present and len(present) > 1:
+            pairs = [(m, reference) for m in present if m != reference]
+            found = compare(present, labels[name], metric_fns, pairs, n=n, seed=seed, level=level)
+            raw[name] = {m: found[(m, reference)] for m, _ in pairs}
+    flat = {(name, m, k): r for name, by_model in raw.items() for m, row in by_model.items() for k, r in row.items()}
+    adjusted, critical = metrics.max_t_adjust(flat, level=level)
+    out: dict[str, dict[str, dict[str, Any]]] = {name: {m: {} for m in by_model} for name, by_model in raw.items()}
+    for (name, model, metric_name), result in adjusted.items():
+        out[name][model][metric_name] = result
+    return out, critical, resampled
+
+
 def shift_difference_table(
     differences: Mapping[str, Mapping[str, Mapping[str, Any]]],
     reference: str,
     metrics: Sequence[str],
     set_labels: Mapping[str, str] | None = None,
     row_labels: Mapping[str, str] | None = None,
+    critical: float | None = None,
+    resampled: str = "",
 ) -> stats.DifferenceTable:
     """Rows = models, columns = (metric, test set), cells "Δ [low, high]" of model − ``reference`` with "beats" /
-    "worse" where the interval excludes 0 (:func:`helpers.metrics.difference_table` per test set, side by side)."""
+    "worse" where the interval excludes 0 (:func:`helpers.metrics.difference_table` per test set, side by side).
+    ``critical`` (and ``resampled``): the intervals are the simultaneous ones of :func:`seed_aware_shift_differences`,
+    and the note says so."""
     set_labels = set_labels or {}
     frames, notes, n_comparisons = [], [], 0
     for name, by_model in differences.items():
@@ -376,6 +413,14 @@ def shift_difference_table(
     table = pd.concat(frames, axis=1).fillna("—")
     table.index = pd.Index([(row_labels or {}).get(m, m) for m in table.index], name=f"vs {reference}")
     flagged = sum(cell.endswith(("beats", "worse")) for cell in table.to_numpy().ravel())
+    if critical is not None:
+        note = (
+            f"Δ = model − {reference}, mean over training seeds; intervals: {resampled or metrics_module.TWO_STAGE}, "
+            "simultaneous "
+            f"over the table's {n_comparisons} intervals (max-T, {critical:.2f} standard errors where one interval "
+            f'alone would use 1.96). "beats"/"worse": the interval excludes 0 — {flagged} of {n_comparisons}.'
+        )
+        return stats.DifferenceTable(table, note, n_comparisons)
     note = notes[0].split('"beats"')[0] + (
         f'"beats"/"worse": the interval excludes 0 — {flagged} of {n_comparisons} comparisons, no correction for '
         f"multiple comparisons (about {0.05 * n_comparisons:.1f} would exclude 0 by chance with no real difference)."

@@ -52,9 +52,14 @@ class SeedAwareDifferences:
         """One paragraph for under the table: what the intervals cover and how they are adjusted."""
         seeds = sorted(set(self.seeds.values()))
         seed_text = " or ".join(map(str, seeds))
+        resampled = (
+            f"{metrics.TWO_STAGE} ({self.n_resamples} replicates, each drawing {seed_text} training seeds with "
+            "replacement, the same for every model, and the test images)"
+            if min(seeds) > 1
+            else f"the test images only ({self.n_resamples} replicates; one training seed, so none to resample)"
+        )
         return textwrap.fill(
-            f"Intervals: {metrics.TWO_STAGE} ({self.n_resamples} replicates, each drawing {seed_text} training seeds "
-            f"with replacement, the same for every model, and the test images), simultaneous over the "
+            f"Intervals: {resampled}, simultaneous over the "
             f"{self.n_intervals} intervals of the table (max-T, critical value {self.critical:.2f} standard errors "
             f"where one interval alone would use 1.96): all cover together with probability ≈ "
             f"{100 * self.level:.0f} %. 'worse' / 'beats' where an interval excludes 0, else 'no difference "
@@ -88,11 +93,16 @@ def seed_aware_differences(
     targets: Mapping[str, Any] | None = None,
 ) -> SeedAwareDifferences:
     """Every (pair, metric) of a primary table by the two-way bootstrap, adjusted together (module docstring).
-    ``targets`` replaces the labels for a metric (e.g. the exact posteriors for the RMS error of notebook 11)."""
+    ``targets`` replaces the labels for a metric (e.g. the exact posteriors for the RMS error of notebook 11).
+    Where a model has a single training seed (the smoke profile) there is no seed to resample: the intervals
+    resample the test images only (:func:`helpers.metrics.paired_comparisons`), still adjusted together, and
+    :meth:`SeedAwareDifferences.note` says so."""
     unadjusted: dict[Pair, dict[str, PairedBootstrapResult]] = {tuple(pair): {} for pair in pairs}
+    one_seed = any(len(probs_by_model[model]) < 2 for pair in pairs for model in pair)
+    compare = metrics.paired_comparisons if one_seed else metrics.two_stage_comparisons
     for name, fn in metric_fns.items():
         target = (targets or {}).get(name, labels)
-        found = metrics.two_stage_comparisons(probs_by_model, target, {name: fn}, pairs, n=n, seed=seed, level=level)
+        found = compare(probs_by_model, target, {name: fn}, pairs, n=n, seed=seed, level=level)
         for pair, by_metric in found.items():
             unadjusted[pair][name] = by_metric[name]
     flat = {(pair, name): result for pair, by_metric in unadjusted.items() for name, result in by_metric.items()}
