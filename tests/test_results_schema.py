@@ -43,7 +43,7 @@ def loss_names():
 
 def test_top_level_describes_the_reference_run(payload):
     assert payload["profile"] == "reference" and payload["dataset"] == "dermamnist"
-    assert payload["n_train"] == 7007 and payload["seeds"] == [0, 1, 2]
+    assert payload["n_train"] == 7007 and payload["seeds"] == [0, 1, 2, 3, 4]
     assert payload["results"]["models"] == payload["models"]
 
 
