@@ -71,6 +71,17 @@ def test_census_counts_an_accuracy_difference_repeated_by_ts_rows_once():
     assert census.tally == {"t, r": (4, 3)}
     assert census.totals() == {"table_cells": 4, "table_cells_exclude_zero": 3, "total": 3, "exclude_zero": 2}
     assert "3 of 4 comparisons exclude 0" in " ".join(note.split())
+    assert "mean over 3 seed(s)" in " ".join(note.split())
+
+
+def test_census_notes_each_recipes_own_number_of_seeds():
+    differences = {
+        ("r/LS", "r/CE"): {"ece": result(0.01, -0.01, 0.02)},
+        ("o/LS", "o/CE"): {"ece": result(0.01, -0.01, 0.02)},
+    }
+    census = lc.Census(differences, n_seeds={"r": 5, "o": 3}, n_resamples=3)
+    assert "mean over 5 seed(s)" in " ".join(census.frame("t", "r", {"CE": ["LS"]}, ["ece"])[1].split())
+    assert "mean over 3 seed(s)" in " ".join(census.frame("t", "o", {"CE": ["LS"]}, ["ece"])[1].split())
 
 
 def test_the_dca_gradient_on_a_fitted_batch_is_ce_times_one_plus_beta_p_y():

@@ -245,7 +245,7 @@ class Census:
         differences: Mapping[tuple[str, str], Mapping[str, Any]],
         clipped: Iterable[tuple[str, str]] = (),
         argmax_only: Iterable[str] = ("accuracy",),
-        n_seeds: int = 1,
+        n_seeds: int | Mapping[str, int] = 1,
         n_resamples: int = 0,
     ):
         self.differences = differences
@@ -265,6 +265,10 @@ class Census:
             first.estimate == result.estimate and torch.equal(first.samples, result.samples)
         ):
             self.distinct[key + (model, reference)] = result  # not the same numbers after all: its own comparison
+
+    def _seeds_of(self, recipe: str) -> int:
+        """The number of training seeds of a recipe (``n_seeds`` per recipe, or one count for all)."""
+        return self.n_seeds if isinstance(self.n_seeds, int) else self.n_seeds[recipe]
 
     def frame(
         self, label: str, recipe: str, references: Mapping[str, Sequence[str]], columns: Sequence[str]
@@ -288,7 +292,8 @@ class Census:
             frames[f"vs {reference}"] = table
         self.tally[f"{label}, {recipe}"] = (n, flagged)
         note = (
-            f"{recipe}: Δ = model − reference, mean over {self.n_seeds} seed(s); 95 % paired bootstrap intervals over "
+            f"{recipe}: Δ = model − reference, mean over {self._seeds_of(recipe)} seed(s); 95 % paired bootstrap "
+            "intervals over "
             f"the test images ({self.n_resamples} resamples shared by all models and seeds; the trained models and "
             f"the calibration split held fixed); {flagged} of {n} comparisons exclude 0 (with no real difference "
             f"about {0.05 * n:.1f} would by chance)"
