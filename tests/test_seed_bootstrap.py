@@ -167,9 +167,11 @@ def test_holm_matches_a_hand_computation_and_bootstrap_p_values_read_the_replica
     adjusted = seed_bootstrap.holm_adjust({"a": 0.01, "b": 0.04, "c": 0.03, "d": 0.5})
     # sorted 0.01, 0.03, 0.04, 0.5 → ×4, ×3, ×2, ×1 = 0.04, 0.09, 0.08, 0.5 → running max 0.04, 0.09, 0.09, 0.5
     assert adjusted == pytest.approx({"a": 0.04, "c": 0.09, "b": 0.09, "d": 0.5})
-    samples = torch.tensor([-1.0] * 3 + [1.0] * 97, dtype=torch.float64)
+    samples = torch.tensor([-1.0] * 3 + [1.0] * 96, dtype=torch.float64)
     result = metrics.PairedBootstrapResult(1.0, 0.5, 1.5, 0.95, samples, 3, 3)
-    assert seed_bootstrap.bootstrap_p_value(result) == pytest.approx(0.06)
+    assert seed_bootstrap.bootstrap_p_value(result) == pytest.approx(2 * 4 / 100)
+    never = metrics.PairedBootstrapResult(1.0, 0.5, 1.5, 0.95, torch.ones(99, dtype=torch.float64), 3, 3)
+    assert seed_bootstrap.bootstrap_p_value(never) == pytest.approx(2 / 100)  # never 0 with finite replicates
     with pytest.raises(ValueError, match="p-value of 'x' must be a number in"):
         seed_bootstrap.holm_adjust({"x": 1.5})
 

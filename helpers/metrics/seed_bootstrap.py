@@ -14,8 +14,10 @@ source of variation. Here every replicate draws
 and records the mean over the drawn seeds of metric(model, seed, images) − metric(reference, seed, images). Seeds
 and images are *crossed* (every seed is evaluated on the same test images), so this is the pigeonhole bootstrap of
 Owen (2007, "The pigeonhole bootstrap", Ann. Appl. Stat. 1(2), eq. 2.3–2.5: resample the two factors
-independently), which Owen shows to be conservative for the variance of a mean over a crossed design (the seed ×
-image interaction enters the replicates' variance more than once; tests/test_seed_bootstrap.py measures it); for
+independently), which Owen shows to be conservative for the variance of a mean over a crossed design: with seed
+effects σ_u², image effects σ_w² and seed × image noise σ_e², the estimator's variance is σ_u²/S + σ_w²/N +
+σ_e²/(SN) and the replicates' about σ_u²/S + σ_w²/N + 3σ_e²/(SN), so where the seed × image noise dominates the
+interval is up to √3 times too wide (tests/test_seed_bootstrap.py measures it); for
 nested data the same two-stage scheme is Davison & Hinkley (1997, §3.8) and Ren et al. (2010, "Nonparametric
 bootstrapping for hierarchical data", J. Appl. Stat. 37(9)). Assumptions: the seeds are exchangeable draws of the
 training randomness, the test images exchangeable draws of the test distribution. With 3–5 seeds the seed stage is
@@ -185,12 +187,14 @@ def max_t_adjust(
 
 def bootstrap_p_value(result: PairedBootstrapResult) -> float:
     """Two-sided bootstrap p-value of "the difference is 0": twice the smaller share of replicates on either side of
-    0 (counting ties half), at most 1 — the level at which the percentile interval starts to include 0."""
+    0 (ties counted half), each share taken as (k + 1)/(B + 1) so that a finite number of replicates never gives
+    p = 0 (Davison & Hinkley 1997, eq. 4.11), at most 1."""
     valid = result.samples[~torch.isnan(result.samples)]
     if valid.numel() == 0:
         raise ValueError("no defined replicate: no bootstrap p-value")
-    below = float((valid < 0).sum() + 0.5 * (valid == 0).sum()) / valid.numel()
-    return min(1.0, 2.0 * min(below, 1.0 - below))
+    below = float((valid < 0).sum() + 0.5 * (valid == 0).sum())
+    smaller = min(below, valid.numel() - below)
+    return min(1.0, 2.0 * (smaller + 1.0) / (valid.numel() + 1.0))
 
 
 def holm_adjust(p_values: Mapping[Hashable, float]) -> dict[Hashable, float]:
