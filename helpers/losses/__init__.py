@@ -51,6 +51,7 @@ from helpers.losses.properness import (  # noqa: F401
     RiskMinimum,
     conditional_risk,
     conditional_risk_minimiser,
+    gradient_implied_proba,
     gradient_masses,
     independent_label_distribution,
     inverse_link,
@@ -61,6 +62,7 @@ from helpers.losses.properness import (  # noqa: F401
     pairwise_expected_ldace,
     pairwise_risk_minimiser,
     partial_losses,
+    stationary_point,
     weight_function,
 )
 
@@ -117,4 +119,6 @@ __all__ = [
     "gradient_masses",
     "negative_share",
     "negative_gradient_weight",
+    "gradient_implied_proba",
+    "stationary_point",
 ]
