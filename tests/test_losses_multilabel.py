@@ -398,6 +398,25 @@ def test_ldace_matches_the_reference_clamped_formula_with_half_weights_off_the_d
     assert torch.allclose(LDACE()(logits, targets), reference, atol=1e-9)
 
 
+def test_ldace_reference_clamp_zeroes_the_gradient_beyond_16_and_ours_does_not():
+    """The docstring's departure: σ(v) clamped to [1e-7, 1 − 1e-7] has zero gradient for |v| > ≈ 16.1."""
+    logits = torch.tensor([[-16.5, 16.5], [-15.5, 15.5]], dtype=DOUBLE)
+    targets = torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=DOUBLE)  # each logit contradicts its label
+
+    def reference(x, y):
+        p = torch.sigmoid(x).clamp(1e-7, 1 - 1e-7)
+        q = (p.unsqueeze(2) * p.unsqueeze(1)).clamp(1e-7, 1 - 1e-7)
+        yy = y.unsqueeze(2) * y.unsqueeze(1)
+        bce = -(yy * torch.log(q) + (1 - yy) * torch.log(1 - q))
+        weight = torch.full((2, 2), 0.5, dtype=DOUBLE).fill_diagonal_(1.0)
+        return (bce * weight).sum() / (x.shape[0] * 3)
+
+    _, g_ref = _grad(reference, logits, targets)
+    _, g_ours = _grad(LDACE(), logits, targets)
+    assert (g_ref[0] == 0).all() and (g_ref[1] != 0).all()
+    assert (g_ours.abs() > 1e-3).all()
+
+
 def test_ldace_probability_readings():
     logits, _ = _data()
     assert torch.allclose(LDACE(diagonal="p_squared").predict_proba(logits), torch.sigmoid(logits) ** 2)
