@@ -18,6 +18,7 @@ from helpers.losses import (
     Composite,
     conditional_risk,
     conditional_risk_minimiser,
+    detached_recovery,
     independent_label_distribution,
     joint_risk_minimiser,
     partial_losses,
@@ -413,3 +414,29 @@ def test_detached_asl_saturates_earlier_than_as_written():
     detached = properness.stationary_point(ASL(detach_focusing_weight=True), eta)
     assert detached.at_boundary.tolist() == [False, True]
     assert not properness.stationary_point(ASL(), eta).at_boundary.any()
+
+
+@pytest.mark.parametrize("gamma_pos,gamma_neg,margin", [(0.0, 4.0, 0.05), (1.0, 4.0, 0.05), (1.0, 2.0, 0.0)])
+def test_detached_recovery_is_the_detached_gradient_map_and_inverts_the_stationary_point(gamma_pos, gamma_neg, margin):
+    loss = ASL(gamma_pos, gamma_neg, margin, detach_focusing_weight=True)
+    v = torch.linspace(-8.0, 8.0, 81, dtype=torch.float64)
+    implied = properness.gradient_implied_proba(loss, v)
+    closed = detached_recovery(torch.sigmoid(v), gamma_pos, gamma_neg, margin)
+    defined = torch.isfinite(implied)
+    assert torch.allclose(closed[defined], implied[defined], atol=1e-10)
+    stationary = properness.stationary_point(loss, ETA_FEW)
+    assert torch.allclose(detached_recovery(stationary.proba, gamma_pos, gamma_neg, margin), ETA_FEW, atol=1e-6)
+    assert torch.allclose(loss.recovered_proba(stationary.logits.reshape(-1, 1)).reshape(-1), ETA_FEW, atol=1e-6)
+    assert not torch.allclose(
+        ASL(gamma_pos, gamma_neg, margin).recovered_proba(v.reshape(-1, 1)), closed.reshape(-1, 1)
+    )
+
+
+def test_detached_recovery_saturation_and_ends():
+    z = torch.tensor([0.0, 0.03, 1.0], dtype=torch.float64)
+    out = detached_recovery(z, 0.0, 4.0, 0.05)
+    assert out[0] == 0 and out[1] == 0
+    assert out[2].item() == pytest.approx(0.95**4 / (0.95**4 + 0.05), rel=1e-12)
+    assert detached_recovery(torch.tensor([1.0]), 1.0, 4.0, 0.05).item() == 1.0
+    with pytest.raises(ValueError):
+        detached_recovery(torch.tensor([1.5]), 0.0, 4.0)

@@ -41,6 +41,7 @@ from helpers.losses.multilabel import (
     LPR,
     SPA,
     AsymmetricFocal,
+    detached_recovery,
     phi_recovery,
     spa_link_as_printed,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "AsymmetricFocal",
     "ASL",
     "phi_recovery",
+    "detached_recovery",
     "SPA",
     "spa_link_as_printed",
     "LPR",

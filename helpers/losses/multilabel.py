@@ -44,6 +44,7 @@ __all__ = [
     "AsymmetricFocal",
     "ASL",
     "phi_recovery",
+    "detached_recovery",
     "SPA",
     "spa_link_as_printed",
     "LPR",
@@ -193,8 +194,10 @@ class ASL(_ElementwiseLoss):
         return loss_pos, loss_neg
 
     def recovered_proba(self, logits: torch.Tensor) -> torch.Tensor:
-        """φ(σ(v); γ⁻, γ⁺, m) of eq. (13): the posterior implied by the risk minimiser (\"ASY+φ\" in Table 3)."""
-        return phi_recovery(
+        """φ(σ(v); γ⁻, γ⁺, m) of eq. (13): the posterior implied by the risk minimiser (\"ASY+φ\" in Table 3).
+        With ``detach_focusing_weight`` the map of the detached gradient instead, :func:`detached_recovery`."""
+        recovery = detached_recovery if self.detach_focusing_weight else phi_recovery
+        return recovery(
             self.predict_proba(logits), gamma_pos=self.gamma_pos, gamma_neg=self.gamma_neg, margin=self.margin
         )
 
@@ -277,6 +280,43 @@ def phi_recovery(probs: torch.Tensor, gamma_pos: float, gamma_neg: float, margin
     shifted = torch.clamp(z - margin, min=0.0) if margin > 0 else z
     log_ratio = _log_h(shifted, gamma_neg) - _log_h(1.0 - z, gamma_pos)
     return torch.sigmoid(log_ratio).to(out_dtype)
+
+
+def detached_recovery(probs: torch.Tensor, gamma_pos: float, gamma_neg: float, margin: float = 0.0) -> torch.Tensor:
+    """The posterior at which training with a DETACHED focusing weight stops (Ridnik et al.'s default), the
+    counterpart of φ for ``ASL(detach_focusing_weight=True)``.
+
+    With the weights constant in the backward pass, ∂ℓ₊/∂v = −(1 − z)^γ⁺ (1 − z) and
+    ∂ℓ₋/∂v = q^γ⁻ z (1 − z) / (1 − q), q = (z − m)₊ (0 for z ≤ m when m > 0), so the expected gradient
+    η ∂ℓ₊ + (1 − η) ∂ℓ₋ vanishes at
+
+        ψ(z) = A / (A + (1 − z)^γ⁺),      A = q^γ⁻ z / (1 − q);
+
+    for m = 0, ψ(z) = z^(γ⁻+1) / (z^(γ⁻+1) + (1 − z)^(γ⁺+1)). ψ omits the γ x^(γ−1) log terms of φ's h (eq. 15),
+    which come from differentiating the weight. Like φ it is not a bijection for m > 0: it is 0 on [0, m], and
+    with γ⁺ = 0 it saturates at ψ(1) = (1 − m)^γ⁻ / ((1 − m)^γ⁻ + m) (≈ 0.942 for (γ⁻, m) = (4, 0.05), against
+    φ's 0.964): above it no score is stationary and training drives the logit to +∞.
+    ``helpers.losses.properness.stationary_point`` solves the same condition numerically from autograd.
+    float64 in log space; returns the dtype of ``probs``. The eps clamp of :class:`ASL` (inactive for
+    z ∈ [1e-8, 1 − 1e-8]) is ignored.
+    """
+    gamma_pos = check_number("gamma_pos", gamma_pos, 0.0)
+    gamma_neg = check_number("gamma_neg", gamma_neg, 0.0)
+    margin = check_number("margin", margin, 0.0, 1.0, high_open=True)
+    probs = as_tensor(probs, "probs")
+    if probs.numel() and not bool(((probs >= 0) & (probs <= 1)).all()):
+        raise ValueError("probs must be probabilities in [0, 1] (pass sigmoid(logits), not logits)")
+    out_dtype = probs.dtype if probs.dtype.is_floating_point else torch.float32
+    z = probs.to(torch.float64)
+    q = torch.clamp(z - margin, min=0.0)
+    with torch.no_grad():
+        log_q_power = torch.zeros_like(q) if gamma_neg == 0.0 else gamma_neg * torch.log(q)
+        log_a = log_q_power + torch.log(z) - torch.log1p(-q)
+        if margin > 0:
+            log_a = torch.where(q > 0, log_a, torch.full_like(q, -math.inf))
+        log_b = torch.zeros_like(z) if gamma_pos == 0.0 else gamma_pos * torch.log1p(-z)
+        out = torch.sigmoid(log_a - log_b)
+    return out.to(out_dtype)
 
 
 # ------------------------------------------------------------------------------------------------------------- SPA
