@@ -134,9 +134,10 @@ class ASL(_ElementwiseLoss):
     ``detach_focusing_weight``: False (the default, and every run the course trains) differentiates the loss as
     written in eq. (8), so training stops at the minimiser of the conditional risk and φ (eqs. 13–15) maps it
     back. True does what the authors' ``disable_torch_grad_focal_loss=True`` does: the weights (1 − p)^γ⁺ and
-    p_m^γ⁻ are constants in the backward pass. The value is the same; the gradient is not the gradient of any
-    per-label loss, and training stops where the expected detached gradient vanishes
-    (:func:`helpers.losses.properness.stationary_point`), which is not the minimiser and not what φ inverts.
+    p_m^γ⁻ are constants in the backward pass. The value is the same; the gradient is that of another loss (per
+    label, the integral over v of the detached derivatives), not of eq. (8), and training stops where the
+    expected detached gradient vanishes (:func:`helpers.losses.properness.stationary_point`), which is not the
+    minimiser and not what φ inverts: :func:`detached_recovery` (ψ) does, and ``recovered_proba`` uses it.
     The option enters the run key (through ``extra_repr``) only when it is True.
 
     Departures from the reference: the mean over all N×T entries (the reference sums: multiply by N·T to get its
