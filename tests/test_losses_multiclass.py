@@ -112,6 +112,29 @@ def test_label_smoothing_prior_is_soft_target_cross_entropy_and_kl_form():
     torch.testing.assert_close(value, kl_form)
 
 
+def test_label_smoothing_value_conventions_of_the_mdca_and_lsplus_repositories():
+    """The docstring's conversions: MDCA's LabelSmoothingLoss (true 1 − α′, others α′/(K − 1)) equals ours at
+    α = α′K/(K − 1); the LS+ repository's (1 − α)·CE + α·KL(u ‖ p) is ours minus α log K, same gradient."""
+    logits, target = make_batch(dtype=torch.float64)
+    log_p = torch.log_softmax(logits, 1)
+    alpha_mdca = 0.1
+    true_dist = torch.full_like(log_p, alpha_mdca / (K - 1)).scatter_(1, target.unsqueeze(1), 1 - alpha_mdca)
+    mdca_value = (-true_dist * log_p).sum(1).mean()
+    torch.testing.assert_close(LabelSmoothing(alpha_mdca * K / (K - 1))(logits, target), mdca_value)
+    assert abs(LabelSmoothing(alpha_mdca)(logits, target).item() - mdca_value.item()) > 1e-4
+
+    alpha = 0.1
+    x = logits.clone().requires_grad_(True)
+    u = torch.full((K,), 1.0 / K, dtype=torch.float64)
+    kl = (u * (u.log() - torch.log_softmax(x, 1))).sum(1).mean()
+    lsplus_value = (1 - alpha) * F.cross_entropy(x, target) + alpha * kl
+    ours = LabelSmoothing(alpha)(x, target)
+    torch.testing.assert_close(ours - lsplus_value, torch.tensor(alpha * math.log(K), dtype=torch.float64))
+    (g_ours,) = torch.autograd.grad(ours, x, retain_graph=True)
+    (g_lsplus,) = torch.autograd.grad(lsplus_value, x)
+    torch.testing.assert_close(g_ours, g_lsplus)
+
+
 def test_class_frequencies():
     labels = torch.tensor([0, 0, 1, 3, 3, 3])
     torch.testing.assert_close(class_frequencies(labels, 4), torch.tensor([2, 1, 0, 3]) / 6.0)

@@ -41,8 +41,10 @@ def _grad(loss_fn, logits, targets):
 
 
 # ---------------------------------------------------------------------------------------------- reference formulae
-def ridnik_asl_reference(x, y, gamma_neg=4.0, gamma_pos=1.0, clip=0.05, eps=1e-8):
-    """Re-typed AsymmetricLoss.forward of Ridnik et al.'s public code (sum reduction)."""
+def ridnik_asl_reference(x, y, gamma_neg=4.0, gamma_pos=1.0, clip=0.05, eps=1e-8, disable_torch_grad_focal_loss=False):
+    """Re-typed AsymmetricLoss.forward of Ridnik et al.'s public code (Alibaba-MIIL/ASL,
+    src/loss_functions/losses.py; sum reduction). The class there defaults ``disable_torch_grad_focal_loss`` to
+    True; the default here is False, the course's default."""
     x_sigmoid = torch.sigmoid(x)
     xs_pos = x_sigmoid
     xs_neg = 1 - x_sigmoid
@@ -52,9 +54,14 @@ def ridnik_asl_reference(x, y, gamma_neg=4.0, gamma_pos=1.0, clip=0.05, eps=1e-8
     los_neg = (1 - y) * torch.log(xs_neg.clamp(min=eps))
     loss = los_pos + los_neg
     if gamma_neg > 0 or gamma_pos > 0:
+        if disable_torch_grad_focal_loss:
+            torch.set_grad_enabled(False)
         pt = xs_pos * y + xs_neg * (1 - y)
         one_sided_gamma = gamma_pos * y + gamma_neg * (1 - y)
-        loss = loss * torch.pow(1 - pt, one_sided_gamma)
+        one_sided_w = torch.pow(1 - pt, one_sided_gamma)
+        if disable_torch_grad_focal_loss:
+            torch.set_grad_enabled(True)
+        loss = loss * one_sided_w
     return -loss.sum()
 
 
@@ -108,6 +115,49 @@ def test_asl_matches_reference_code_up_to_mean(gamma_pos, gamma_neg, margin):
     if gamma_neg < 1 and margin > 0:
         flat = (torch.sigmoid(logits) <= margin) & (targets == 0)
         assert flat.any() and torch.isnan(g_ref[flat]).all() and (g_ours[flat] == 0).all()
+
+
+@pytest.mark.parametrize(
+    "gamma_pos,gamma_neg,margin",
+    [(1.0, 4.0, 0.05), (0.0, 4.0, 0.05), (1.0, 2.0, 0.2), (2.0, 3.0, 0.0)],
+)
+def test_asl_detached_weight_matches_the_authors_default_code(gamma_pos, gamma_neg, margin):
+    """disable_torch_grad_focal_loss=True (the authors' class default and training setting): same value, their
+    gradient, and a gradient that differs from the as-written one (so the test would fail on a no-op option)."""
+    logits, targets = _data(n=9, t=6, scale=4.0)
+    n_entries = targets.numel()
+    v_det, g_det = _grad(ASL(gamma_pos, gamma_neg, margin, detach_focusing_weight=True), logits, targets)
+    v_ref, g_ref = _grad(
+        lambda x, y: ridnik_asl_reference(x, y, gamma_neg, gamma_pos, margin, disable_torch_grad_focal_loss=True),
+        logits,
+        targets,
+    )
+    assert torch.allclose(v_det * n_entries, v_ref, rtol=1e-10, atol=1e-10)
+    assert torch.allclose(g_det * n_entries, g_ref, rtol=1e-8, atol=1e-10)
+    v_full, g_full = _grad(ASL(gamma_pos, gamma_neg, margin), logits, targets)
+    assert torch.allclose(v_full, v_det, atol=1e-12)
+    assert (g_full - g_det).abs().max() > 1e-3
+
+
+def test_asymmetric_focal_detached_matches_the_authors_code_with_zero_clip():
+    logits, targets = _data(n=9, t=6, scale=4.0)
+    v, g = _grad(AsymmetricFocal(1.0, 4.0, detach_focusing_weight=True), logits, targets)
+    reference = lambda x, y: ridnik_asl_reference(x, y, 4.0, 1.0, 0.0, 0.0, disable_torch_grad_focal_loss=True)  # noqa: E731
+    v_ref, g_ref = _grad(reference, logits, targets)
+    assert torch.allclose(v * targets.numel(), v_ref, rtol=1e-10) and torch.allclose(g * targets.numel(), g_ref)
+    assert not torch.allclose(g, _grad(AsymmetricFocal(1.0, 4.0), logits, targets)[1])
+
+
+def test_detach_option_leaves_the_run_key_inputs_unchanged_when_off():
+    """A run's key hashes the loss's repr and state (helpers.training.run_keys): with the option off both are what
+    every stored ASL / focal run was keyed with; on, the repr (hence the key) differs."""
+    assert repr(ASL()) == "ASL(gamma_pos=0.0, gamma_neg=4.0, margin=0.05, eps=1e-08)"
+    assert repr(AsymmetricFocal()) == "AsymmetricFocal(gamma_pos=0.0, gamma_neg=4.0)"
+    assert ASL().state_dict() == {} and ASL(detach_focusing_weight=True).state_dict() == {}
+    assert repr(ASL(detach_focusing_weight=True)).endswith("eps=1e-08, detach_focusing_weight=True)")
+    assert repr(AsymmetricFocal(detach_focusing_weight=True)).endswith("detach_focusing_weight=True)")
+    with pytest.raises(TypeError):
+        ASL(detach_focusing_weight="yes")
 
 
 def test_asl_eps_clamp_flattens_the_positive_loss_like_the_reference():
@@ -346,6 +396,25 @@ def test_ldace_matches_the_reference_clamped_formula_with_half_weights_off_the_d
     weight = torch.full((t, t), 0.5, dtype=DOUBLE).fill_diagonal_(1.0)
     reference = (bce * weight).sum() / (logits.shape[0] * t * (t + 1) / 2)
     assert torch.allclose(LDACE()(logits, targets), reference, atol=1e-9)
+
+
+def test_ldace_reference_clamp_zeroes_the_gradient_beyond_16_and_ours_does_not():
+    """The docstring's departure: σ(v) clamped to [1e-7, 1 − 1e-7] has zero gradient for |v| > ≈ 16.1."""
+    logits = torch.tensor([[-16.5, 16.5], [-15.5, 15.5]], dtype=DOUBLE)
+    targets = torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=DOUBLE)  # each logit contradicts its label
+
+    def reference(x, y):
+        p = torch.sigmoid(x).clamp(1e-7, 1 - 1e-7)
+        q = (p.unsqueeze(2) * p.unsqueeze(1)).clamp(1e-7, 1 - 1e-7)
+        yy = y.unsqueeze(2) * y.unsqueeze(1)
+        bce = -(yy * torch.log(q) + (1 - yy) * torch.log(1 - q))
+        weight = torch.full((2, 2), 0.5, dtype=DOUBLE).fill_diagonal_(1.0)
+        return (bce * weight).sum() / (x.shape[0] * 3)
+
+    _, g_ref = _grad(reference, logits, targets)
+    _, g_ours = _grad(LDACE(), logits, targets)
+    assert (g_ref[0] == 0).all() and (g_ref[1] != 0).all()
+    assert (g_ours.abs() > 1e-3).all()
 
 
 def test_ldace_probability_readings():

@@ -6,7 +6,7 @@ import torch
 
 from helpers import metrics
 from helpers.lessons import multilabel_analysis as mla
-from helpers.losses import ASL, BCE, SPA, AsymmetricFocal, Composite, phi_recovery
+from helpers.losses import ASL, BCE, SPA, AsymmetricFocal, Composite, detached_recovery, phi_recovery
 
 
 def test_course_losses_are_fresh_and_named():
@@ -33,6 +33,21 @@ def test_readouts_add_phi_only_for_focal_and_asl():
     assert torch.allclose(readouts["ASL"], torch.sigmoid(logits))
     expected = phi_recovery(torch.sigmoid(logits), gamma_pos=0.0, gamma_neg=4.0, margin=0.05)
     assert torch.allclose(readouts["ASL+φ"], expected.float())
+
+
+def test_detached_asl_is_declarable_without_changing_the_course_losses():
+    """ "ASL (detached)" is a name a profile may list; it is in no default list, and it differs from "ASL" only by
+    the option (same value, a repr — hence a run key — of its own)."""
+    assert "ASL (detached)" not in mla.LOSS_NAMES
+    both = mla.course_losses(["ASL", "ASL (detached)"])
+    plain, detached = both["ASL"], both["ASL (detached)"]
+    assert detached.detach_focusing_weight and not plain.detach_focusing_weight
+    assert repr(detached) != repr(plain) and repr(plain) == repr(ASL())
+    logits = torch.linspace(-4, 4, 12).reshape(3, 4)
+    readouts = mla.probability_readouts("ASL (detached)", detached, logits)
+    assert list(readouts) == ["ASL (detached)", "ASL (detached)+ψ"]
+    expected = detached_recovery(torch.sigmoid(logits), gamma_pos=0.0, gamma_neg=4.0, margin=0.05)
+    assert torch.allclose(readouts["ASL (detached)+ψ"], expected.float())
 
 
 def test_table_one_is_measured_as_the_paper_states():

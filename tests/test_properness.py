@@ -18,6 +18,7 @@ from helpers.losses import (
     Composite,
     conditional_risk,
     conditional_risk_minimiser,
+    detached_recovery,
     independent_label_distribution,
     joint_risk_minimiser,
     partial_losses,
@@ -342,3 +343,100 @@ def test_gradient_masses_split_at_the_own_optimum_is_even_and_bce_weight_is_one(
     assert torch.allclose(properness.negative_gradient_weight(BCE(), v), torch.ones(11, dtype=torch.float64))
     focal = properness.negative_gradient_weight(AsymmetricFocal(0.0, 4.0), v)
     assert float(focal[0]) < 1e-3 and bool((focal[:6].diff() > 0).all())  # easy negatives down-weighted
+
+
+# ------------------------------------------------------------------------ the stationary point of a detached weight
+def _detached_root_by_finite_differences(eta, gamma_pos, gamma_neg, margin, h=1e-6):
+    """Independent solve (numpy + scipy): the weight frozen at v0, the log terms differenced centrally at v0."""
+    from scipy.optimize import brentq
+
+    def sig(v):
+        return 1.0 / (1.0 + math.exp(-v))
+
+    def expected_gradient(v0):
+        p0 = sig(v0)
+        w_pos, w_neg = (1 - p0) ** gamma_pos, max(p0 - margin, 0.0) ** gamma_neg
+        pos = lambda v: -math.log(sig(v))  # noqa: E731
+        neg = lambda v: -math.log(1 - max(sig(v) - margin, 0.0))  # noqa: E731
+        g_pos = w_pos * (pos(v0 + h) - pos(v0 - h)) / (2 * h)
+        g_neg = w_neg * (neg(v0 + h) - neg(v0 - h)) / (2 * h)
+        return eta * g_pos + (1 - eta) * g_neg
+
+    return sig(brentq(expected_gradient, math.log(margin + 1e-3) if margin else -15.0, 15.0, xtol=1e-12))
+
+
+ETA_FEW = torch.tensor([0.02, 0.1, 0.3, 0.5, 0.7, 0.9], dtype=torch.float64)
+
+
+def test_stationary_points_coincide_with_eta_for_zero_gammas_both_ways():
+    for detach in (False, True):
+        result = properness.stationary_point(AsymmetricFocal(0.0, 0.0, detach_focusing_weight=detach), ETA_FEW)
+        assert torch.allclose(result.proba, ETA_FEW, atol=1e-10) and not result.at_boundary.any()
+
+
+@pytest.mark.parametrize("gamma_pos,gamma_neg,margin", [(0.0, 4.0, 0.05), (1.0, 4.0, 0.05), (0.0, 4.0, 0.0)])
+def test_as_written_stationary_point_is_the_risk_minimiser_and_phi_recovers_it(gamma_pos, gamma_neg, margin):
+    loss = ASL(gamma_pos, gamma_neg, margin)
+    stationary = properness.stationary_point(loss, ETA_FEW)
+    minimum = conditional_risk_minimiser(loss, ETA_FEW)
+    assert torch.allclose(stationary.proba, minimum.proba, atol=1e-7)
+    assert torch.allclose(phi_recovery(stationary.proba, gamma_pos, gamma_neg, margin), ETA_FEW, atol=1e-6)
+
+
+@pytest.mark.parametrize("gamma_pos,gamma_neg,margin", [(0.0, 4.0, 0.05), (1.0, 4.0, 0.05), (1.0, 2.0, 0.0)])
+def test_detached_stationary_point_matches_a_finite_difference_solve_and_differs_from_the_minimiser(
+    gamma_pos, gamma_neg, margin
+):
+    detached = properness.stationary_point(ASL(gamma_pos, gamma_neg, margin, detach_focusing_weight=True), ETA_FEW)
+    expected = [_detached_root_by_finite_differences(e, gamma_pos, gamma_neg, margin) for e in ETA_FEW.tolist()]
+    assert torch.allclose(detached.proba, torch.tensor(expected, dtype=torch.float64), atol=1e-6)
+    minimum = conditional_risk_minimiser(ASL(gamma_pos, gamma_neg, margin), ETA_FEW)
+    assert (detached.proba - minimum.proba).abs().max() > 0.02  # training stops elsewhere
+    # φ, derived for the minimiser, over-corrects the detached stopping point: it does not give η back
+    assert (phi_recovery(detached.proba, gamma_pos, gamma_neg, margin) - ETA_FEW).abs().max() > 0.05
+
+
+def test_gradient_implied_proba_has_the_closed_forms_both_ways():
+    v = torch.linspace(-6.0, 6.0, 41, dtype=torch.float64)
+    p = torch.sigmoid(v)
+    detached = properness.gradient_implied_proba(AsymmetricFocal(1.0, 4.0, detach_focusing_weight=True), v)
+    assert torch.allclose(detached, p**5 / (p**5 + (1 - p) ** 2), atol=1e-12)
+    as_written = properness.gradient_implied_proba(AsymmetricFocal(1.0, 4.0), v)
+    assert torch.allclose(as_written, phi_recovery(p, 1.0, 4.0), atol=1e-10)
+
+
+def test_detached_asl_saturates_earlier_than_as_written():
+    """γ⁺ = 0, m = 0.05, γ⁻ = 4: the detached field saturates at r/(1 + r), r = (1 − m)^γ⁻ / m (≈ 0.942);
+    the minimiser at 0.9637 (phi_recovery's docstring)."""
+    r = 0.95**4 / 0.05
+    saturation = r / (1 + r)
+    eta = torch.tensor([saturation - 0.01, saturation + 0.01], dtype=torch.float64)
+    detached = properness.stationary_point(ASL(detach_focusing_weight=True), eta)
+    assert detached.at_boundary.tolist() == [False, True]
+    assert not properness.stationary_point(ASL(), eta).at_boundary.any()
+
+
+@pytest.mark.parametrize("gamma_pos,gamma_neg,margin", [(0.0, 4.0, 0.05), (1.0, 4.0, 0.05), (1.0, 2.0, 0.0)])
+def test_detached_recovery_is_the_detached_gradient_map_and_inverts_the_stationary_point(gamma_pos, gamma_neg, margin):
+    loss = ASL(gamma_pos, gamma_neg, margin, detach_focusing_weight=True)
+    v = torch.linspace(-8.0, 8.0, 81, dtype=torch.float64)
+    implied = properness.gradient_implied_proba(loss, v)
+    closed = detached_recovery(torch.sigmoid(v), gamma_pos, gamma_neg, margin)
+    defined = torch.isfinite(implied)
+    assert torch.allclose(closed[defined], implied[defined], atol=1e-10)
+    stationary = properness.stationary_point(loss, ETA_FEW)
+    assert torch.allclose(detached_recovery(stationary.proba, gamma_pos, gamma_neg, margin), ETA_FEW, atol=1e-6)
+    assert torch.allclose(loss.recovered_proba(stationary.logits.reshape(-1, 1)).reshape(-1), ETA_FEW, atol=1e-6)
+    assert not torch.allclose(
+        ASL(gamma_pos, gamma_neg, margin).recovered_proba(v.reshape(-1, 1)), closed.reshape(-1, 1)
+    )
+
+
+def test_detached_recovery_saturation_and_ends():
+    z = torch.tensor([0.0, 0.03, 1.0], dtype=torch.float64)
+    out = detached_recovery(z, 0.0, 4.0, 0.05)
+    assert out[0] == 0 and out[1] == 0
+    assert out[2].item() == pytest.approx(0.95**4 / (0.95**4 + 0.05), rel=1e-12)
+    assert detached_recovery(torch.tensor([1.0]), 1.0, 4.0, 0.05).item() == 1.0
+    with pytest.raises(ValueError):
+        detached_recovery(torch.tensor([1.5]), 0.0, 4.0)

@@ -1,6 +1,8 @@
 """Notebook 11's real-X-ray section: the data folder check (skipped and said so, never a silent fall-back), the
 section's run configuration, and its table of per-label and pooled calibration with paired intervals vs BCE."""
 
+import functools
+import math
 import warnings
 from types import SimpleNamespace
 
@@ -169,17 +171,42 @@ def test_probabilities_add_the_constant_prevalence_row_from_the_training_labels(
     assert torch.equal(probs[real_xray.CONSTANT][0], torch.tensor([[0.75, 0.25]] * 3))
 
 
-def test_a_label_without_test_positives_is_named_once_in_the_note_instead_of_a_warning_per_resample():
+def test_macro_auroc_averages_the_labels_with_ten_test_positives_named_in_the_note():
     p, labels = forecasts(0)
     labels[:, 3] = 0  # like hernia in the shared sample's test split
+    labels[:, 2] = 0
+    labels[:4, 2] = 1  # 4 positives: like mass, out of the fixed set
     probs = {"BCE": [p], "focal": [p**0.4]}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = real_xray.xray_table(probs, labelled_split(labels), n=50, seed=0)
-    assert not [w for w in caught if "macro_auroc" in str(w.message)]
-    assert "one class in the test images (l3;" in result.note
-    expected = metrics.macro_auroc(p[:, :3], labels[:, :3])
-    assert result.record["models"]["BCE"]["macro_auroc"]["mean"] == pytest.approx(expected)
+    assert not [w for w in caught if "auroc" in str(w.message)]
+    assert result.record["auroc_labels"] == ["l0", "l1"]
+    assert "the 2 labels with at least 10 test positives (l0, l1)" in result.note
+    expected = metrics.macro_auroc(p[:, :2], labels[:, :2])
+    assert result.record["models"]["BCE"]["fixed_label_macro_auroc"]["mean"] == pytest.approx(expected)
+
+
+def test_the_auroc_label_set_is_fixed_across_resamples():
+    """A resample that leaves a chosen label without positives is NaN (degenerate), not a mean over fewer labels as
+    metrics.macro_auroc's weighted form gives; a resample that keeps them averages exactly those labels."""
+    from helpers.metrics import bootstrapping
+
+    p, labels = forecasts(0, n=60, labels_count=3)
+    columns = metrics.labels_with_positives(labels, 3)
+    assert columns == [0, 1, 2]
+    fixed = functools.partial(metrics.fixed_label_macro_auroc, columns=tuple(columns))
+    evaluate = bootstrapping.weighted_evaluator(fixed, p, labels)
+    free = bootstrapping.weighted_evaluator(metrics.macro_auroc, p, labels)
+    weights = torch.ones(2, len(labels), dtype=torch.float64)
+    weights[1, labels[:, 0] == 1] = 0  # resample 1 drops every positive of label 0
+    fixed_values, free_values = evaluate(weights), free(weights)
+    assert fixed_values[0].item() == pytest.approx(metrics.macro_auroc(p, labels))
+    assert torch.isnan(fixed_values[1])
+    kept = labels[:, 0] == 0
+    assert free_values[1].item() == pytest.approx(metrics.macro_auroc(p[kept][:, 1:], labels[kept][:, 1:]))
+    with pytest.warns(RuntimeWarning, match="single class"):
+        assert math.isnan(fixed(p[labels[:, 0] == 0], labels[labels[:, 0] == 0]))
 
 
 def test_other_warnings_still_pass_while_the_table_is_computed(monkeypatch):
@@ -195,7 +222,7 @@ def test_other_warnings_still_pass_while_the_table_is_computed(monkeypatch):
         real_xray.xray_table({"BCE": [p], "SPA": [p]}, labelled_split(labels), n=20, seed=0)
 
 
-def test_with_both_classes_in_every_label_the_note_says_nothing_about_left_out_labels():
-    p, labels = forecasts(0)
-    result = real_xray.xray_table({"BCE": [p], "SPA": [p]}, labelled_split(labels), n=20, seed=0)
-    assert "leaves out" not in result.note
+def test_without_a_label_of_ten_positives_the_table_refuses():
+    p, labels = forecasts(0, n=30)
+    with pytest.raises(ValueError, match="10 test positives"):
+        real_xray.xray_table({"BCE": [p]}, labelled_split(labels[:, :1] * 0), n=20, seed=0)

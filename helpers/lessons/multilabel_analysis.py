@@ -47,11 +47,17 @@ def course_losses(names: tuple[str, ...] | list[str] = LOSS_NAMES, lpr_weight: f
     (γ⁺, γ⁻, m) = (0, 4, 0.05); SPA: eq. (16) with the paper's (1, 1, 0, 5, 3, 1); LPR: eq. (20) with weight
     ``lpr_weight`` (λ of eq. 21; the paper's value is not in our copy, 1 is the course's choice); LDACE (+CCL):
     the reference reading, probability p².
+
+    Also available, but in no notebook's list (so no declared run or key changes): "ASL (detached)", the same ASL
+    with the focusing weight detached as Ridnik et al.'s code does by default (``detach_focusing_weight=True``;
+    a new run key). A profile that lists it trains it; its recovery read-out is ψ, not φ
+    (:func:`probability_readouts`).
     """
     factories: dict[str, Callable[[], nn.Module]] = {
         "BCE": BCE,
         "focal": lambda: AsymmetricFocal(gamma_pos=0.0, gamma_neg=4.0),
         "ASL": lambda: ASL(gamma_pos=0.0, gamma_neg=4.0, margin=0.05, eps=1e-8),
+        "ASL (detached)": lambda: ASL(gamma_pos=0.0, gamma_neg=4.0, margin=0.05, eps=1e-8, detach_focusing_weight=True),
         "SPA": lambda: SPA(1.0, 1.0, 0.0, 5.0, 3.0, 1.0),
         "SPA+LPR": lambda: Composite(SPA(1.0, 1.0, 0.0, 5.0, 3.0, 1.0), [(lpr_weight, LPR())]),
         "BCE+LPR": lambda: Composite(BCE(), [(lpr_weight, LPR())]),
@@ -78,12 +84,14 @@ def multilabel_train_config(epochs: int, lr: float, batch_size: int, seed: int =
 
 def probability_readouts(name: str, loss: nn.Module, logits: torch.Tensor) -> dict[str, torch.Tensor]:
     """``{name: loss.predict_proba(logits)}``, plus ``{name+"+φ": φ(σ(logits))}`` for focal / ASL (eqs. 13–15):
-    the same trained model read through the recovery map, as "Focal+φ" / "ASY+φ" in Table 3."""
+    the same trained model read through the recovery map, as "Focal+φ" / "ASY+φ" in Table 3. A loss trained with
+    a detached focusing weight gets ``name+"+ψ"`` instead, its own map (:func:`helpers.losses.detached_recovery`)."""
     with torch.no_grad():
         readouts = {name: loss.predict_proba(logits).float()}
         base = loss.base if isinstance(loss, Composite) else loss
         if isinstance(base, ASL):
-            readouts[f"{name}+φ"] = base.recovered_proba(logits).float()
+            symbol = "ψ" if base.detach_focusing_weight else "φ"
+            readouts[f"{name}+{symbol}"] = base.recovered_proba(logits).float()
     return readouts
 
 

@@ -4,7 +4,8 @@ The shared sample (1,000 images of NIH ChestX-ray14, Wang et al., "ChestX-ray8: 
 Database and Benchmarks on Weakly-Supervised Classification and Localization of Common Thorax Diseases", CVPR
 2017) keeps ChestMNIST's patient-wise split (725 / 94 / 181 images); :func:`helpers.data.load_chestxray14`
 reads it. This module checks that its folder is there (the section is skipped, and says so, where it is not: never a
-silent fall-back to synthetic data) and builds the section's one table: per loss read-out, macro AUROC, the pooled ECE
+silent fall-back to synthetic data) and builds the section's one table: per loss read-out, macro AUROC over a fixed
+label set (the labels with at least 10 test positives), the pooled ECE
 (every (image, label) forecast in one reliability diagram), the per-label ECE and ACE (each label's own
 diagram, averaged over the 14 labels; ACE as in Neumann et al. 2018), mean ± sd over training seeds, beside the
 constant-prevalence predictor, and paired bootstrap intervals of the difference to BCE
@@ -35,9 +36,12 @@ REFERENCE = "BCE"
 #: metrics.macro_auroc's warning for a label with one class (directly, or summarised by a bootstrap)
 AUROC_SKIP_WARNING = r"(.*e\.g\.: )?macro_auroc: skipped \d+ label[(]s[)] with a single class present"
 
-#: the table's metrics, by the names :data:`helpers.metrics.HIGHER_IS_BETTER` knows
+#: macro AUROC averages the labels with at least this many test positives (and negatives), chosen once on the
+#: whole test split so that every bootstrap resample averages the same labels
+MIN_AUROC_POSITIVES = 10
+#: the table's calibration metrics, by the names :data:`helpers.metrics.HIGHER_IS_BETTER` knows (the AUROC over the
+#: fixed label set is added per table: its labels depend on the test split)
 METRICS = {
-    "macro_auroc": metrics.macro_auroc,
     "multilabel_ece": metrics.multilabel_ece,
     "multilabel_ece_per_label": functools.partial(metrics.multilabel_ece, per_label=True),
     "multilabel_average_calibration_error_per_label": functools.partial(
@@ -45,14 +49,14 @@ METRICS = {
     ),
 }
 HEADERS = {
-    "macro_auroc": "macro AUROC (%)",
+    "fixed_label_macro_auroc": "macro AUROC, fixed labels (%)",
     "multilabel_ece": "ECE pooled (%)",
     "multilabel_ece_per_label": "ECE/label (%)",
     "multilabel_average_calibration_error_per_label": "ACE/label (%)",
 }
 #: the differences to BCE the table prints (the results JSON keeps every metric's)
 SHOWN_DIFFERENCES = {
-    "macro_auroc": "Δ AUROC",
+    "fixed_label_macro_auroc": "Δ AUROC",
     "multilabel_ece": "Δ ECE pooled",
     "multilabel_ece_per_label": "Δ ECE/label",
 }
@@ -114,29 +118,38 @@ def xray_table(probs: Mapping[str, Sequence[torch.Tensor]], bundle: Any, n: int,
     """Mean ± sd over seeds of :data:`METRICS` per read-out on ``bundle``'s test split, and paired intervals of each
     read-out − BCE.
 
-    Macro AUROC averages the labels whose test images hold both classes (``metrics.macro_auroc``). Its warning
-    about the others, repeated for every seed and resample, is replaced by one sentence of the printed note that
-    names the labels; every other warning passes."""
+    Macro AUROC averages a FIXED set of labels, those with at least :data:`MIN_AUROC_POSITIVES` positives (and
+    negatives) among the test images, chosen once before resampling (``metrics.fixed_label_macro_auroc``): every
+    resample averages the same labels, and one that leaves a chosen label without positives is counted as
+    degenerate. (``metrics.macro_auroc`` would average, in each resample, whichever labels still hold both classes:
+    labels with 1–3 positives would drop in and out.) The note names the labels; a warning about single-class
+    labels is replaced by that sentence, every other warning passes."""
     if REFERENCE not in probs:
         raise ValueError(f"the table compares every read-out with {REFERENCE!r}, which is not among {list(probs)}")
     labels = bundle.test.labels
+    auroc_columns = metrics.labels_with_positives(labels, MIN_AUROC_POSITIVES)
+    if not auroc_columns:
+        raise ValueError(f"no label has {MIN_AUROC_POSITIVES} test positives and negatives: no macro AUROC to report")
+    auroc_labels = [bundle.class_names[t] for t in auroc_columns]
+    fns = {
+        "fixed_label_macro_auroc": functools.partial(metrics.fixed_label_macro_auroc, columns=tuple(auroc_columns)),
+        **METRICS,
+    }
     single_class = _single_class_labels(labels, bundle.class_names)
     with warnings.catch_warnings():
         if single_class:
             warnings.filterwarnings("ignore", message=AUROC_SKIP_WARNING, category=RuntimeWarning)
-        summaries = stats.seed_summaries(probs, labels, METRICS)
-        differences = stats.paired_differences(probs, labels, METRICS, REFERENCE, n=n, seed=seed)
-    table = stats.summary_table(summaries, list(METRICS)).set_axis(list(HEADERS.values()), axis=1)
+        summaries = stats.seed_summaries(probs, labels, fns)
+        differences = stats.paired_differences(probs, labels, fns, REFERENCE, n=n, seed=seed)
+    table = stats.summary_table(summaries, list(fns)).set_axis(list(HEADERS.values()), axis=1)
     deltas = stats.difference_table(differences, REFERENCE, list(SHOWN_DIFFERENCES))
     for name, header in SHOWN_DIFFERENCES.items():
         column = deltas.table[f"{name} (%)"]
         table[f"{header} vs BCE (pp)"] = [column.get(model, "") for model in probs]
     seeds = len(next(iter(probs.values())))
     auroc = (
-        f" Macro AUROC leaves out labels with one class in the test images ({', '.join(single_class)}; in a "
-        "resample also any other label that lost its positives)."
-        if single_class
-        else ""
+        f" Macro AUROC averages the {len(auroc_labels)} labels with at least {MIN_AUROC_POSITIVES} test positives "
+        f"({', '.join(auroc_labels)}), the same labels in every resample."
     )
     note = (
         f"{len(labels)} test images × {labels.shape[1]} labels; mean ± sd over {seeds} training "
@@ -145,6 +158,7 @@ def xray_table(probs: Mapping[str, Sequence[torch.Tensor]], bundle: Any, n: int,
     )
     record = {
         "n_test": len(labels),
+        "auroc_labels": auroc_labels,
         "models": summaries,
         "differences_vs_bce": {
             model: {name: stats.difference_record(result) for name, result in row.items()}

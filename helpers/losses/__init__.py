@@ -41,6 +41,7 @@ from helpers.losses.multilabel import (
     LPR,
     SPA,
     AsymmetricFocal,
+    detached_recovery,
     phi_recovery,
     spa_link_as_printed,
 )
@@ -51,6 +52,7 @@ from helpers.losses.properness import (  # noqa: F401
     RiskMinimum,
     conditional_risk,
     conditional_risk_minimiser,
+    gradient_implied_proba,
     gradient_masses,
     independent_label_distribution,
     inverse_link,
@@ -61,6 +63,7 @@ from helpers.losses.properness import (  # noqa: F401
     pairwise_expected_ldace,
     pairwise_risk_minimiser,
     partial_losses,
+    stationary_point,
     weight_function,
 )
 
@@ -87,6 +90,7 @@ __all__ = [
     "AsymmetricFocal",
     "ASL",
     "phi_recovery",
+    "detached_recovery",
     "SPA",
     "spa_link_as_printed",
     "LPR",
@@ -117,4 +121,6 @@ __all__ = [
     "gradient_masses",
     "negative_share",
     "negative_gradient_weight",
+    "gradient_implied_proba",
+    "stationary_point",
 ]

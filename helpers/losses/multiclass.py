@@ -82,7 +82,11 @@ class LabelSmoothing(_SoftmaxLoss):
     ``1 - α`` on CE: it is *not* ``CE + α·KL`` up to a constant.) With ``prior=None`` ``u`` is uniform and this
     equals ``F.cross_entropy(..., label_smoothing=α)``; passing the training-set class frequencies gives the
     "a priori" LSR of CCL-Net Table 1 (LSR-a; see :func:`class_frequencies`). CCL-Net writes the weight as ε.
-    The value returned is ``H(y', p)`` (the form with the constant), as in the references.
+    The value returned is ``H(y', p)`` (the form with the constant). Conventions of the authors' code the course
+    compares with: the MDCA repository (mdca-loss/MDCA-Calibration, ``solvers/loss.py``, ``LabelSmoothingLoss``)
+    gives the true class 1 − α′ and each other class α′/(K − 1), the same target as here when
+    α = α′K/(K − 1) (same value then); the LS+ repository (abhisheksambyal/lsplus, ``distiller.py``, method
+    ``LS``) returns (1 − α)·CE + α·KL(u ‖ p), the same α and gradient but a value lower by α·H(u) = α log K.
     """
 
     def __init__(self, alpha: float, prior: Sequence[float] | torch.Tensor | None = None):
@@ -185,9 +189,11 @@ class MbLS(_SoftmaxLoss):
 
     Label smoothing and focal loss both act as penalties pushing every logit distance d_k = max_j z_j − z_k
     towards 0 (an equality constraint); MbLS relaxes it to the inequality d_k ≤ m with a linear penalty. As in
-    the authors' reference code (Bala93/MarginLoss, ``LogitMarginL1``) the penalty is averaged over all N×K
+    the authors' code for this paper (by-liu/MbLS, ``calibrate/losses/logit_margin_l1.py``, ``LogitMarginL1``;
+    Bala93/MarginLoss is the later repository of the segmentation follow-ups) the penalty is averaged over all N×K
     entries (the k = argmax entry contributes ReLU(−m) = 0 but still counts in the denominator), and the
-    gradient flows through the max as well. Defaults m = 10, λ = 0.1 (the paper's).
+    gradient flows through the max as well. Defaults m = 10, λ = 0.1 (the paper's and that code's; its optional
+    schedule of λ, off by default and unused in the paper, is not offered).
     """
 
     def __init__(self, margin: float = 10.0, lam: float = 0.1):
@@ -273,7 +279,10 @@ class LSPlus(_SoftmaxLoss):
     with v^k from :func:`lsplus_soft_targets` (c_k = validation accuracy of class k of a plain cross-entropy
     model, Algorithm 1 line 2 — see :func:`helpers.training.class_accuracy_from_model`). The KL uses
     0·log 0 = 0, so a class with c_k = 1 contributes KL(onehot ‖ p̂) = CE and an all-ones accuracy vector gives
-    exactly cross-entropy.
+    exactly cross-entropy. The authors' code does not use c_k = 1: in ``d3_skin_code/distiller.py`` (method
+    ``ours_alpha05``) the classes whose validation accuracy was 1 are given c_k = 1/K = 0.1428 by hand, "because
+    using 1 we will end up having one hot encoded label" — a uniform v^k; pass such values in ``class_accuracy``
+    to follow them. That code also uses Keras' ``KLDivergence``, which clips both distributions to [1e-7, 1].
     Classes below ``min_accuracy`` (default 1/K) are floored, with a warning (see :func:`lsplus_soft_targets`).
     The paper uses α = 0.5. Mean over the batch.
     """

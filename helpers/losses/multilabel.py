@@ -44,6 +44,7 @@ __all__ = [
     "AsymmetricFocal",
     "ASL",
     "phi_recovery",
+    "detached_recovery",
     "SPA",
     "spa_link_as_printed",
     "LPR",
@@ -124,19 +125,42 @@ class ASL(_ElementwiseLoss):
 
     ``eps`` is the reference code's clamp of the probability inside the log (``log(p.clamp(min=eps))``): below
     v ≈ log(eps) ≈ −18.4 the positive loss is flat with zero gradient, exactly as in the reference.
-    ``eps = 0`` removes the clamp. Defaults (γ⁺, γ⁻, m, eps) = (0, 4, 0.05, 1e-8) are the reference's.
+    ``eps = 0`` removes the clamp. Defaults (γ⁺, γ⁻, m, eps) = (0, 4, 0.05, 1e-8) are the setting of the authors'
+    training script (``train.py``: ``AsymmetricLoss(gamma_neg=4, gamma_pos=0, clip=0.05,
+    disable_torch_grad_focal_loss=True)``), not their class's defaults, which are γ⁺ = 1, γ⁻ = 4, m = 0.05,
+    eps = 1e-8 with the focusing weight detached (``AsymmetricLoss`` in ``src/loss_functions/losses.py`` of
+    Alibaba-MIIL/ASL; its ``AsymmetricLossOptimized`` twin defaults to not detaching).
+
+    ``detach_focusing_weight``: False (the default, and every run the course trains) differentiates the loss as
+    written in eq. (8), so training stops at the minimiser of the conditional risk and φ (eqs. 13–15) maps it
+    back. True does what the authors' ``disable_torch_grad_focal_loss=True`` does: the weights (1 − p)^γ⁺ and
+    p_m^γ⁻ are constants in the backward pass. The value is the same; the gradient is that of another loss (per
+    label, the integral over v of the detached derivatives), not of eq. (8), and training stops where the
+    expected detached gradient vanishes (:func:`helpers.losses.properness.stationary_point`), which is not the
+    minimiser and not what φ inverts: :func:`detached_recovery` (ψ) does, and ``recovered_proba`` uses it.
+    The option enters the run key (through ``extra_repr``) only when it is True.
 
     Departures from the reference: the mean over all N×T entries (the reference sums: multiply by N·T to get its
-    value; the sum only rescales the learning rate); the focusing weight is differentiated (the reference's
-    ``disable_torch_grad_focal_loss`` option, which detaches it, is not offered); logs come from ``logsigmoid``
-    and the loss is computed in float32 with autocast off, which removes the fp16 NaNs the reference is known for.
+    value; the sum only rescales the learning rate); by default the focusing weight is differentiated (above);
+    logs come from ``logsigmoid`` and the loss is computed in float32 with autocast off, which removes the fp16
+    NaNs the reference is known for.
 
     Not strictly proper (Theorem 1): ``predict_proba`` is the raw sigmoid; ``recovered_proba`` applies φ
     (eqs. 13–15, :func:`phi_recovery`). With m > 0 that recovery is not a bijection (see there).
     """
 
-    def __init__(self, gamma_pos: float = 0.0, gamma_neg: float = 4.0, margin: float = 0.05, eps: float = 1e-8):
+    def __init__(
+        self,
+        gamma_pos: float = 0.0,
+        gamma_neg: float = 4.0,
+        margin: float = 0.05,
+        eps: float = 1e-8,
+        detach_focusing_weight: bool = False,
+    ):
         super().__init__()
+        if not isinstance(detach_focusing_weight, bool):
+            raise TypeError(f"detach_focusing_weight must be True or False, got {detach_focusing_weight!r}")
+        self.detach_focusing_weight = detach_focusing_weight
         self.gamma_pos = check_number("gamma_pos", gamma_pos, 0.0)
         self.gamma_neg = check_number("gamma_neg", gamma_neg, 0.0)
         self.margin = check_number(
@@ -152,28 +176,39 @@ class ASL(_ElementwiseLoss):
     def _clamped_log(self, log_x: torch.Tensor) -> torch.Tensor:
         return log_x if self.eps == 0.0 else log_x.clamp_min(math.log(self.eps))
 
+    def _weight(self, log_base: torch.Tensor, gamma: float) -> torch.Tensor:
+        """The focusing weight, a constant of the backward pass when ``detach_focusing_weight``."""
+        return _focusing_weight(log_base.detach() if self.detach_focusing_weight else log_base, gamma)
+
     def partial_losses(self, logits):
         log_p = F.logsigmoid(logits)
         log_1mp = F.logsigmoid(-logits)
-        loss_pos = -_focusing_weight(log_1mp, self.gamma_pos) * self._clamped_log(log_p)
+        loss_pos = -self._weight(log_1mp, self.gamma_pos) * self._clamped_log(log_p)
         if self.margin == 0.0:
-            loss_neg = -_focusing_weight(log_p, self.gamma_neg) * self._clamped_log(log_1mp)
+            loss_neg = -self._weight(log_p, self.gamma_neg) * self._clamped_log(log_1mp)
         else:
             shifted = torch.relu(torch.sigmoid(logits) - self.margin)  # p_m ∈ [0, 1 − m]
             positive = shifted > 0
             log_shifted = torch.log(torch.where(positive, shifted, torch.ones_like(shifted)))
             log_shifted = torch.where(positive, log_shifted, torch.full_like(shifted, -math.inf))
-            loss_neg = -_focusing_weight(log_shifted, self.gamma_neg) * self._clamped_log(torch.log1p(-shifted))
+            loss_neg = -self._weight(log_shifted, self.gamma_neg) * self._clamped_log(torch.log1p(-shifted))
         return loss_pos, loss_neg
 
     def recovered_proba(self, logits: torch.Tensor) -> torch.Tensor:
-        """φ(σ(v); γ⁻, γ⁺, m) of eq. (13): the posterior implied by the risk minimiser (\"ASY+φ\" in Table 3)."""
-        return phi_recovery(
+        """φ(σ(v); γ⁻, γ⁺, m) of eq. (13): the posterior implied by the risk minimiser (\"ASY+φ\" in Table 3).
+        With ``detach_focusing_weight`` the map of the detached gradient instead, :func:`detached_recovery`."""
+        recovery = detached_recovery if self.detach_focusing_weight else phi_recovery
+        return recovery(
             self.predict_proba(logits), gamma_pos=self.gamma_pos, gamma_neg=self.gamma_neg, margin=self.margin
         )
 
+    def _detach_repr(self) -> str:
+        """Empty when off, so that the run keys of every run trained before the option existed are unchanged."""
+        return ", detach_focusing_weight=True" if self.detach_focusing_weight else ""
+
     def extra_repr(self) -> str:
-        return f"gamma_pos={self.gamma_pos}, gamma_neg={self.gamma_neg}, margin={self.margin}, eps={self.eps}"
+        text = f"gamma_pos={self.gamma_pos}, gamma_neg={self.gamma_neg}, margin={self.margin}, eps={self.eps}"
+        return text + self._detach_repr()
 
 
 class AsymmetricFocal(ASL):
@@ -183,13 +218,20 @@ class AsymmetricFocal(ASL):
 
     γ⁺ = γ⁻ = 0 is BCE. Not strictly proper (Corollary 1), but φ (margin 0) is a bijection, so
     ``recovered_proba`` returns the posterior (\"Focal+φ\" in Table 3). Defaults (0, 4) are ASL's focusing values.
+    ``detach_focusing_weight`` as in :class:`ASL` (off by default; then φ no longer inverts where training stops).
     """
 
-    def __init__(self, gamma_pos: float = 0.0, gamma_neg: float = 4.0):
-        super().__init__(gamma_pos=gamma_pos, gamma_neg=gamma_neg, margin=0.0, eps=0.0)
+    def __init__(self, gamma_pos: float = 0.0, gamma_neg: float = 4.0, detach_focusing_weight: bool = False):
+        super().__init__(
+            gamma_pos=gamma_pos,
+            gamma_neg=gamma_neg,
+            margin=0.0,
+            eps=0.0,
+            detach_focusing_weight=detach_focusing_weight,
+        )
 
     def extra_repr(self) -> str:
-        return f"gamma_pos={self.gamma_pos}, gamma_neg={self.gamma_neg}"
+        return f"gamma_pos={self.gamma_pos}, gamma_neg={self.gamma_neg}" + self._detach_repr()
 
 
 # ------------------------------------------------------------------------------------------------------------- phi
@@ -239,6 +281,43 @@ def phi_recovery(probs: torch.Tensor, gamma_pos: float, gamma_neg: float, margin
     shifted = torch.clamp(z - margin, min=0.0) if margin > 0 else z
     log_ratio = _log_h(shifted, gamma_neg) - _log_h(1.0 - z, gamma_pos)
     return torch.sigmoid(log_ratio).to(out_dtype)
+
+
+def detached_recovery(probs: torch.Tensor, gamma_pos: float, gamma_neg: float, margin: float = 0.0) -> torch.Tensor:
+    """The posterior at which training with a DETACHED focusing weight stops (Ridnik et al.'s default), the
+    counterpart of φ for ``ASL(detach_focusing_weight=True)``.
+
+    With the weights constant in the backward pass, ∂ℓ₊/∂v = −(1 − z)^γ⁺ (1 − z) and
+    ∂ℓ₋/∂v = q^γ⁻ z (1 − z) / (1 − q), q = (z − m)₊ (0 for z ≤ m when m > 0), so the expected gradient
+    η ∂ℓ₊ + (1 − η) ∂ℓ₋ vanishes at
+
+        ψ(z) = A / (A + (1 − z)^γ⁺),      A = q^γ⁻ z / (1 − q);
+
+    for m = 0, ψ(z) = z^(γ⁻+1) / (z^(γ⁻+1) + (1 − z)^(γ⁺+1)). ψ omits the γ x^(γ−1) log terms of φ's h (eq. 15),
+    which come from differentiating the weight. Like φ it is not a bijection for m > 0: it is 0 on [0, m], and
+    with γ⁺ = 0 it saturates at ψ(1) = (1 − m)^γ⁻ / ((1 − m)^γ⁻ + m) (≈ 0.942 for (γ⁻, m) = (4, 0.05), against
+    φ's 0.964): above it no score is stationary and training drives the logit to +∞.
+    ``helpers.losses.properness.stationary_point`` solves the same condition numerically from autograd.
+    float64 in log space; returns the dtype of ``probs``. The eps clamp of :class:`ASL` (inactive for
+    z ∈ [1e-8, 1 − 1e-8]) is ignored.
+    """
+    gamma_pos = check_number("gamma_pos", gamma_pos, 0.0)
+    gamma_neg = check_number("gamma_neg", gamma_neg, 0.0)
+    margin = check_number("margin", margin, 0.0, 1.0, high_open=True)
+    probs = as_tensor(probs, "probs")
+    if probs.numel() and not bool(((probs >= 0) & (probs <= 1)).all()):
+        raise ValueError("probs must be probabilities in [0, 1] (pass sigmoid(logits), not logits)")
+    out_dtype = probs.dtype if probs.dtype.is_floating_point else torch.float32
+    z = probs.to(torch.float64)
+    q = torch.clamp(z - margin, min=0.0)
+    with torch.no_grad():
+        log_q_power = torch.zeros_like(q) if gamma_neg == 0.0 else gamma_neg * torch.log(q)
+        log_a = log_q_power + torch.log(z) - torch.log1p(-q)
+        if margin > 0:
+            log_a = torch.where(q > 0, log_a, torch.full_like(q, -math.inf))
+        log_b = torch.zeros_like(z) if gamma_pos == 0.0 else gamma_pos * torch.log1p(-z)
+        out = torch.sigmoid(log_a - log_b)
+    return out.to(out_dtype)
 
 
 # ------------------------------------------------------------------------------------------------------------- SPA

@@ -54,8 +54,11 @@ class LDACE(MultiLabelLoss):
       returns p. Every term is then minimised at p = η when labels are independent, so this reading is strictly
       proper under label independence; dependent labels bias both readings.
 
-    Departure from the reference: no clamping of p to [1e-7, 1 − 1e-7] (values differ only beyond it; the
-    log-space form keeps value and gradient finite at logits ±1e4).
+    Departure from the reference: no clamping of p to [1e-7, 1 − 1e-7] (the reference's ``LDACE_Loss`` clamps
+    σ(v) before forming p_i p_j). Values differ only beyond it, but gradients do too: where the clamp binds,
+    |v| > log(1/1e-7 − 1) ≈ 16.1, the reference's gradient is exactly 0, so a logit that confidently contradicts
+    its label stops receiving gradient there, while here it still does (the log-space form keeps value and
+    gradient finite at logits ±1e4).
     """
 
     def __init__(self, diagonal: str = "p_squared"):

@@ -505,3 +505,76 @@ def negative_gradient_weight(loss: nn.Module, logits: torch.Tensor) -> torch.Ten
     v = torch.as_tensor(logits, dtype=torch.float64).reshape(-1, 1).clone().requires_grad_(True)
     loss_neg = partial_losses(loss, v)[1]
     return (torch.autograd.grad(loss_neg.sum(), v)[0].abs() / torch.sigmoid(v.detach())).reshape(-1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# where training stops: the stationary point of a loss's gradient field (ASL with a detached focusing weight)
+# ----------------------------------------------------------------------------------------------------------------
+__all__ += ["gradient_implied_proba", "stationary_point"]
+
+
+def gradient_implied_proba(loss: nn.Module, logits) -> torch.Tensor:
+    """η(v) = g₋(v) / (g₋(v) − g₊(v)), g± = ∂ℓ±/∂v as autograd computes it: the label probability for which the
+    expected gradient η g₊ + (1 − η) g₋ vanishes at v (float64, shape of ``logits``).
+
+    For a loss differentiated as written this is the first-order condition of eq. (11), so for focal / ASL it is
+    φ(σ(v)) (eqs. 13–15). With the focusing weight detached (Ridnik et al.'s ``disable_torch_grad_focal_loss``,
+    ``ASL(detach_focusing_weight=True)``) the weights are constants of the backward pass; for margin 0,
+    g₊ = −(1 − p)^(γ⁺+1), g₋ = p^(γ⁻+1), so η(v) = p^(γ⁻+1) / (p^(γ⁻+1) + (1 − p)^(γ⁺+1)), p = σ(v) — not φ.
+    Where both gradients are 0 (a flat loss) the value is NaN.
+    """
+    g_pos, g_neg = _label_gradients(loss, logits)
+    return g_neg / (g_neg - g_pos)
+
+
+def _label_gradients(loss: nn.Module, logits) -> tuple[torch.Tensor, torch.Tensor]:
+    """(∂ℓ₊/∂v, ∂ℓ₋/∂v) as autograd computes them (a detached weight stays detached), float64."""
+    v = torch.as_tensor(logits, dtype=torch.float64).clone().requires_grad_(True)
+    loss_pos, loss_neg = partial_losses(loss, v)
+    g_pos = torch.autograd.grad(loss_pos.double().sum(), v, retain_graph=True)[0]
+    g_neg = torch.autograd.grad(loss_neg.double().sum(), v)[0]
+    return g_pos.detach(), g_neg.detach()
+
+
+def _reaches(loss: nn.Module, logits: torch.Tensor, eta: torch.Tensor) -> torch.Tensor:
+    """η(v) ≥ η where the positive gradient is not 0: ASL's eps clamp makes ℓ₊ flat below v ≈ −18.4 (η(v) = 1
+    there, stationary for η = 1 only), which would otherwise break the monotone search."""
+    g_pos, g_neg = _label_gradients(loss, logits)
+    return (g_pos < 0) & (g_neg >= eta * (g_neg - g_pos))
+
+
+def stationary_point(
+    loss: nn.Module, eta, logit_range: tuple[float, float] = (-25.0, 25.0), grid_size: int = 2001, steps: int = 60
+) -> RiskMinimum:
+    """Where training stops for a label of probability η: the logit v* at which the expected gradient vanishes,
+    :func:`gradient_implied_proba` (v*) = η, for every η at once (float64).
+
+    The first grid logit with η(v) ≥ η brackets the root, then ``steps`` bisections refine it (η(v) is
+    non-decreasing for focal / ASL either way, outside the flat regions of ASL's eps clamp, which are skipped).
+    For a loss differentiated as written this is the conditional-risk minimiser of
+    :func:`conditional_risk_minimiser` (where the risk is unimodal); with a detached focusing weight it is a
+    different point, and φ(σ(v*)) is then not η. ``at_boundary`` marks η the gradient field never reaches
+    inside the range (e.g. ASL with γ⁺ = 0 and m > 0 above its saturation: training drives v to +∞).
+    Returned as a :class:`RiskMinimum` (``proba`` = ``loss.predict_proba(v*)``). The default range stops at
+    |v| = 25: beyond it float64's σ(v)(1 − σ(v)) (the gradient through ASL's margin) has lost its digits and the
+    gradient ratio is noise, which would show a spurious root for a saturated η.
+    """
+    eta = _as_eta(eta)
+    low, high = (float(x) for x in logit_range)
+    if not (math.isfinite(low) and math.isfinite(high) and low < high) or grid_size < 3:
+        raise ValueError(f"need finite logit_range low < high and grid_size >= 3, got {logit_range!r}, {grid_size}")
+    grid = torch.linspace(low, high, grid_size, dtype=torch.float64)
+    reached = _reaches(loss, grid.unsqueeze(0), eta.unsqueeze(1))  # (G, grid)
+    at_boundary = ~reached.any(dim=1) | reached[:, 0]
+    first = reached.int().argmax(dim=1)
+    a = grid[(first - 1).clamp(min=0)]
+    b = grid[first]
+    b = torch.where(reached.any(dim=1), b, torch.full_like(b, high))
+    for _ in range(steps):
+        middle = (a + b) / 2
+        above = _reaches(loss, middle, eta)
+        a, b = torch.where(above, a, middle), torch.where(above, middle, b)
+    best = (a + b) / 2
+    with torch.no_grad():
+        proba = loss.predict_proba(best.reshape(-1, 1)).reshape(-1).double()
+    return RiskMinimum(eta=eta, logits=best, proba=proba, at_boundary=at_boundary)

@@ -104,7 +104,9 @@ from helpers.metrics.estimator_bias import (  # noqa: F401
     study_table,
 )
 from helpers.metrics.multilabel import (  # noqa: F401
+    fixed_label_macro_auroc,
     hamming_loss,
+    labels_with_positives,
     macro_auroc,
     map_per_class,
     map_per_example,
@@ -206,6 +208,8 @@ __all__ = [
     "map_per_class",
     "map_per_example",
     "macro_auroc",
+    "fixed_label_macro_auroc",
+    "labels_with_positives",
     "accuracy",
     "confidence_minus_accuracy",
     "macro_f1",

@@ -340,6 +340,7 @@ WEIGHTED_METRICS: dict[Callable[..., float], Callable[..., weighted.Evaluate]] =
     multilabel.multilabel_nll: weighted.multilabel_nll,
     multilabel.hamming_loss: weighted.hamming_loss,
     multilabel.macro_auroc: weighted.macro_auroc,
+    multilabel.fixed_label_macro_auroc: weighted.fixed_label_macro_auroc,
     multilabel.map_per_class: weighted.map_per_class,
     multilabel.map_per_example: weighted.map_per_example,
     calibration.true_rms: weighted.true_rms,

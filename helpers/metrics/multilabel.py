@@ -8,6 +8,7 @@ Conventions as in :mod:`helpers.metrics.calibration`: ``probs`` (N, T) per-label
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -39,6 +40,8 @@ __all__ = [
     "map_per_class",
     "map_per_example",
     "macro_auroc",
+    "fixed_label_macro_auroc",
+    "labels_with_positives",
     "multilabel_report",
 ]
 
@@ -157,6 +160,35 @@ def macro_auroc(probs: Any, labels: Any) -> float:
     """
     p, y = multilabel_inputs(probs, labels)
     return mean_over_defined(auroc_rows(p.T, y.T), "macro_auroc", "label(s) with a single class present")
+
+
+def fixed_label_macro_auroc(probs: Any, labels: Any, *, columns: Any) -> float:
+    """Macro AUROC over a FIXED set of label columns (e.g. the labels with at least 10 test positives, chosen once
+    on the full test set): NaN, with a RuntimeWarning, when any of them holds a single class, instead of averaging
+    over fewer labels. A bootstrap of :func:`macro_auroc` on a set whose rare labels have 1–3 positives averages
+    over a label set that changes between resamples; with this one every resample averages the same labels (and a
+    resample that loses one is counted as degenerate). Pass ``columns`` as a keyword (``functools.partial``)."""
+    p, y = multilabel_inputs(probs, labels)
+    index = torch.as_tensor(columns, dtype=torch.long).reshape(-1)
+    if index.numel() == 0 or index.unique().numel() != index.numel():
+        raise ValueError(f"columns must be distinct label indices, at least one, got {index.tolist()}")
+    if bool(((index < 0) | (index >= p.shape[1])).any()):
+        raise ValueError(f"columns {index.tolist()} out of range for {p.shape[1]} labels")
+    values = auroc_rows(p[:, index].T, y[:, index].T)
+    if bool(torch.isnan(values).any()):
+        warnings.warn("fixed_label_macro_auroc: a fixed label holds a single class: NaN", RuntimeWarning, stacklevel=2)
+        return float("nan")
+    return float(values.mean())
+
+
+def labels_with_positives(labels: Any, minimum: int = 10) -> list[int]:
+    """Indices of the label columns with at least ``minimum`` positives and ``minimum`` negatives in ``labels``."""
+    y = torch.as_tensor(labels)
+    if y.ndim != 2:
+        raise ValueError(f"labels must be (N, T), got shape {tuple(y.shape)}")
+    positives = y.to(torch.int64).sum(0)
+    keep = (positives >= minimum) & (len(y) - positives >= minimum)
+    return torch.nonzero(keep)[:, 0].tolist()
 
 
 # ----------------------------------------------------------------------------------------------------------------

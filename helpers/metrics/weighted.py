@@ -292,6 +292,14 @@ def macro_auroc(probs: Any, labels: Any) -> Evaluate:
     return _mean_over_columns([_weighted_auroc_column(p[:, t], y[:, t]) for t in range(p.shape[1])])
 
 
+def fixed_label_macro_auroc(probs: Any, labels: Any, *, columns: Any) -> Evaluate:
+    """The mean over the fixed ``columns`` (plain mean: NaN on a resample where one of them has a single class)."""
+    p, y = core.multilabel_inputs(probs, labels)
+    index = torch.as_tensor(columns, dtype=torch.long).reshape(-1).tolist()
+    evaluators = [_weighted_auroc_column(p[:, t], y[:, t]) for t in index]
+    return lambda weights: torch.stack([column(weights) for column in evaluators], 1).mean(1)
+
+
 def map_per_class(probs: Any, labels: Any) -> Evaluate:
     p, y = core.multilabel_inputs(probs, labels)
     return _mean_over_columns([_weighted_average_precision_column(p[:, t], y[:, t]) for t in range(p.shape[1])])
