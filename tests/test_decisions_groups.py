@@ -155,3 +155,43 @@ def test_bad_class_groups_are_refused_with_clear_errors():
         decisions.net_benefit(PROBS, LABELS, (0, 0), 0.1)
     with pytest.raises(ValueError, match="integer in"):
         decisions.net_benefit(PROBS, LABELS, (0, 3), 0.1)
+
+
+def test_window_calibration_on_a_hand_example():
+    # P(malignant) = 0.6, 0.45, 0.2, 0.1, 0.03, 0.9; in [0.1, 0.5): rows 1 (BCC), 2 and 3 (nevi)
+    window = decisions.window_calibration(PROBS, LABELS, (0, 2), 0.1, 0.5)
+    assert window.n == 3
+    assert window.mean_forecast == pytest.approx((0.45 + 0.2 + 0.1) / 3)
+    assert window.observed == pytest.approx(1 / 3)
+    empty = decisions.window_calibration(PROBS, LABELS, (0, 2), 0.7, 0.8)
+    assert empty.n == 0 and np.isnan(empty.mean_forecast) and np.isnan(empty.observed)
+    with pytest.raises(ValueError, match="0 <= low < high <= 1"):
+        decisions.window_calibration(PROBS, LABELS, 0, 0.5, 0.5)
+
+
+def test_paired_net_benefit_at_a_prevalence_estimates_the_reweighted_difference():
+    worse = PROBS.clone()
+    worse[:, [0, 2]] *= 0.3  # P(malignant) shrunk: fewer biopsies
+    worse[:, 1] = 1 - worse[:, [0, 2]].sum(1)
+    models = {"calibrated": [PROBS], "shrunk": [worse]}
+    result = decisions.paired_net_benefit(models, LABELS, (0, 2), "calibrated", 0.1, n=50, seed=0, prevalence=0.2)
+    expected = decisions.net_benefit(worse, LABELS, (0, 2), 0.1, 0.2) - decisions.net_benefit(
+        PROBS, LABELS, (0, 2), 0.1, 0.2
+    )
+    assert result["shrunk"].estimate == pytest.approx(expected, abs=1e-12)
+
+
+def test_decision_overview_puts_tables_side_by_side_and_marks_missing_models():
+    rows = decisions.decision_summaries({"a": [PROBS], "b": [PROBS]}, LABELS, 0, 0.1, prevalence=0.02)
+    only_a = decisions.decision_summaries({"a": [PROBS]}, LABELS, 0, 0.1, prevalence=0.02)
+    overview = decisions.decision_overview(
+        {"set 1": decisions.decision_table(rows), "set 2": decisions.decision_table(only_a)}
+    )
+    assert list(overview.columns.get_level_values(0).unique()) == ["set 1", "set 2"]
+    assert ("set 1", "net benefit per 1,000 at π") in overview.columns
+    assert ("set 2", "sensitivity (%)") not in overview.columns
+    assert overview.loc["b", ("set 2", "net benefit per 1,000")] == "—"
+    with pytest.raises(ValueError, match="has no column"):
+        decisions.decision_overview({"set 1": decisions.decision_table(rows)}, ["no such column"])
+    with pytest.raises(ValueError, match="tables is empty"):
+        decisions.decision_overview({})

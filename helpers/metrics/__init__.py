@@ -66,8 +66,10 @@ from helpers.metrics.decisions import (  # noqa: F401
     TREAT_ALL,
     DecisionCurve,
     ThresholdOutcome,
+    WindowCalibration,
     class_indices,
     decision_curve,
+    decision_overview,
     decision_record,
     decision_summaries,
     decision_table,
@@ -83,6 +85,7 @@ from helpers.metrics.decisions import (  # noqa: F401
     threshold_outcome,
     treat_all_net_benefit,
     treated_per_1000,
+    window_calibration,
 )
 from helpers.metrics.decomposition import (  # noqa: F401
     COLUMNS,
@@ -242,6 +245,9 @@ __all__ = [
     "class_indices",
     "net_benefit_at_prevalence",
     "MALIGNANT_CLASSES",
+    "decision_overview",
+    "WindowCalibration",
+    "window_calibration",
     "one_vs_rest",
     "ThresholdOutcome",
     "threshold_outcome",

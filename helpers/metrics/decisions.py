@@ -387,13 +387,39 @@ def paired_net_benefit(
     threshold: float = BIOPSY_THRESHOLD,
     n: int = 1000,
     seed: int = 0,
+    prevalence: float | None = None,
 ) -> dict[str, PairedBootstrapResult]:
-    """{model: paired bootstrap of NB(model) − NB(reference)} at one threshold (at the test set's prevalence),
-    every model's seeds against the reference's on the same resamples (:func:`helpers.metrics.paired_differences`)."""
+    """{model: paired bootstrap of NB(model) − NB(reference)} at one threshold (at the test set's prevalence, or
+    at ``prevalence``), every model's seeds against the reference's on the same resamples
+    (:func:`helpers.metrics.paired_differences`)."""
     _check_threshold(threshold)
-    metric = {"net_benefit": _bound(net_benefit, class_index, threshold)}
+    options = {} if prevalence is None else {"prevalence": _check_prevalence(prevalence)}
+    metric = {"net_benefit": _bound(net_benefit, class_index, threshold, **options)}
     differences = stats.paired_differences(probs_by_model, labels, metric, reference=reference, n=n, seed=seed)
     return {model: row["net_benefit"] for model, row in differences.items()}
+
+
+@dataclass(frozen=True)
+class WindowCalibration:
+    """The images whose forecast p_k lies in [low, high): how many, their mean forecast and how often they have the
+    class. Near the threshold this is the calibration the decision uses (an average ECE mixes in far bins)."""
+
+    low: float
+    high: float
+    n: int
+    mean_forecast: float
+    observed: float
+
+
+def window_calibration(probs: Any, labels: Any, class_index: Any, low: float, high: float) -> WindowCalibration:
+    """:class:`WindowCalibration` of "treat when p_k ≥ t" forecasts in [low, high) (NaN means when it is empty)."""
+    if not 0.0 <= low < high <= 1.0:
+        raise ValueError(f"the window must satisfy 0 <= low < high <= 1, got [{low}, {high})")
+    p, positive = one_vs_rest(probs, labels, class_index)
+    inside = (p >= low) & (p < high)
+    n = int(inside.sum())
+    mean = float(p[inside].mean()) if n else math.nan
+    return WindowCalibration(low, high, n, mean, float(positive[inside].double().mean()) if n else math.nan)
 
 
 def one_vs_rest_bins(
@@ -490,6 +516,26 @@ def decision_table(
     return table
 
 
+def decision_overview(tables: Mapping[str, pd.DataFrame], columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """Several :func:`decision_table` side by side, {label (a test set): table} → one table with two header levels
+    (label, column); ``columns`` picks columns (default: biopsies, net benefit and its Δ columns). A model absent
+    from one set reads "—" there."""
+    if not tables:
+        raise ValueError("tables is empty; pass {test set label: decisions.decision_table(...)}")
+    picked = {}
+    for label, table in tables.items():
+        keep = (
+            list(columns)
+            if columns is not None
+            else [c for c in table.columns if "biops" in c or "NB" in c or "net benefit" in c]
+        )
+        missing = [c for c in keep if c not in table.columns]
+        if missing:
+            raise ValueError(f"table {label!r} has no column(s) {missing}; it has {list(table.columns)}")
+        picked[label] = table[keep]
+    return pd.concat(picked, axis=1).fillna("—")
+
+
 def decision_record(
     summaries: Mapping[str, Mapping[str, Any]],
     curves: Mapping[str, DecisionCurve],
@@ -528,4 +574,13 @@ def decision_record(
     return record
 
 
-__all__ += ["DEFAULT_THRESHOLDS", "TREAT_ALL", "decision_summaries", "decision_table", "decision_record"]
+__all__ += [
+    "DEFAULT_THRESHOLDS",
+    "TREAT_ALL",
+    "decision_summaries",
+    "decision_table",
+    "decision_overview",
+    "decision_record",
+    "WindowCalibration",
+    "window_calibration",
+]
