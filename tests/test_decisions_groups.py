@@ -195,3 +195,10 @@ def test_decision_overview_puts_tables_side_by_side_and_marks_missing_models():
         decisions.decision_overview({"set 1": decisions.decision_table(rows)}, ["no such column"])
     with pytest.raises(ValueError, match="tables is empty"):
         decisions.decision_overview({})
+
+
+def test_break_even_prevalence_is_where_the_reweighted_net_benefit_is_zero():
+    outcome = decisions.threshold_outcome(PROBS, LABELS, 0, 0.1)  # TPR 1, FPR 2/5
+    assert outcome.break_even_prevalence == pytest.approx((0.4 / 9) / (1 + 0.4 / 9), abs=1e-12)
+    assert outcome.net_benefit_at(outcome.break_even_prevalence) == pytest.approx(0.0, abs=1e-12)
+    assert outcome.net_benefit_at(outcome.break_even_prevalence + 0.01) > 0

@@ -229,6 +229,14 @@ class ThresholdOutcome:
             raise ValueError("reweighting to a prevalence needs patients with and without the class in the set")
         return pi * self.sensitivity - (1.0 - pi) * (1.0 - self.specificity) * t / (1.0 - t)
 
+    @property
+    def break_even_prevalence(self) -> float:
+        """The prevalence π* at which this rule's NB_π is 0 (biopsying no one is as good): π*·TPR = (1 − π*)·FPR·w
+        with w = t/(1 − t), so π* = w·FPR / (TPR + w·FPR). The rule gains over "treat none" only above π*."""
+        w = self.threshold / (1.0 - self.threshold)
+        fpr = 1.0 - self.specificity
+        return w * fpr / (self.sensitivity + w * fpr)
+
 
 def threshold_outcome(
     probs: Any, labels: Any, class_index: Any, threshold: float = BIOPSY_THRESHOLD
