@@ -202,3 +202,10 @@ def test_break_even_prevalence_is_where_the_reweighted_net_benefit_is_zero():
     assert outcome.break_even_prevalence == pytest.approx((0.4 / 9) / (1 + 0.4 / 9), abs=1e-12)
     assert outcome.net_benefit_at(outcome.break_even_prevalence) == pytest.approx(0.0, abs=1e-12)
     assert outcome.net_benefit_at(outcome.break_even_prevalence + 0.01) > 0
+
+
+def test_the_reliability_legend_names_the_one_vs_rest_ece_not_the_top_label_ece():
+    bins = {"model": decisions.one_vs_rest_bins(PROBS, LABELS, 0, "melanoma")}
+    figure = decision_plots.one_vs_rest_reliability(bins)
+    labels = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
+    assert f"model (melanoma vs rest ECE {100 * bins['model'].ece:.1f} %)" in labels

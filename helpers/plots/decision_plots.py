@@ -40,17 +40,21 @@ def one_vs_rest_reliability(
     x_max: float = 1.0,
 ) -> Figure:
     """Observed frequency of the class against the mean forecast P(class) per non-empty bin, one line per model
-    (bins from :func:`helpers.metrics.one_vs_rest_bins`). A bin drawn with ``OVER_MARK`` ("v") forecasts more
+    (bins from :func:`helpers.metrics.one_vs_rest_bins`); the legend gives each model's one-vs-rest ECE of the class
+    ("melanoma vs rest ECE"), not the top-label ECE. A bin drawn with ``OVER_MARK`` ("v") forecasts more
     than it observes (over-confident in the class), ``UNDER_MARK`` ("^") less. ``threshold`` draws the decision
     threshold; ``x_max`` zooms on the low forecasts where most patients and the threshold lie."""
     if not bins_by_model:
         raise ValueError("bins_by_model is empty; pass {model name: decisions.one_vs_rest_bins(...)}")
     figure, ax = figure_and_axes(ax, (5.0, 4.4))
     ax.plot([0, x_max], [0, x_max], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
+    kind = next(iter(bins_by_model.values())).kind
     for name, bins in bins_by_model.items():
         keep = to_numpy(bins.nonempty)
         forecast, observed = to_numpy(bins.confidence)[keep], to_numpy(bins.accuracy)[keep]
-        (line,) = ax.plot(forecast, observed, linewidth=1.2, label=f"{name} (ECE {100 * bins.ece:.1f} %)")
+        # the one-vs-rest ECE of this class, not the top-label ECE of the tables: the legend says which
+        label = f"{name} ({kind} ECE {100 * bins.ece:.1f} %)"
+        (line,) = ax.plot(forecast, observed, linewidth=1.2, label=label)
         over = forecast > observed
         ax.plot(forecast[over], observed[over], OVER_MARK, color=line.get_color(), markersize=5)
         ax.plot(forecast[~over], observed[~over], UNDER_MARK, color=line.get_color(), markersize=5)
@@ -59,7 +63,6 @@ def one_vs_rest_reliability(
     _threshold_line(ax, threshold)
     ax.set_xlim(0, x_max)
     ax.set_ylim(0, 1)
-    kind = next(iter(bins_by_model.values())).kind
     class_name = kind.removesuffix(" vs rest")
     ax.set_xlabel(f"mean forecast P({class_name}) in bin")
     ax.set_ylabel(f"observed frequency of {class_name}")
