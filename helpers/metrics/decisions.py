@@ -78,8 +78,9 @@ __all__ = [
 #: the biopsy threshold notebook 00 names: P(melanoma) ≥ 0.1
 BIOPSY_THRESHOLD = 0.1
 #: the classes of the rule "biopsy when P(malignant) ≥ t", by their names in :data:`helpers.data.isic2018.CLASS_NAMES`:
-#: melanoma, basal cell carcinoma and AKIEC (actinic keratosis / intraepithelial carcinoma, Bowen's disease: the
-#: ISIC 2018 / HAM10000 class that is (pre)malignant; Tschandl et al. 2018 group these three as malignant)
+#: melanoma, basal cell carcinoma and AKIEC (actinic keratosis / intraepithelial carcinoma, i.e. Bowen's disease:
+#: premalignant or in-situ carcinoma). The other four ISIC 2018 classes (nevus, benign keratosis, dermatofibroma,
+#: vascular lesion) are benign. A clinic that would not excise actinic keratoses drops AKIEC from the group.
 MALIGNANT_CLASSES = ("melanoma", "basal cell carcinoma", "actinic keratosis / intraepithelial carcinoma")
 #: thresholds of a decision curve: up to 0.5, beyond which no one would biopsy for melanoma
 DEFAULT_THRESHOLDS = np.round(np.linspace(0.01, 0.5, 50), 4)
