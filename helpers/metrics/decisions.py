@@ -233,10 +233,12 @@ class ThresholdOutcome:
     @property
     def break_even_prevalence(self) -> float:
         """The prevalence π* at which this rule's NB_π is 0 (biopsying no one is as good): π*·TPR = (1 − π*)·FPR·w
-        with w = t/(1 − t), so π* = w·FPR / (TPR + w·FPR). The rule gains over "treat none" only above π*."""
+        with w = t/(1 − t), so π* = w·FPR / (TPR + w·FPR). The rule gains over "treat none" only above π*. NaN for
+        a rule that biopsies no one (TPR = FPR = 0): it equals "treat none" at every prevalence."""
         w = self.threshold / (1.0 - self.threshold)
         fpr = 1.0 - self.specificity
-        return w * fpr / (self.sensitivity + w * fpr)
+        denominator = self.sensitivity + w * fpr
+        return math.nan if denominator == 0 else w * fpr / denominator
 
 
 def threshold_outcome(
