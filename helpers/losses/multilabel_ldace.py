@@ -56,7 +56,7 @@ class LDACE(MultiLabelLoss):
 
     Departure from the reference: no clamping of p to [1e-7, 1 − 1e-7] (the reference's ``LDACE_Loss`` clamps
     σ(v) before forming p_i p_j). Values differ only beyond it, but gradients do too: where the clamp binds,
-    |v| > log(1/1e-7 − 1) ≈ 16.1, the reference's gradient is exactly 0, so a logit that confidently contradicts
+    abs(v) > log(1/1e-7 − 1) ≈ 16.1, the reference's gradient is exactly 0, so a logit that confidently contradicts
     its label stops receiving gradient there, while here it still does (the log-space form keeps value and
     gradient finite at logits ±1e4).
     """

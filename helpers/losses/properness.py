@@ -556,7 +556,7 @@ def stationary_point(
     different point, and φ(σ(v*)) is then not η. ``at_boundary`` marks η the gradient field never reaches
     inside the range (e.g. ASL with γ⁺ = 0 and m > 0 above its saturation: training drives v to +∞).
     Returned as a :class:`RiskMinimum` (``proba`` = ``loss.predict_proba(v*)``). The default range stops at
-    |v| = 25: beyond it float64's σ(v)(1 − σ(v)) (the gradient through ASL's margin) has lost its digits and the
+    abs(v) = 25: beyond it float64's σ(v)(1 − σ(v)) (the gradient through ASL's margin) has lost its digits and the
     gradient ratio is noise, which would show a spurious root for a saturated η.
     """
     eta = _as_eta(eta)

@@ -26,7 +26,7 @@ factor √((S − 1)/S)): the interval is a better statement than one that ignor
 
 Multiplicity. A table of K intervals at 95 % each would show about 0.05·K "differences" by chance.
 :func:`max_t_adjust` replaces each row's interval by a simultaneous one: with each row's bootstrap standard error
-se_r, the critical value c is the ``level`` quantile over replicates of max_r |θ*_r − θ̄*_r| / se_r, and the
+se_r, the critical value c is the ``level`` quantile over replicates of max_r abs(θ*_r − θ̄*_r) / se_r, and the
 interval is θ̂_r ± c·se_r, so that all K intervals cover together with probability ≈ ``level`` (the max-T method of
 Westfall & Young 1993, §2.6, applied to bootstrap replicates). :func:`holm_adjust` gives Holm's (1979) step-down
 adjusted p-values for the same rows, from the bootstrap p-values of :func:`bootstrap_p_value`.
