@@ -239,6 +239,25 @@ def test_publishing_names_the_results_json_in_the_repository_and_hides_the_param
     assert output_cleanup.settle_injected_results_path(published, "99_x") == published
 
 
+def test_publishing_a_run_made_outside_the_repository_names_the_committed_json_not_the_run_folder():
+    """A reference run into /tmp (``course run --out /tmp/fin1``) prints its results path relative to the notebooks
+    folder (../../../tmp/fin1/results/…) or absolute: published, every spelling names the committed JSON."""
+    for printed in (
+        "../../../tmp/fin1/results/99_x.json",
+        "/tmp/fin1/results/99_x.json",
+        "runs/s5-ref/results/99_x.json",
+    ):
+        nb = good_notebook()
+        nb["cells"][6]["outputs"][0]["text"] = f"results_path='{printed}'\nresults written to {printed}\n"
+        published = output_cleanup.settle_injected_results_path(nb, "99_x")
+        assert published["cells"][6]["outputs"][0]["text"] == (
+            "results_path='results/reference/99_x.json'\nresults written to results/reference/99_x.json\n"
+        ), printed
+    nb = good_notebook()
+    nb["cells"][6]["outputs"][0]["text"] = "other notebook: /tmp/fin1/results/98_y.json\n"
+    assert output_cleanup.settle_injected_results_path(nb, "99_x") == nb  # another notebook's path is not this one's
+
+
 def test_papermills_record_of_the_injected_parameters_names_no_run_folder_either():
     """papermill also records the injected values in metadata.papermill.parameters: publishing left the run's
     folder there (results_path "../runs/ref-s6c/results/...") in every committed notebook."""

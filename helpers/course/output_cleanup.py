@@ -184,12 +184,13 @@ def settle_injected_results_path(nb: dict, stem: str) -> dict:
     """A copy of ``nb`` whose injected ``results_path`` names the committed results JSON of notebook ``stem``
     (:data:`PUBLISHED_RESULTS_PATH`) instead of the folder of the run that executed it: the same value for every
     run, and where ``course publish`` puts the JSON. The printed outputs that name the run's copy
-    (``runs/<run>/results/<stem>.json``: the resolved configuration, "results written to …") name the committed one
-    too (``results/reference/<stem>.json``, relative to the repository root as they were printed), and so does
-    papermill's record of the injected values (``metadata.papermill.parameters``)."""
+    (``<run folder>/results/<stem>.json``: the resolved configuration, "results written to …"), however the run
+    folder was spelled (``runs/<run>``, ``../../../tmp/<run>`` for a run made outside the repository, absolute),
+    name the committed one too (``results/reference/<stem>.json``, relative to the repository root as they were
+    printed), and so does papermill's record of the injected values (``metadata.papermill.parameters``)."""
     nb = copy.deepcopy(nb)
     published = json.dumps(PUBLISHED_RESULTS_PATH.format(stem=stem))
-    run_copy = re.compile(r"\bruns/[\w.+-]+/results/" + re.escape(stem) + r"\.json")
+    run_copy = re.compile(r"(?<![\w./+-])[\w./+-]*/results/" + re.escape(stem) + r"\.json")
     committed = PUBLISHED_RESULTS_PATH.format(stem=stem).removeprefix("../")
     for cell in nb["cells"]:
         if INJECTED_TAG in cell_tags(cell):
