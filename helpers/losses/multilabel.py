@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -249,6 +250,20 @@ def _log_h(x: torch.Tensor, gamma: float) -> torch.Tensor:
     return log_power + torch.log1p(gamma * g) - torch.log1p(-x)
 
 
+def _recovery_inputs(
+    probs: Any, gamma_pos: float, gamma_neg: float, margin: float
+) -> tuple[torch.Tensor, torch.dtype, float, float, float]:
+    """The checked inputs of φ and ψ: forecasts in [0, 1] as float64, the dtype to return, and the parameters."""
+    gamma_pos = check_number("gamma_pos", gamma_pos, 0.0)
+    gamma_neg = check_number("gamma_neg", gamma_neg, 0.0)
+    margin = check_number("margin", margin, 0.0, 1.0, high_open=True)
+    probs = as_tensor(probs, "probs")
+    if probs.numel() and not bool(((probs >= 0) & (probs <= 1)).all()):
+        raise ValueError("probs must be probabilities in [0, 1] (pass sigmoid(logits), not logits)")
+    out_dtype = probs.dtype if probs.dtype.is_floating_point else torch.float32
+    return probs.to(torch.float64), out_dtype, gamma_pos, gamma_neg, margin
+
+
 def phi_recovery(probs: torch.Tensor, gamma_pos: float, gamma_neg: float, margin: float = 0.0) -> torch.Tensor:
     """Map the conditional-risk minimiser of focal / ASL back to the class posterior (eqs. 13–15, Theorem 2).
 
@@ -270,14 +285,7 @@ def phi_recovery(probs: torch.Tensor, gamma_pos: float, gamma_neg: float, margin
 
     Computed in float64 in log space; returns the dtype of ``probs`` (float32 for non-float inputs).
     """
-    gamma_pos = check_number("gamma_pos", gamma_pos, 0.0)
-    gamma_neg = check_number("gamma_neg", gamma_neg, 0.0)
-    margin = check_number("margin", margin, 0.0, 1.0, high_open=True)
-    probs = as_tensor(probs, "probs")
-    if probs.numel() and not bool(((probs >= 0) & (probs <= 1)).all()):
-        raise ValueError("probs must be probabilities in [0, 1] (pass sigmoid(logits), not logits)")
-    out_dtype = probs.dtype if probs.dtype.is_floating_point else torch.float32
-    z = probs.to(torch.float64)
+    z, out_dtype, gamma_pos, gamma_neg, margin = _recovery_inputs(probs, gamma_pos, gamma_neg, margin)
     shifted = torch.clamp(z - margin, min=0.0) if margin > 0 else z
     log_ratio = _log_h(shifted, gamma_neg) - _log_h(1.0 - z, gamma_pos)
     return torch.sigmoid(log_ratio).to(out_dtype)
@@ -301,14 +309,7 @@ def detached_recovery(probs: torch.Tensor, gamma_pos: float, gamma_neg: float, m
     float64 in log space; returns the dtype of ``probs``. The eps clamp of :class:`ASL` (inactive for
     z ∈ [1e-8, 1 − 1e-8]) is ignored.
     """
-    gamma_pos = check_number("gamma_pos", gamma_pos, 0.0)
-    gamma_neg = check_number("gamma_neg", gamma_neg, 0.0)
-    margin = check_number("margin", margin, 0.0, 1.0, high_open=True)
-    probs = as_tensor(probs, "probs")
-    if probs.numel() and not bool(((probs >= 0) & (probs <= 1)).all()):
-        raise ValueError("probs must be probabilities in [0, 1] (pass sigmoid(logits), not logits)")
-    out_dtype = probs.dtype if probs.dtype.is_floating_point else torch.float32
-    z = probs.to(torch.float64)
+    z, out_dtype, gamma_pos, gamma_neg, margin = _recovery_inputs(probs, gamma_pos, gamma_neg, margin)
     q = torch.clamp(z - margin, min=0.0)
     with torch.no_grad():
         log_q_power = torch.zeros_like(q) if gamma_neg == 0.0 else gamma_neg * torch.log(q)
