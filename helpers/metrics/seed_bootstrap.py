@@ -111,11 +111,7 @@ def two_stage_comparisons(
     draws :func:`seed_counts`'s, so every pair and metric shares one set of replicates (which
     :func:`max_t_adjust` needs). Estimate: the mean over seeds of the difference on the full test set (as there);
     interval: percentile (``level``). Metrics of :data:`helpers.metrics.POINT_ESTIMATE_ONLY` are refused."""
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
-    unknown = sorted({name for pair in pairs for name in pair} - set(probs_by_model))
-    if unknown:
-        raise ValueError(f"pairs name model(s) {unknown} that are not in probs_by_model {list(probs_by_model)}")
+    needed = stats.models_of_pairs(probs_by_model, pairs, level)
     for model, reference in pairs:
         sizes = (len(probs_by_model[model]), len(probs_by_model[reference]))
         if sizes[0] != sizes[1]:
@@ -123,8 +119,6 @@ def two_stage_comparisons(
                 f"{model} has {sizes[0]} training seeds and {reference} {sizes[1]}: the two-way bootstrap pairs seed "
                 "i of one with seed i of the other; give both the same seeds"
             )
-    needed = list(dict.fromkeys(name for pair in pairs for name in pair))
-    tails = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
     results: dict[tuple[str, str], dict[str, PairedBootstrapResult]] = {tuple(pair): {} for pair in pairs}
     for metric_name, fn in metric_fns.items():
         if stats.point_estimate_only(metric_name, fn):
@@ -135,14 +129,13 @@ def two_stage_comparisons(
         }
         for model, reference in pairs:
             (full_a, per_seed_a), (full_b, per_seed_b) = values[model], values[reference]
-            samples = two_stage_samples(per_seed_a, per_seed_b, seed_counts(len(full_a), n, seed))
-            valid = samples[~torch.isnan(samples)]
-            if valid.numel() == 0:
-                raise ValueError(f"{metric_name} is undefined on every resample for {model} vs {reference}")
-            low, high = torch.quantile(valid, tails).tolist()
-            estimate = float(np.mean(full_a) - np.mean(full_b))
-            results[(model, reference)][metric_name] = PairedBootstrapResult(
-                estimate, low, high, level, samples, len(full_a), len(full_b)
+            results[(model, reference)][metric_name] = stats.percentile_result(
+                float(np.mean(full_a) - np.mean(full_b)),
+                two_stage_samples(per_seed_a, per_seed_b, seed_counts(len(full_a), n, seed)),
+                level,
+                (len(full_a), len(full_b)),
+                metric_name,
+                (model, reference),
             )
     return results
 

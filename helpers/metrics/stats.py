@@ -450,7 +450,13 @@ def difference_table(
 # ----------------------------------------------------------------------------------------------------------------
 # many paired comparisons on shared resamples, each model evaluated once
 # ----------------------------------------------------------------------------------------------------------------
-__all__ += ["resampled_metric", "resampled_metric_per_seed", "paired_comparisons"]
+__all__ += [
+    "resampled_metric",
+    "resampled_metric_per_seed",
+    "models_of_pairs",
+    "percentile_result",
+    "paired_comparisons",
+]
 
 
 def _resample_indices(n_rows: int, n: int, seed: int, device: torch.device) -> torch.Tensor:
@@ -510,6 +516,38 @@ def resampled_metric_per_seed(
     return full, resampled
 
 
+def models_of_pairs(
+    probs_by_model: Mapping[str, Sequence[Any]], pairs: Sequence[tuple[str, str]], level: float
+) -> list[str]:
+    """The models that ``pairs`` name, each once in order of appearance, after checking ``level`` and that every
+    model named is in ``probs_by_model`` (the argument checks of :func:`paired_comparisons` and
+    :func:`helpers.metrics.two_stage_comparisons`)."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    unknown = sorted({name for pair in pairs for name in pair} - set(probs_by_model))
+    if unknown:
+        raise ValueError(f"pairs name model(s) {unknown} that are not in probs_by_model {list(probs_by_model)}")
+    return list(dict.fromkeys(name for pair in pairs for name in pair))
+
+
+def percentile_result(
+    estimate: float,
+    samples: torch.Tensor,
+    level: float,
+    n_seeds: tuple[int, int],
+    metric_name: str,
+    pair: tuple[str, str],
+) -> PairedBootstrapResult:
+    """A paired difference's result from its replicate ``samples``: the (1 ∓ level)/2 quantiles of the defined
+    (non-NaN) replicates; ValueError naming the metric and the pair when no replicate is defined."""
+    valid = samples[~torch.isnan(samples)]
+    if valid.numel() == 0:
+        raise ValueError(f"{metric_name} is undefined on every resample for {pair[0]} vs {pair[1]}")
+    tails = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
+    low, high = torch.quantile(valid, tails).tolist()
+    return PairedBootstrapResult(estimate, low, high, level, samples, *n_seeds)
+
+
 def paired_comparisons(
     probs_by_model: Mapping[str, Sequence[Any]],
     labels: Any,
@@ -528,13 +566,7 @@ def paired_comparisons(
     comparisons per model. A metric of :data:`POINT_ESTIMATE_ONLY` is evaluated on the full test set only: its
     results are point estimates without interval (as in :func:`paired_differences`).
     """
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
-    unknown = sorted({name for pair in pairs for name in pair} - set(probs_by_model))
-    if unknown:
-        raise ValueError(f"pairs name model(s) {unknown} that are not in probs_by_model {list(probs_by_model)}")
-    needed = list(dict.fromkeys(name for pair in pairs for name in pair))
-    tails = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
+    needed = models_of_pairs(probs_by_model, pairs, level)
     results: dict[tuple[str, str], dict[str, PairedBootstrapResult]] = {tuple(pair): {} for pair in pairs}
     for metric_name, fn in metric_fns.items():
         if point_estimate_only(metric_name, fn):
@@ -549,18 +581,12 @@ def paired_comparisons(
         }
         for model, reference in pairs:
             (full_a, samples_a), (full_b, samples_b) = values[model], values[reference]
-            samples = samples_a - samples_b
-            valid = samples[~torch.isnan(samples)]
-            if valid.numel() == 0:
-                raise ValueError(f"{metric_name} is undefined on every resample for {model} vs {reference}")
-            low, high = torch.quantile(valid, tails).tolist()
-            results[(model, reference)][metric_name] = PairedBootstrapResult(
+            results[(model, reference)][metric_name] = percentile_result(
                 full_a - full_b,
-                low,
-                high,
+                samples_a - samples_b,
                 level,
-                samples,
-                len(_as_list(probs_by_model[model], model)),
-                len(_as_list(probs_by_model[reference], reference)),
+                (len(_as_list(probs_by_model[model], model)), len(_as_list(probs_by_model[reference], reference))),
+                metric_name,
+                (model, reference),
             )
     return results
