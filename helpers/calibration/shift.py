@@ -338,6 +338,18 @@ def shift_table(
     return pd.DataFrame(table, index=pd.Index(index, name="model"))
 
 
+def _compared_per_set(
+    probs: Mapping[str, Mapping[str, Any]], models: Sequence[str], reference: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """(test set, {model: probabilities}) for every test set that holds the reference and at least one model."""
+    found = []
+    for name, by_model in probs.items():
+        present = {m: by_model[m] for m in [reference, *models] if m in by_model}
+        if reference in present and len(present) > 1:
+            found.append((name, present))
+    return found
+
+
 def shift_differences(
     probs: Mapping[str, Mapping[str, Sequence[torch.Tensor]]],
     labels: Mapping[str, Any],
@@ -349,12 +361,10 @@ def shift_differences(
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """{test set: {model: {metric: paired bootstrap result}}} of each of ``models`` against ``reference`` on every
     test set that holds both (:func:`helpers.metrics.paired_differences`, the same resamples for every model)."""
-    out = {}
-    for name, by_model in probs.items():
-        present = {m: by_model[m] for m in [reference, *models] if m in by_model}
-        if reference in present and len(present) > 1:
-            out[name] = stats.paired_differences(present, labels[name], metric_fns, reference, n=n, seed=seed)
-    return out
+    return {
+        name: stats.paired_differences(present, labels[name], metric_fns, reference, n=n, seed=seed)
+        for name, present in _compared_per_set(probs, models, reference)
+    }
 
 
 def seed_aware_shift_differences(
@@ -375,12 +385,10 @@ def seed_aware_shift_differences(
     one_seed = any(len(seeds) < 2 for by_model in probs.values() for seeds in by_model.values())
     compare = metrics.paired_comparisons if one_seed else metrics.two_stage_comparisons
     resampled = "the test images only (one training seed)" if one_seed else metrics.TWO_STAGE
-    for name, by_model in probs.items():
-        present = {m: by_model[m] for m in [reference, *models] if m in by_model}
-        if reference in present and len(present) > 1:
-            pairs = [(m, reference) for m in present if m != reference]
-            found = compare(present, labels[name], metric_fns, pairs, n=n, seed=seed, level=level)
-            raw[name] = {m: found[(m, reference)] for m, _ in pairs}
+    for name, present in _compared_per_set(probs, models, reference):
+        pairs = [(m, reference) for m in present if m != reference]
+        found = compare(present, labels[name], metric_fns, pairs, n=n, seed=seed, level=level)
+        raw[name] = {m: found[(m, reference)] for m, _ in pairs}
     flat = {(name, m, k): r for name, by_model in raw.items() for m, row in by_model.items() for k, r in row.items()}
     adjusted, critical = metrics.max_t_adjust(flat, level=level)
     out: dict[str, dict[str, dict[str, Any]]] = {name: {m: {} for m in by_model} for name, by_model in raw.items()}
