@@ -436,6 +436,7 @@ def test_run_contest_chooses_on_the_two_seed_mean_and_names_a_tuned_row_for_ever
         "DCA β=1 (tuned)",
         "DCA β=1 (tuned) + TS",
     ]
+    assert contest.seeds_text == "seeds 0 and 1" and dataclasses.replace(contest, seeds=[3]).seeds_text == "seed 3"
     record = contest.record()
     assert record["choices"] == {"LS": "α=0 (cross-entropy)", "DCA": "β=1"} and record["selection_seeds"] == [0, 1]
     # a grid with a point missing at the second seed is not chosen on (its runs are only planned)

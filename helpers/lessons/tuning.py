@@ -292,6 +292,11 @@ class Contest:
             if point is LIMIT or point != self.grids[loss].default
         ]
 
+    @property
+    def seeds_text(self) -> str:
+        """``"seeds 0 and 1"`` (``"seed 0"`` where the configuration has one seed)."""
+        return f"seed{'s' if len(self.seeds) > 1 else ''} {' and '.join(map(str, self.seeds))}"
+
     def table_rows(self, ts_suffix: str) -> list[str]:
         """The main table's rows: every loss's tuned row, raw and after temperature scaling (``ts_suffix``:
         " + TS" in 06, " + TS/label" in 11)."""
