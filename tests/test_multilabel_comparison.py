@@ -8,7 +8,7 @@ import torch
 
 from helpers.calibration import posthoc
 from helpers.lessons import multilabel_comparison as mc
-from helpers.losses import BCE, AsymmetricFocal
+from helpers.losses import BCE, LDACE, LPR, SPA, AsymmetricFocal, Composite
 from helpers.metrics import PairedBootstrapResult, stats
 
 
@@ -150,22 +150,49 @@ def test_summarise_adds_the_smooth_ece_to_every_model():
     assert summaries["a"]["true_rms"]["mean"] == pytest.approx(0.0, abs=1e-7)
 
 
-def test_the_contest_rows_pair_each_paper_row_with_its_tuned_row_and_name_phi_before_the_value():
+@pytest.mark.filterwarnings("ignore:per-label temperature scaling")  # random logits: no interior minimum
+def test_the_contest_rows_are_each_tuned_loss_read_raw_and_after_per_label_ts_as_bce_s_own():
+    """A tuned row's "+ TS/label" is per-label TS fitted on the calibration half (the half BCE + TS/label uses), on
+    the logit of the loss's own read-out: for a sigmoid read-out exactly BCE's per-label TS."""
     data = fake_data()
     base = fake_runs(data)
-    tuned = {("BCE+LPR λ=3 (tuned)", s): base[("BCE", s)] for s in (0, 1)}
+    tuned = {("BCE+LPR λ=0 (BCE) (tuned)", s): base[("BCE", s)] for s in (0, 1)}
     tuned.update({("focal γ⁻=2 (tuned)", s): base[("focal", s)] for s in (0, 1)})
-    rows = [("BCE+LPR", "BCE+LPR λ=3 (tuned)"), ("focal", "focal γ⁻=2 (tuned)"), ("SPA", None)]
-    probs, order = mc.contest_probabilities(tuned, rows, [0, 1])
-    assert set(probs) == {"BCE+LPR λ=3 (tuned)", "focal γ⁻=2 (tuned)", "focal+φ γ⁻=2 (tuned)"}
-    assert order == [
-        "BCE+LPR",
-        "BCE+LPR λ=3 (tuned)",
-        "focal",
+    rows = [("BCE+LPR", "BCE+LPR λ=0 (BCE) (tuned)"), ("focal", "focal γ⁻=2 (tuned)")]
+    probs = mc.contest_probabilities(tuned, rows, data, [0, 1], split_seed=3)
+    assert list(probs) == [
+        "BCE+LPR λ=0 (BCE) (tuned)",
+        "BCE+LPR λ=0 (BCE) (tuned) + TS/label",
         "focal γ⁻=2 (tuned)",
-        "focal+φ",
-        "focal+φ γ⁻=2 (tuned)",
-        "SPA",  # kept its paper value: the paper row only
+        "focal γ⁻=2 (tuned) + TS/label",
     ]
+    bce_ts, _ = mc.posthoc_probabilities(base, data, "BCE", {"TS": posthoc.PerLabelTemperatureScaling}, [0, 1], 3)
+    for seed in (0, 1):
+        torch.testing.assert_close(probs["BCE+LPR λ=0 (BCE) (tuned) + TS/label"][seed], bce_ts["TS"][seed])
+        torch.testing.assert_close(probs["focal γ⁻=2 (tuned)"][seed], torch.sigmoid(base[("focal", seed)].test_logits))
+    assert not torch.equal(probs["focal γ⁻=2 (tuned) + TS/label"][0], probs["focal γ⁻=2 (tuned)"][0])
+
+
+def test_per_label_ts_reads_spa_through_its_own_link_and_refuses_an_unknown_readout():
+    logits = torch.linspace(-30.0, 30.0, 61).reshape(-1, 1)
+    spa = SPA(1.0, 1.0, 0.0, 5.0, 3.0, 1.0)
+    torch.testing.assert_close(torch.sigmoid(mc.readout_logits(spa, logits)), spa.predict_proba(logits))
+    assert torch.isfinite(mc.readout_logits(spa, logits)).all()
+    with_lpr = Composite(SPA(1.0, 1.0, 0.0, 5.0, 3.0, 1.0), [(1.0, LPR())])
+    torch.testing.assert_close(mc.readout_logits(with_lpr, logits), mc.readout_logits(spa, logits))
+    assert torch.equal(mc.readout_logits(BCE(), logits), logits)
+    with pytest.raises(ValueError, match="no logit read-out for LDACE"):
+        mc.readout_logits(LDACE(), logits)
+
+
+def test_the_phi_readouts_of_the_tuned_focal_rows_name_phi_before_the_value():
+    data = fake_data()
+    base = fake_runs(data)
+    tuned = {("focal γ⁻=2 (tuned)", s): base[("focal", s)] for s in (0, 1)}
+    tuned.update({("BCE+LPR λ=3 (tuned)", s): base[("BCE", s)] for s in (0, 1)})
+    moved = [("focal", "focal γ⁻=2 (tuned)"), ("BCE+LPR", "BCE+LPR λ=3 (tuned)")]
+    probs = mc.tuned_phi_probabilities(tuned, moved, [0, 1])
+    assert list(probs) == ["focal+φ γ⁻=2 (tuned)"]
     assert mc.raw_readout("focal+φ γ⁻=2 (tuned)") == "focal γ⁻=2 (tuned)"
-    assert not torch.equal(probs["focal+φ γ⁻=2 (tuned)"][0], probs["focal γ⁻=2 (tuned)"][0])
+    expected = base[("focal", 0)].loss.recovered_proba(base[("focal", 0)].test_logits)
+    torch.testing.assert_close(probs["focal+φ γ⁻=2 (tuned)"][0], expected)

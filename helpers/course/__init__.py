@@ -234,9 +234,9 @@ from helpers.course.suites_common import (  # noqa: F401
     load_bundle,
     run_contest,
     seeds_of,
+    selection_seeds,
     summarised,
     train_or_load,
-    tuning_seed,
 )
 from helpers.course.suites_multiclass import (  # noqa: F401
     MULTICLASS_LOSSES,
@@ -445,7 +445,7 @@ __all__ = [
     "seeds_of",
     "is_stored",
     "summarised",
-    "tuning_seed",
+    "selection_seeds",
     "load_bundle",
     "train_or_load",
     "run_contest",

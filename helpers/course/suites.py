@@ -43,8 +43,8 @@ from helpers.course.suites_common import (  # noqa: F401 (the suites' names, for
     is_stored,
     load_bundle,
     seeds_of,
+    selection_seeds,
     summarised,
-    tuning_seed,
 )
 from helpers.course.suites_multiclass import (  # noqa: F401
     MULTICLASS_LOSSES,

@@ -1,6 +1,6 @@
 """What every run suite of the notebooks shares: the training seeds, where a run is stored, training (or loading)
-one run, the one summary line a suite prints, loading a configuration's data set, and the fair contest's last step
-(choose on the complete grids, then train the chosen values at every seed).
+one run, the one summary line a suite prints, loading a configuration's data set, and the fair contest's selection
+seeds and last step (choose on the complete grids, then train the chosen points at every seed).
 
 The suites themselves: :mod:`helpers.course.suites_multiclass` (notebooks 01–06 and 12) and
 :mod:`helpers.course.suites_multilabel` (notebooks 08–11); what each notebook declares:
@@ -69,38 +69,44 @@ def load_bundle(cfg: Any, name: str | None = None) -> Any:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# the fair contest (helpers.lessons.tuning): each loss's grid at the tuning seed, then its chosen value at every seed
+# the fair contest (helpers.lessons.tuning): each loss's grid at the selection seeds, then its chosen point at every
+# seed
+
+#: how many of a configuration's seeds a grid is trained with (its first ones): a point's score is their mean
+N_SELECTION_SEEDS = 2
 
 
-def tuning_seed(cfg: Any) -> int:
-    """The one seed a hyper-parameter grid is trained with: the configuration's first."""
-    return seeds_of(cfg)[0]
+def selection_seeds(cfg: Any) -> list[int]:
+    """The seeds a hyper-parameter grid is trained with: the configuration's first two (its one seed where it has
+    only one, as the smoke profile)."""
+    return seeds_of(cfg)[:N_SELECTION_SEEDS]
 
 
 def run_contest(
     grids: dict[str, tuning.Grid],
-    grid_runs: dict[tuple[str, float], run_store.TrainedRun],
+    grid_runs: dict[tuple[str, tuning.Point, int], run_store.TrainedRun],
     labels: torch.Tensor,
     multilabel: bool,
-    tuned_runs: Callable[[dict[str, float]], dict[Any, run_store.TrainedRun]],
+    tuned_runs: Callable[[dict[str, tuning.Point]], dict[Any, run_store.TrainedRun]],
     default_row: Callable[[str], str],
     split_seed: int,
+    seeds: list[int],
 ) -> tuning.Contest:
-    """The fair contest's last step (:mod:`helpers.lessons.tuning`): choose on the grids that are complete (while
-    runs are only planned, a loss whose grid is not trained yet declares no tuned runs), then load or train the
-    chosen values at every seed."""
+    """The fair contest's last step (:mod:`helpers.lessons.tuning`): choose on the grids that are complete (every
+    point at every selection seed in ``seeds``; while runs are only planned, a loss whose grid is not trained yet
+    declares no tuned runs), then load or train the chosen points at every seed."""
     ready = {key: run for key, run in grid_runs.items() if run.source != "planned"}
-    complete = [loss for loss in grids if all((loss, value) in ready for value in grids[loss].values)]
+    complete = [
+        loss for loss in grids if all((loss, point, seed) in ready for point in grids[loss].points for seed in seeds)
+    ]
     table, choices = tuning.grid_table(
         {key: run for key, run in ready.items() if key[0] in complete},
         grids,
         labels,
         lambda run: run.val_probs,
         multilabel=multilabel,
+        seeds=seeds,
         split_seed=split_seed,
     )
-    rows = [
-        (default_row(loss), None if value == grids[loss].default else tuning.tuned_label(loss, grids[loss], value))
-        for loss, value in choices.items()
-    ]
-    return tuning.Contest(table, choices, tuned_runs(choices), rows, grid_runs)
+    rows = [(default_row(loss), tuning.tuned_label(loss, grids[loss], point)) for loss, point in choices.items()]
+    return tuning.Contest(grids, table, choices, tuned_runs(choices), rows, grid_runs, list(seeds))

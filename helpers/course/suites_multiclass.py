@@ -19,9 +19,9 @@ from helpers.course.suites_common import (
     load_bundle,
     run_contest,
     seeds_of,
+    selection_seeds,
     summarised,
     train_or_load,
-    tuning_seed,
 )
 from helpers.lessons import tuning
 from helpers.losses import (
@@ -242,40 +242,49 @@ def synthetic_ccl_runs(cfg: Any, synthetic: Any) -> dict[int, run_store.TrainedR
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# the fair contest (helpers.lessons.tuning): each loss's grid at the tuning seed, then its chosen value at every seed
+# the fair contest (helpers.lessons.tuning): each loss's grid at the selection seeds, then its chosen point at every
+# seed
 
 
-def _multiclass_points(cfg: Any, bundle: Any, values: dict[str, float], seeds: Iterable[int]) -> dict[Any, Any]:
-    """(loss, seed) → run of every loss of ``values`` at its value, through one :func:`multiclass_runs` call, so
-    cross-entropy (which LS+ needs) is loaded once a seed. A run not declared yet (LS+ while its cross-entropy run is
-    only planned) is absent."""
+def _multiclass_points(
+    cfg: Any, bundle: Any, points: dict[str, tuning.Point], seeds: Iterable[int]
+) -> dict[tuple[str, int], run_store.TrainedRun]:
+    """(loss, seed) → run of every loss of ``points`` at its point, through one :func:`multiclass_runs` call, so
+    cross-entropy (which LS+ needs) is loaded once a seed. A loss at :data:`helpers.lessons.tuning.LIMIT` gets the
+    cross-entropy run of the seed itself (the same run, the same key). A run not declared yet (LS+ while its
+    cross-entropy run is only planned) is absent."""
     seeds = [int(seed) for seed in seeds]
-    knobs = {tuning.MULTICLASS_GRIDS[loss].knob: value for loss, value in values.items()}
+    trained = {loss: value for loss, value in points.items() if value is not tuning.LIMIT}
+    knobs = {tuning.MULTICLASS_GRIDS[loss].knob: value for loss, value in trained.items()}
     point = dataclasses.replace(cfg, extra={**cfg.extra, **knobs, "seeds": seeds})
-    runs = multiclass_runs(point, bundle, ("cross-entropy", *values), (tuning.TUNING_RECIPE,))
-    keys = {
-        (loss, seed): (tuning.TUNING_RECIPE, multiclass_loss_name(loss, point), seed)
-        for loss in values
-        for seed in seeds
+    runs = multiclass_runs(point, bundle, ("cross-entropy", *trained), (tuning.TUNING_RECIPE,))
+    names = {
+        loss: tuning.MULTICLASS_GRIDS[loss].limit if loss not in trained else multiclass_loss_name(loss, point)
+        for loss in points
     }
+    keys = {(loss, seed): (tuning.TUNING_RECIPE, names[loss], seed) for loss in points for seed in seeds}
     return {key: runs[found] for key, found in keys.items() if found in runs}
 
 
-def multiclass_grid_runs(cfg: Any, bundle: Any) -> dict[tuple[str, float], run_store.TrainedRun]:
-    """(loss, value) → the run at the tuning seed, for every value of every loss's grid (notebook 06): the i-th
-    values of all grids share one :func:`multiclass_runs` call."""
-    seed, grids = tuning_seed(cfg), tuning.MULTICLASS_GRIDS
+def multiclass_grid_runs(cfg: Any, bundle: Any) -> dict[tuple[str, tuning.Point, int], run_store.TrainedRun]:
+    """(loss, point, seed) → run, for every point of every loss's grid (notebook 06) at the selection seeds: the
+    i-th points of all grids share one :func:`multiclass_runs` call; the cross-entropy point is the cross-entropy
+    run."""
+    seeds, grids = selection_seeds(cfg), tuning.MULTICLASS_GRIDS
     runs = {}
-    for index in range(max(len(grid.values) for grid in grids.values())):
-        values = {loss: grid.values[index] for loss, grid in grids.items() if index < len(grid.values)}
-        points = _multiclass_points(cfg, bundle, values, [seed])
-        runs.update({(loss, values[loss]): run for (loss, _), run in points.items()})
+    for index in range(max(len(grid.points) for grid in grids.values())):
+        points = {loss: grid.points[index] for loss, grid in grids.items() if index < len(grid.points)}
+        found = _multiclass_points(cfg, bundle, points, seeds)
+        runs.update({(loss, points[loss], seed): run for (loss, seed), run in found.items()})
     return runs
 
 
-def tuned_multiclass_runs(cfg: Any, bundle: Any, choices: dict[str, float]) -> dict[RunKey, run_store.TrainedRun]:
-    """(recipe, "<loss> <symbol>=<value> (tuned)", seed) → run: each loss at its chosen value, every seed."""
-    label = {loss: tuning.tuned_label(loss, tuning.MULTICLASS_GRIDS[loss], value) for loss, value in choices.items()}
+def tuned_multiclass_runs(
+    cfg: Any, bundle: Any, choices: dict[str, tuning.Point]
+) -> dict[RunKey, run_store.TrainedRun]:
+    """(recipe, "<loss> <symbol>=<value> (tuned)", seed) → run: each loss at its chosen point, every seed (the
+    cross-entropy runs where the choice is the cross-entropy point)."""
+    label = {loss: tuning.tuned_label(loss, tuning.MULTICLASS_GRIDS[loss], point) for loss, point in choices.items()}
     points = _multiclass_points(cfg, bundle, choices, seeds_of(cfg))
     return {(tuning.TUNING_RECIPE, label[loss], seed): run for (loss, seed), run in points.items()}
 
@@ -292,6 +301,7 @@ def multiclass_contest(cfg: Any, bundle: Any, split_seed: int | None = None) -> 
         lambda choices: tuned_multiclass_runs(cfg, bundle, choices),
         lambda loss: multiclass_loss_name(loss, cfg),
         cfg.seed if split_seed is None else split_seed,
+        selection_seeds(cfg),
     )
 
 

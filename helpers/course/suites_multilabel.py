@@ -13,9 +13,9 @@ from helpers.course.suites_common import (
     load_bundle,
     run_contest,
     seeds_of,
+    selection_seeds,
     summarised,
     train_or_load,
-    tuning_seed,
 )
 from helpers.lessons import tuning
 from helpers.training import run_store
@@ -51,36 +51,44 @@ def multilabel_variant_runs(
 # the fair contest (helpers.lessons.tuning) of notebook 11
 
 
-def _multilabel_at(cfg: Any, bundle: Any, loss: str, value: float, seeds: Iterable[int]) -> dict[int, Any]:
+def _multilabel_at(cfg: Any, bundle: Any, loss: str, point: tuning.Point, seeds: Iterable[int]) -> dict[int, Any]:
+    """seed → the run of ``loss`` at ``point``; at :data:`helpers.lessons.tuning.LIMIT` the run of the grid's limit
+    (BCE, or SPA for SPA + LPR) as :func:`multilabel_runs` trains it: the same name, loss and key."""
     from helpers.lessons import multilabel_analysis as mla
 
-    label = tuning.value_label(loss, tuning.MULTILABEL_GRIDS[loss], value)
+    grid = tuning.MULTILABEL_GRIDS[loss]
+    label = grid.limit if point is tuning.LIMIT else tuning.value_label(loss, grid, point)
     runs = {}
     for seed in seeds:
         config = mla.multilabel_train_config(cfg.epochs, cfg.lr, cfg.batch_size, seed=seed, device=cfg.device)
-        loss_module = tuning.multilabel_loss(loss, value)
+        if point is tuning.LIMIT:
+            loss_module = mla.course_losses([grid.limit])[grid.limit]
+        else:
+            loss_module = tuning.multilabel_loss(loss, point)
         runs[seed] = train_or_load(cfg, f"{label}, {bundle.name}, seed {seed}", loss_module, bundle, cfg.model, config)
     return runs
 
 
-def multilabel_grid_runs(cfg: Any, bundle: Any) -> dict[tuple[str, float], run_store.TrainedRun]:
-    """(loss, value) → the multi-label run at the tuning seed, for every value of every loss's grid (notebook 11)."""
-    seed = tuning_seed(cfg)
+def multilabel_grid_runs(cfg: Any, bundle: Any) -> dict[tuple[str, tuning.Point, int], run_store.TrainedRun]:
+    """(loss, point, seed) → the multi-label run, for every point of every loss's grid (notebook 11) at the
+    selection seeds; the BCE point is the BCE run."""
+    seeds = selection_seeds(cfg)
     return {
-        (loss, value): _multilabel_at(cfg, bundle, loss, value, [seed])[seed]
+        (loss, point, seed): run
         for loss, grid in tuning.MULTILABEL_GRIDS.items()
-        for value in grid.values
+        for point in grid.points
+        for seed, run in _multilabel_at(cfg, bundle, loss, point, seeds).items()
     }
 
 
 def tuned_multilabel_runs(
-    cfg: Any, bundle: Any, choices: dict[str, float]
+    cfg: Any, bundle: Any, choices: dict[str, tuning.Point]
 ) -> dict[tuple[str, int], run_store.TrainedRun]:
-    """("<loss> <symbol>=<value> (tuned)", seed) → run: each loss at its chosen value, every seed."""
+    """("<loss> <symbol>=<value> (tuned)", seed) → run: each loss at its chosen point, every seed."""
     return {
-        (tuning.tuned_label(loss, tuning.MULTILABEL_GRIDS[loss], value), seed): run
-        for loss, value in choices.items()
-        for seed, run in _multilabel_at(cfg, bundle, loss, value, seeds_of(cfg)).items()
+        (tuning.tuned_label(loss, tuning.MULTILABEL_GRIDS[loss], point), seed): run
+        for loss, point in choices.items()
+        for seed, run in _multilabel_at(cfg, bundle, loss, point, seeds_of(cfg)).items()
     }
 
 
@@ -96,6 +104,7 @@ def multilabel_contest(cfg: Any, bundle: Any, split_seed: int = 0) -> tuning.Con
         lambda choices: tuned_multilabel_runs(cfg, bundle, choices),
         lambda loss: loss,
         split_seed,
+        selection_seeds(cfg),
     )
 
 

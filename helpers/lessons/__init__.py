@@ -72,9 +72,11 @@ from helpers.lessons.multilabel_comparison import (  # noqa: F401
     per_label_view,
     query_level_error,
     raw_readout,
+    readout_logits,
     reference_probabilities,
     summarise,
     trained_probabilities,
+    tuned_phi_probabilities,
     tuned_readout,
 )
 from helpers.lessons.real_xray import (  # noqa: F401
@@ -101,6 +103,7 @@ from helpers.lessons.seed_aware import (  # noqa: F401
     seed_aware_differences,
 )
 from helpers.lessons.tuning import (  # noqa: F401
+    LIMIT,
     MULTICLASS_GRIDS,
     MULTILABEL_GRIDS,
     TUNING_RECIPE,
@@ -108,7 +111,9 @@ from helpers.lessons.tuning import (  # noqa: F401
     Grid,
     choose,
     grid_table,
+    mean_scores,
     multilabel_loss,
+    point_label,
     selection_nll,
     tuned_label,
     value_label,
@@ -181,6 +186,8 @@ __all__ = [
     "tuned_readout",
     "raw_readout",
     "contest_probabilities",
+    "readout_logits",
+    "tuned_phi_probabilities",
     "XRAY_LOSSES",
     "FOLDERS",
     "REFERENCE",
@@ -198,6 +205,9 @@ __all__ = [
     "run_facts",
     "facts_line",
     "Grid",
+    "LIMIT",
+    "point_label",
+    "mean_scores",
     "TUNING_RECIPE",
     "MULTICLASS_GRIDS",
     "MULTILABEL_GRIDS",

@@ -29,6 +29,7 @@ import torch
 from helpers import metrics
 from helpers.calibration import posthoc
 from helpers.lessons import multilabel_analysis
+from helpers.losses import ASL, BCE, SPA, Composite
 from helpers.metrics import PairedBootstrapResult, stats
 
 __all__ = [
@@ -43,6 +44,9 @@ __all__ = [
     "query_level_error",
     "calibration_levels",
     "summarise",
+    "readout_logits",
+    "contest_probabilities",
+    "tuned_phi_probabilities",
 ]
 
 #: the metrics of the comparison tables, by the names :data:`helpers.metrics.HIGHER_IS_BETTER` knows
@@ -286,18 +290,55 @@ def raw_readout(name: str) -> str:
     return name.replace("+φ", "")
 
 
+def readout_logits(loss: Any, logits: torch.Tensor) -> torch.Tensor:
+    """The logit of the loss's own probability read-out (``loss.predict_proba``): the logits themselves for the
+    sigmoid read-outs (BCE, focal, ASL, + LPR), SPA's ``predict_logit`` (the logit of its inverse link, eq. 17)
+    for SPA (+ LPR). The scale on which "loss + per-label TS" rescales a loss's probabilities; another read-out is
+    refused."""
+    base = loss.base if isinstance(loss, Composite) else loss
+    if isinstance(base, SPA):
+        return base.predict_logit(logits)
+    if isinstance(base, (BCE, ASL)):
+        return logits
+    raise ValueError(
+        f"no logit read-out for {type(base).__name__}: per-label TS is defined here for the sigmoid read-outs "
+        "(BCE, focal, ASL) and SPA's inverse link"
+    )
+
+
 def contest_probabilities(
-    runs: Mapping[tuple[str, int], Any], rows: Sequence[tuple[str, str | None]], seeds: Sequence[int]
-) -> tuple[dict[str, list[torch.Tensor]], list[str]]:
-    """The fair contest's tuned rows (:class:`helpers.lessons.Contest`): ({read-out: [test probabilities per seed]},
-    the table's rows in order). Each loss contributes its paper-default row and its tuned row, then, for focal and
-    ASL, the same two models read through φ. A loss whose choice kept the paper value (tuned row ``None``) shows
-    its paper rows only."""
-    moved = [tuned for _, tuned in rows if tuned is not None]
-    probs = {tuned_readout(name): p for name, p in trained_probabilities(runs, moved, seeds).items()}
-    order = []
-    for default, tuned in rows:
-        order += [default] if tuned is None else [default, tuned]
-        if tuned is not None and tuned_readout(tuned + "+φ") in probs:
-            order += [f"{default}+φ", tuned_readout(tuned + "+φ")]
-    return probs, order
+    runs: Mapping[tuple[str, int], Any],
+    rows: Sequence[tuple[str, str]],
+    data: Any,
+    seeds: Sequence[int],
+    split_seed: int = 0,
+    ts_suffix: str = " + TS/label",
+) -> dict[str, list[torch.Tensor]]:
+    """The fair contest's rows (:class:`helpers.lessons.Contest`): {row: [test probabilities per seed]} for every
+    loss's tuned row, read as the loss reads it (``predict_proba``), and the same model after per-label
+    temperature scaling (``<row> + TS/label``): one temperature per label fitted on the calibration half of
+    validation (``posthoc.split_calibration(len(val), seed=split_seed)``, the half BCE + TS/label is fitted on) on
+    :func:`readout_logits`, so that for a sigmoid read-out it is BCE's own per-label TS."""
+    _, calibration = posthoc.split_calibration(len(data.val.labels), seed=split_seed)
+    y_calibration = data.val.labels[calibration]
+    probs: dict[str, list[torch.Tensor]] = {}
+    for _, tuned in rows:
+        for seed in seeds:
+            run = runs[(tuned, seed)]
+            with torch.no_grad():
+                probs.setdefault(tuned, []).append(run.loss.predict_proba(run.test_logits).float())
+                val_z = readout_logits(run.loss, run.val_logits)
+                scaler = posthoc.PerLabelTemperatureScaling().fit(val_z[calibration], y_calibration)
+                test_z = readout_logits(run.loss, run.test_logits)
+                probs.setdefault(f"{tuned}{ts_suffix}", []).append(scaler.transform(test_z).float())
+    return probs
+
+
+def tuned_phi_probabilities(
+    runs: Mapping[tuple[str, int], Any], moved: Sequence[tuple[str, str]], seeds: Sequence[int]
+) -> dict[str, list[torch.Tensor]]:
+    """The φ read-outs of the tuned focal and ASL rows among ``moved`` ((paper row, tuned row) pairs), named
+    ``"focal+φ γ⁻=2 (tuned)"`` (:func:`tuned_readout`): {read-out: [test probabilities per seed]}."""
+    tuned_rows = [tuned for _, tuned in moved]
+    readouts = trained_probabilities(runs, tuned_rows, seeds)
+    return {tuned_readout(name): p for name, p in readouts.items() if name.endswith("+φ")}

@@ -381,6 +381,14 @@ class SPA(_ElementwiseLoss):
             log_neg, log_pos = self._log_link_terms(promote_float(logits))
             return log_neg - torch.logaddexp(log_neg, log_pos)
 
+    def predict_logit(self, logits: torch.Tensor) -> torch.Tensor:
+        """logit η̂(v) = log ℓ₋'(v) − log(−ℓ₊'(v)), in log space (finite where η̂ rounds to 0 or 1): the scale on
+        which temperature scaling rescales SPA's probabilities (notebook 11's fair contest)."""
+        logits = prediction_logits(logits)
+        with no_autocast(logits):
+            log_neg, log_pos = self._log_link_terms(promote_float(logits))
+            return log_neg - log_pos
+
     def predict_proba(self, logits: torch.Tensor) -> torch.Tensor:
         """η̂(v), the inverse link; equals σ(log ℓ₋'(v) − log(−ℓ₊'(v))), a sigmoid of a log-ratio."""
         logits = prediction_logits(logits)
