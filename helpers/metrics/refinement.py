@@ -44,9 +44,11 @@ Caveat on "injective": temperature scaling of logits is a function of the probab
 only through clr(z)); vector scaling with unequal weights also reads the level of the logits, which softmax
 discards, so it is an injective map of the probabilities only when that level is itself a function of them (e.g.
 centred logits). A network's logit level could carry information the probabilities lack; notebook 01 measures
-that the estimated resolution hardly moves under vector scaling of its models. The L2 penalty ``penalty`` (λ/2 ||A||² added to the mean
-log loss, scikit-learn's ``LogisticRegression`` with C = 1/(λ N_fit)) is small and keeps rare classes finite; Kull et
-al.'s ODIR penalty shrinks the off-diagonal towards 0 instead, which needs a choice of λ by inner cross-validation.
+that the estimated resolution hardly moves under vector scaling of its models.
+
+The L2 penalty ``penalty`` (λ/2 ||A||² added to the mean log loss; scikit-learn's ``LogisticRegression`` with
+C = 1/(λ N_fit)) is small and keeps rare classes finite; Kull et al.'s ODIR penalty shrinks the off-diagonal towards
+0 instead, which needs a choice of λ by inner cross-validation.
 
 What the estimate is (and is not). Cross-fitting makes q an out-of-sample forecast: S(q) is an honest (slightly
 pessimistic) estimate of the score of the fitted map on new images, so RES is UNDER-estimated by the map's
@@ -171,7 +173,7 @@ def cross_fitted_recalibration(
             continue
         model = make_pipeline(
             StandardScaler(),
-            LogisticRegression(C=1.0 / (penalty * len(fit_rows)), tol=1e-8, max_iter=5000),
+            LogisticRegression(C=1.0 / (penalty * len(fit_rows)), tol=1e-6, max_iter=5000),
         )
         with warnings.catch_warnings():
             warnings.simplefilter("error", ConvergenceWarning)
