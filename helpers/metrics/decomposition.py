@@ -76,8 +76,9 @@ Multi-label (per label, binary log loss, averaged over labels; the components ad
   Brümmer & du Preez 2013); the identity is one of them, so the calibration term is >= 0 on the fitted data, and q
   is calibrated in-sample, so refinement = UNC - E KL(q || ō) exactly. For binary forecasts this is the CORP
   decomposition of Dimitriadis, Gneiting & Jordan (2021): calibration = their MCB, resolution = their DSC (also
-  in the R package reliabilitydiag and the Python package model-diagnostics). It depends on the forecasts only through their ranks: any strictly increasing map of p (a temperature, Platt
-  scaling) leaves it unchanged, so for one binary forecast it has the invariance the multi-class rank chain lacks.
+  in the R package reliabilitydiag and the Python package model-diagnostics). It depends on the forecasts only
+  through their ranks: any strictly increasing map of p (a temperature, Platt scaling) leaves it unchanged, so for
+  one binary forecast it has the invariance the multi-class rank chain lacks.
 * ``"binned"``: q = the outcome frequency of the forecast's equal-width bin (histogram binning). Also calibrated
   in-sample, but the calibration term can be slightly negative when forecasts vary inside a bin (the log-score
   analogue of WBV - WBC in (1)).
