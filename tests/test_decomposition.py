@@ -66,9 +66,12 @@ def test_a_constant_base_rate_forecast_has_no_reliability_and_no_resolution():
     brier = decomposition.brier_decomposition(probs, labels)
     assert brier.reliability < 1e-15 and brier.resolution < 1e-15 and abs(brier.within_bin) < 1e-15
     assert brier.brier == pytest.approx(brier.uncertainty, abs=1e-14)
-    nll = decomposition.nll_decomposition(probs, labels)
+    nll = decomposition.nll_decomposition(probs, labels, estimator="rank-chain")
     assert abs(nll.calibration) < 1e-12 and abs(nll.resolution) < 1e-12
     assert nll.score == pytest.approx(nll.uncertainty, abs=1e-12)
+    # cross-fitted: each fold's map learns its training folds' frequencies, a hair off the test set's own
+    crossed = decomposition.nll_decomposition(probs, labels)
+    assert abs(crossed.calibration) < 2e-3 and abs(crossed.resolution) < 2e-3
 
 
 def test_a_constant_base_rate_forecast_per_label_has_no_reliability_and_no_resolution():
@@ -97,7 +100,8 @@ def test_temperature_scaling_lowers_reliability_but_leaves_resolution_nearly_unc
     assert abs(after.resolution - before.resolution) < 0.1 * before.resolution
     nll_before, nll_after = (decomposition.nll_decomposition(p, labels) for p in (raw, scaled))
     assert nll_after.calibration < nll_before.calibration / 5
-    assert abs(nll_after.refinement - nll_before.refinement) < 0.03 * nll_before.refinement
+    # a temperature is inside the cross-fitted map's family: the resolution estimate does not move
+    assert nll_after.resolution == pytest.approx(nll_before.resolution, abs=1e-3)
 
 
 def test_binary_isotonic_refinement_ignores_any_strictly_increasing_map_of_the_forecasts():
@@ -116,7 +120,7 @@ def test_binary_isotonic_refinement_ignores_any_strictly_increasing_map_of_the_f
 @pytest.mark.parametrize("scale", [0.3, 2.0, 6.0])
 def test_isotonic_calibration_term_is_nonnegative_and_the_sum_exact_multiclass(seed, scale):
     probs, labels = random_multiclass(800, 6, seed, scale=scale)
-    parts = decomposition.nll_decomposition(probs, labels, recalibration="isotonic")
+    parts = decomposition.nll_decomposition(probs, labels, estimator="rank-chain", recalibration="isotonic")
     assert parts.score == pytest.approx(metrics.nll(probs, labels), abs=1e-14)
     assert parts.calibration >= -1e-12
     assert parts.calibration + parts.refinement == pytest.approx(parts.score, abs=1e-12)
@@ -159,7 +163,7 @@ def test_nll_decomposition_of_a_hand_computed_multiclass_example():
     # stage 1, every row: top confidences .7 .6 .5 .5, correct 1 0 0 1 -> isotonic 1, 1/3, 1/3, 1/3
     # stage 2, rows B and C (label not on top): conditionals .3/.4 and .4/.5, both hits -> isotonic 1
     refinement = (0 + math.log(3 / 2) + math.log(3 / 2) + math.log(3)) / 4
-    parts = decomposition.nll_decomposition(probs, labels)
+    parts = decomposition.nll_decomposition(probs, labels, estimator="rank-chain")
     assert parts.score == pytest.approx(-(math.log(0.7) + math.log(0.3) + math.log(0.4) + math.log(0.5)) / 4)
     assert parts.refinement == pytest.approx(refinement, abs=1e-15)
     assert parts.uncertainty == pytest.approx(-(0.25 * math.log(0.25) * 2 + 0.5 * math.log(0.5)), abs=1e-15)
@@ -171,7 +175,9 @@ def test_nll_decomposition_of_a_hand_computed_multiclass_example():
 def test_bad_inputs_are_refused_with_a_reason():
     probs, labels = random_multiclass(50, 3, 0)
     with pytest.raises(ValueError, match="recalibration must be one of"):
-        decomposition.nll_decomposition(probs, labels, recalibration="platt")
+        decomposition.nll_decomposition(probs, labels, estimator="rank-chain", recalibration="platt")
+    with pytest.raises(ValueError, match="estimator must be one of"):
+        decomposition.nll_decomposition(probs, labels, estimator="isotonic")
     with pytest.raises(ValueError, match="n_bins must be a positive integer"):
         decomposition.brier_decomposition(probs, labels, n_bins=0)
     with pytest.raises(ValueError, match="did you pass logits"):
@@ -216,6 +222,19 @@ def test_results_record_names_the_method_and_keeps_every_model():
     record = decomposition.results_record(summaries, multilabel=True)
     assert "per label" in record["method"]["brier"] and "isotonic" in record["method"]["nll"]
     assert record["models"]["m"]["nll_calibration"] == summaries["m"]["nll_calibration"]
+
+
+def test_multiclass_summaries_use_one_cross_fitted_map_for_both_scores():
+    probs, labels = random_multiclass(400, 4, 3)
+    summaries = decomposition.decomposition_summaries({"m": [probs]}, labels, folds=4, seed=2)
+    q = metrics.cross_fitted_recalibration(probs, labels, folds=4, seed=2)
+    nll = metrics.score_decomposition_from(probs, labels, q, "nll")
+    brier = metrics.score_decomposition_from(probs, labels, q, "brier")
+    assert summaries["m"]["nll_resolution"]["mean"] == nll.resolution
+    assert summaries["m"]["brier_calibration"]["mean"] == brier.calibration
+    assert summaries["m"]["brier_resolution_cross_fitted"]["mean"] == brier.resolution
+    record = decomposition.results_record(summaries, folds=4)
+    assert "4-fold cross-fitted" in record["method"]["nll"]
 
 
 def test_table_shows_a_tiny_negative_component_as_zero_not_minus_zero():

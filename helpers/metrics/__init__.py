@@ -5,7 +5,7 @@ decompositions, threshold decisions, selective prediction, estimator bias and mu
 Modules: ``calibration``, ``classification``, ``multilabel`` (the metrics), ``bootstrapping`` (bootstrap intervals and
 the weighted forms' table), ``seed_bootstrap`` (intervals over seeds and images; simultaneous intervals),
 ``weighted``, ``selective``, ``core``, ``stats``, ``class_focus``, ``decisions``,
-``decomposition``, ``estimator_bias``, ``retrieval``.
+``decomposition``, ``refinement``, ``estimator_bias``, ``retrieval``.
 
 Compute only (figures are in :mod:`helpers.plots`). Imports only :mod:`helpers.utils`."""
 
@@ -90,6 +90,7 @@ from helpers.metrics.decisions import (  # noqa: F401
 )
 from helpers.metrics.decomposition import (  # noqa: F401
     COLUMNS,
+    ESTIMATORS,
     RECALIBRATIONS,
     BrierDecomposition,
     ScoreDecomposition,
@@ -123,6 +124,12 @@ from helpers.metrics.multilabel import (  # noqa: F401
     multilabel_nll,
     multilabel_report,
     multilabel_smooth_ece,
+)
+from helpers.metrics.refinement import (  # noqa: F401
+    DEFAULT_FOLDS,
+    cross_fitted_recalibration,
+    score_decomposition,
+    score_decomposition_from,
 )
 from helpers.metrics.retrieval import (  # noqa: F401
     RetrievalResult,
@@ -294,6 +301,11 @@ __all__ = [
     "decision_table",
     "decision_record",
     "RECALIBRATIONS",
+    "ESTIMATORS",
+    "DEFAULT_FOLDS",
+    "cross_fitted_recalibration",
+    "score_decomposition",
+    "score_decomposition_from",
     "BrierDecomposition",
     "ScoreDecomposition",
     "brier_decomposition",

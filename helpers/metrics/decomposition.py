@@ -46,52 +46,57 @@ For a proper score S and forecasts p with recalibrated forecast π(p) = P(Y | p)
                 [calibration]    [refinement]
 
 with d the score's divergence (the KL divergence for the log score), UNC = E S(ō, Y) the score of the base rates
-(their entropy, for the log score) and RES = E d(ō, π(p)) = E KL(π(p) || ō). Neither π nor the expectations are
-known, so they are ESTIMATED on the evaluated data itself: a recalibration map q = c(p) is fitted on the same
-(p, y) and
+(their entropy, for the log score) and RES = E d(ō, π(p)) = E KL(π(p) || ō). Resolution is invariant to any
+injective recalibration of p (the recalibrated forecast of g(p) is π(p) again), so no recalibration map can raise
+the population RES. Neither π nor the expectations are known: a recalibration map q = c(p) is fitted and
 
     calibration = NLL(p) - NLL(q),     refinement = NLL(q),     resolution = UNC - refinement.
 
-The first sum is exact by construction. Recalibration maps (``recalibration=``):
+Multi-class (the course's NLL, -log p_{i, y_i}), ``estimator=``:
+
+* ``"cross-fitted"`` (default): q is the cross-fitted multinomial recalibration of
+  :mod:`helpers.metrics.refinement` (Dirichlet-calibration family on centred log-probabilities, each image's q
+  fitted on the other folds). Out-of-sample, it sees class-wise miscalibration, and temperature, vector or matrix
+  scaling of the forecasts leave its resolution unchanged (the family is closed under them). The same q gives the
+  Brier score's calibration and resolution (``brier_calibration``, ``brier_resolution_cross_fitted`` in the tables).
+* ``"rank-chain"``: the EARLIER estimator, kept so that notebook 01 can show why it was replaced. Sort each row's
+  classes by probability, p_(1) >= p_(2) >= ..., and write the forecast as a chain of binary forecasts (chain
+  rule): stage r forecasts "the label is the class of rank r, given that it is not one of ranks 1..r-1" with
+  c_ir = p_(r) / sum_{j >= r} p_(j). Each stage is recalibrated with ``recalibration`` (below), fitted IN-SAMPLE on
+  the rows that reach it. It misses class-wise miscalibration at equal confidence (which it counts as lost
+  resolution), so a class-wise map fitted elsewhere can RAISE its resolution (notebook 01: vector scaling of the
+  over-fitting model, 0.5025 -> 0.5325 in the issue that replaced it); and its in-sample fit over-estimates the
+  calibration term and the resolution.
+
+Multi-label (per label, binary log loss, averaged over labels; the components add up to
+:func:`helpers.metrics.multilabel_nll`) and the rank-chain stages use an in-sample binary map (``recalibration=``):
 
 * ``"isotonic"`` (default): scikit-learn's IsotonicRegression of the outcome on the forecast (pool-adjacent-
-  violators). Isotonic regression minimises every proper score, the log score included, over all non-decreasing
-  maps (Barlow et al. 1972; Brümmer & du Preez 2013); the identity is one of them, so NLL(q) <= NLL(p) and the
-  calibration term is >= 0 on the fitted data. Its level sets are blocks whose value is the blocks' outcome
-  frequency, so q is calibrated in-sample and, for binary forecasts, refinement = UNC - E KL(q || ō) exactly.
-  For binary forecasts this is the CORP decomposition of Dimitriadis, Gneiting & Jordan (2021): calibration =
-  their MCB, resolution = their DSC (also in the R package reliabilitydiag and the Python package model-diagnostics).
-  Binary isotonic refinement depends on the forecasts only through their ranks: any strictly increasing map of p
-  (a temperature, Platt scaling) leaves it unchanged, which is why such maps cannot buy resolution.
+  violators). Isotonic regression minimises every proper score over all non-decreasing maps (Barlow et al. 1972;
+  Brümmer & du Preez 2013); the identity is one of them, so the calibration term is >= 0 on the fitted data, and q
+  is calibrated in-sample, so refinement = UNC - E KL(q || ō) exactly. For binary forecasts this is the CORP
+  decomposition of Dimitriadis, Gneiting & Jordan (2021): calibration = their MCB, resolution = their DSC (also
+  in the R package reliabilitydiag and the Python package model-diagnostics). It depends on the forecasts only
+  through their ranks: any strictly increasing map of p (a temperature, Platt scaling) leaves it unchanged, so for
+  one binary forecast it has the invariance the multi-class rank chain lacks.
 * ``"binned"``: q = the outcome frequency of the forecast's equal-width bin (histogram binning). Also calibrated
-  in-sample, but not >= the identity in general: the calibration term can be slightly negative when forecasts vary
-  inside a bin (the log-score analogue of WBV - WBC in (1)).
+  in-sample, but the calibration term can be slightly negative when forecasts vary inside a bin (the log-score
+  analogue of WBV - WBC in (1)).
 
-Multi-label: per label as above (binary log loss), averaged over labels (the components add up to
-:func:`helpers.metrics.multilabel_nll`). Multi-class (the course's NLL, -log p_{i, y_i}): sort each row's
-classes by probability, p_(1) >= p_(2) >= ..., and write the forecast as a chain of binary forecasts (chain rule):
-stage r forecasts "the label is the class of rank r, given that it is not one of ranks 1..r-1" with the conditional
-probability c_ir = p_(r) / sum_{j >= r} p_(j), so that -log p_{i, y_i} = sum over the stages the row reaches of the
-binary log loss of c_ir. The map recalibrates every stage with ``recalibration``, fitted on the rows that reach it
-(stage 1 is the top-label confidence against correctness). The NLL of q is the sum of the stages' binary log losses,
-so with isotonic maps the calibration term is >= 0 here too (each stage can keep the identity). It sees
-miscalibration that depends on the rank and the confidence, not which class sits at a rank (class-wise
-miscalibration at equal confidence is missed), and the resolution is computed as uncertainty - refinement.
-
-Bias of the estimates (they are estimates, not the population values): fitting the map on the evaluated data
-makes NLL(q) optimistic, so the calibration term and the resolution are OVER-estimated (most at small N and with
-many isotonic steps or bins; for a calibrated model the calibration term stays > 0 on average, as binned ECE does,
-notebook 01 section 3); restricting the map (bins, monotone, rank by rank) pulls the other way, UNDER-estimating
-the calibration term. The same holds for REL and RES in (1): the sampling noise of the bin frequencies adds about
-sum_b p̄_b (1 - p̄_b) / N (at most n_bins / (4 N) per class) to both, so a calibrated forecast has REL > 0 on average.
-Compare models on the same test set and bins, as the course does.
+Bias of the estimates (they are estimates, not the population values): an in-sample map (binned REL and RES in
+(1), isotonic) makes the calibration term and the resolution OVER-estimated, most at small N and with many steps
+or bins; the sampling noise of the bin frequencies adds about sum_b p̄_b (1 - p̄_b) / N (at most n_bins / (4 N) per
+class) to REL and RES, so a calibrated forecast has REL > 0 on average, as binned ECE does (notebook 01 section 3).
+The cross-fitted estimator errs the other way (both terms slightly UNDER-estimated; :mod:`helpers.metrics.refinement`).
+Compare models on the same test set, bins and folds, as the course does.
 
 References: A. H. Murphy (1973) "A new vector partition of the probability score", J. Appl. Meteor. 12: 595-600;
 D. B. Stephenson, C. A. S. Coelho & I. T. Jolliffe (2008) "Two extra components in the Brier score decomposition",
 Weather and Forecasting 23: 752-757; M. H. DeGroot & S. E. Fienberg (1983) "The comparison and evaluation of
 forecasters", The Statistician 32: 12-22; J. Bröcker (2009) "Reliability, sufficiency, and the decomposition of
 proper scores", Q. J. R. Meteorol. Soc. 135: 1512-1519; T. Dimitriadis, T. Gneiting & A. I. Jordan (2021) "Stable
-reliability diagrams for probabilistic classifiers", PNAS 118: e2016191118.
+reliability diagrams for probabilistic classifiers", PNAS 118: e2016191118; Kull et al. (2019) for the multi-class
+map: see :mod:`helpers.metrics.refinement`.
 """
 
 from __future__ import annotations
@@ -105,7 +110,7 @@ import pandas as pd
 import torch
 from sklearn.isotonic import IsotonicRegression
 
-from helpers.metrics import classification, stats
+from helpers.metrics import classification, refinement, stats
 
 # the metrics' own input checks and binning, so the decomposition and the metrics read inputs and bins alike
 from helpers.metrics.core import (
@@ -116,9 +121,11 @@ from helpers.metrics.core import (
     multilabel_inputs,
 )
 from helpers.metrics.multilabel import multilabel_nll
+from helpers.metrics.refinement import DEFAULT_FOLDS, ScoreDecomposition
 
 __all__ = [
     "COLUMNS",
+    "ESTIMATORS",
     "RECALIBRATIONS",
     "BrierDecomposition",
     "ScoreDecomposition",
@@ -133,6 +140,7 @@ __all__ = [
 ]
 
 RECALIBRATIONS = ("isotonic", "binned")
+ESTIMATORS = ("cross-fitted", "rank-chain")
 
 
 @dataclass(frozen=True)
@@ -156,22 +164,6 @@ class BrierDecomposition:
         return self.brier - (self.reliability - self.resolution + self.uncertainty + self.within_bin)
 
     def as_dict(self) -> dict[str, float]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class ScoreDecomposition:
-    """NLL = calibration + refinement, refinement = uncertainty - resolution (eq. 2), estimated by ``recalibration``
-    (the map fitted on the evaluated data: "isotonic" or "binned")."""
-
-    score: float
-    calibration: float
-    refinement: float
-    uncertainty: float
-    resolution: float
-    recalibration: str
-
-    def as_dict(self) -> dict[str, float | str]:
         return asdict(self)
 
 
@@ -320,43 +312,72 @@ def _rank_chain_log_loss(p: torch.Tensor, y: torch.Tensor, recalibration: str, n
     return total / len(y)
 
 
+def _check_estimator(estimator: str) -> None:
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
+
+
 def nll_decomposition(
-    probs: Any, labels: Any, recalibration: str = "isotonic", n_bins: int = DEFAULT_N_BINS
+    probs: Any,
+    labels: Any,
+    estimator: str = "cross-fitted",
+    recalibration: str = "isotonic",
+    n_bins: int = DEFAULT_N_BINS,
+    folds: int = DEFAULT_FOLDS,
+    seed: int = 0,
 ) -> ScoreDecomposition:
-    """Multi-class NLL (:func:`helpers.metrics.nll`) = calibration + refinement (eq. 2), with the rank-by-rank
-    recalibration map of the module docstring fitted on these data; uncertainty = the entropy of the class
-    frequencies (the NLL of the constant base-rate forecast), resolution = uncertainty - refinement."""
+    """Multi-class NLL (:func:`helpers.metrics.nll`) = calibration + refinement, refinement = uncertainty -
+    resolution (eq. 2); uncertainty = the entropy of the class frequencies (the NLL of the constant base-rate
+    forecast). ``estimator="cross-fitted"`` (default): :func:`helpers.metrics.refinement.score_decomposition`
+    (``folds``, ``seed``); ``"rank-chain"``: the earlier in-sample rank-by-rank map of the module docstring, its
+    stages recalibrated by ``recalibration`` with ``n_bins``."""
+    _check_estimator(estimator)
+    if estimator == "cross-fitted":
+        return refinement.score_decomposition(probs, labels, "nll", folds=folds, seed=seed)
     _check_recalibration(recalibration, n_bins)
     p, y = multiclass_inputs(probs, labels)
     score = classification.nll(p, y)
-    refinement = _rank_chain_log_loss(p, y, recalibration, n_bins)
+    refined = _rank_chain_log_loss(p, y, recalibration, n_bins)
     frequency = torch.bincount(y, minlength=p.shape[1]).to(torch.float64) / len(y)
     uncertainty = float(-torch.xlogy(frequency, frequency).sum())
     return ScoreDecomposition(
         score=score,
-        calibration=score - refinement,
-        refinement=refinement,
+        calibration=score - refined,
+        refinement=refined,
         uncertainty=uncertainty,
-        resolution=uncertainty - refinement,
-        recalibration=recalibration,
+        resolution=uncertainty - refined,
+        recalibration=f"rank-chain {recalibration} (in-sample)",
     )
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # tables for the notebooks
 # ----------------------------------------------------------------------------------------------------------------
-def _components(probs: Any, labels: Any, multilabel: bool, n_bins: int, recalibration: str) -> dict[str, float]:
-    """Every component of both decompositions of one probability tensor, under flat names (the results JSON keys)."""
-    brier_fn = multilabel_brier_decomposition if multilabel else brier_decomposition
-    nll_fn = multilabel_nll_decomposition if multilabel else nll_decomposition
-    brier = brier_fn(probs, labels, n_bins=n_bins)
-    nll = nll_fn(probs, labels, recalibration=recalibration, n_bins=n_bins)
+def _components(
+    probs: Any, labels: Any, multilabel: bool, n_bins: int, recalibration: str, folds: int, seed: int
+) -> dict[str, float]:
+    """Every component of both decompositions of one probability tensor, under flat names (the results JSON keys).
+    Multi-class: one cross-fitted recalibration gives the NLL's and the Brier score's calibration and resolution."""
+    if multilabel:
+        brier = multilabel_brier_decomposition(probs, labels, n_bins=n_bins)
+        nll = multilabel_nll_decomposition(probs, labels, recalibration=recalibration, n_bins=n_bins)
+        cross_fitted = {}
+    else:
+        brier = brier_decomposition(probs, labels, n_bins=n_bins)
+        q = refinement.cross_fitted_recalibration(probs, labels, folds=folds, seed=seed)
+        nll = refinement.score_decomposition_from(probs, labels, q, "nll")
+        brier_q = refinement.score_decomposition_from(probs, labels, q, "brier")
+        cross_fitted = {
+            "brier_calibration": brier_q.calibration,
+            "brier_resolution_cross_fitted": brier_q.resolution,
+        }
     return {
         "brier": brier.brier,
         "brier_reliability": brier.reliability,
         "brier_resolution": brier.resolution,
         "brier_uncertainty": brier.uncertainty,
         "brier_within_bin": brier.within_bin,
+        **cross_fitted,
         "nll": nll.score,
         "nll_calibration": nll.calibration,
         "nll_refinement": nll.refinement,
@@ -371,16 +392,20 @@ def decomposition_summaries(
     multilabel: bool = False,
     n_bins: int = DEFAULT_N_BINS,
     recalibration: str = "isotonic",
+    folds: int = DEFAULT_FOLDS,
+    seed: int = 0,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """{model: {component: :func:`helpers.metrics.seed_summary` over the model's seeds}}, the shape of
     :func:`helpers.metrics.seed_summaries` (so it goes into a results JSON as is). ``probs_by_model`` is a
-    notebook's {model: [test probabilities per training seed]} (a single tensor counts as one seed)."""
+    notebook's {model: [test probabilities per training seed]} (a single tensor counts as one seed). Multi-class
+    NLL and Brier calibration / resolution: cross-fitted (``folds``, ``seed``); multi-label NLL: in-sample
+    ``recalibration`` per label; the binned Brier terms of eq. (1): ``n_bins``."""
     out = {}
     for model, per_seed in probs_by_model.items():
         per_seed = list(per_seed) if isinstance(per_seed, (list, tuple)) else [per_seed]
         if not per_seed:
             raise ValueError(f"model {model!r} has no probability tensor (one per training seed expected)")
-        values = [_components(p, labels, multilabel, n_bins, recalibration) for p in per_seed]
+        values = [_components(p, labels, multilabel, n_bins, recalibration, folds, seed) for p in per_seed]
         out[model] = {name: stats.seed_summary([v[name] for v in values]) for name in values[0]}
     return out
 
@@ -451,19 +476,29 @@ def results_record(
     multilabel: bool = False,
     n_bins: int = DEFAULT_N_BINS,
     recalibration: str = "isotonic",
+    folds: int = DEFAULT_FOLDS,
 ) -> dict[str, Any]:
     """The block a notebook stores in its results JSON: how the components were computed, and every model's
-    per-seed components (:func:`decomposition_summaries`, called with the same ``multilabel``, ``n_bins`` and
-    ``recalibration``)."""
+    per-seed components (:func:`decomposition_summaries`, called with the same ``multilabel``, ``n_bins``,
+    ``recalibration`` and ``folds``)."""
     brier = "per label, averaged over labels" if multilabel else "one-vs-rest per class, summed over classes"
+    if multilabel:
+        nll = (
+            f"{recalibration} recalibration per label fitted on the evaluated (test) data itself: an in-sample estimate"
+        )
+    else:
+        nll = (
+            f"recalibrated forecast q = softmax(A clr(p) + b), multinomial logistic regression on the centred "
+            f"log-probabilities (Dirichlet-calibration family, Kull et al. 2019), {folds}-fold cross-fitted on the "
+            "test set (helpers.metrics.refinement); the same q gives brier_calibration = Brier(p) - Brier(q) and "
+            "brier_resolution_cross_fitted = uncertainty - Brier(q)"
+        )
     return {
         "method": {
             "brier": f"Murphy (1973) REL - RES + UNC with the within-bin terms of Stephenson et al. (2008), {brier}; "
             f"{n_bins} equal-width bins; brier_within_bin = WBV - WBC",
-            "nll": f"calibration = NLL - NLL(recalibrated), refinement = NLL(recalibrated), resolution = uncertainty "
-            f"- refinement (DeGroot & Fienberg 1983; Bröcker 2009); {recalibration} recalibration fitted "
-            "on the evaluated (test) data itself: an in-sample estimate"
-            + ("" if multilabel else ", rank by rank (helpers.metrics.decomposition)"),
+            "nll": "calibration = NLL - NLL(q), refinement = NLL(q), resolution = uncertainty - refinement "
+            f"(DeGroot & Fienberg 1983; Bröcker 2009); {nll}",
         },
         "models": {model: dict(components) for model, components in summaries.items()},
     }
