@@ -147,3 +147,22 @@ def test_bbse_clips_negative_weights_and_renormalises():
 def test_bad_inputs_get_a_clear_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_class_conditional_shift_finds_a_moved_class_and_not_a_reweighted_one():
+    """Pure label shift (other class shares, same p(x | y)): no class is flagged. One class's images moved at the
+    target: that class's domain AUROC is high with a small permutation p; the unmoved class stays near 0.5."""
+    x_s, y_s = sample(SOURCE, 600, seed=3)
+    x_t, y_t = sample(TARGET, 600, seed=4)
+    features_s = torch.stack([x_s, x_s**2], 1)
+    names = ["a", "b", "c"]
+    same = label_shift.class_conditional_shift(features_s, y_s, torch.stack([x_t, x_t**2], 1), y_t, names, 50)
+    assert (same["domain AUROC"] < 0.62).all() and (same["permutation p"] > 0.02).all(), same
+    moved = x_t + 1.5 * (y_t == 2)  # class c looks different at the target
+    shifted = label_shift.class_conditional_shift(features_s, y_s, torch.stack([moved, moved**2], 1), y_t, names, 50)
+    assert shifted.loc["c", "domain AUROC"] > 0.75 and shifted.loc["c", "permutation p"] < 0.03, shifted
+    assert shifted.loc["a", "domain AUROC"] < 0.62
+    few = label_shift.class_conditional_shift(features_s, y_s, features_s[:5], y_s[:5], names, 10)
+    assert few["domain AUROC"].isna().all() and few["target images"].sum() == 5
+    with pytest.raises(ValueError, match="same D"):
+        label_shift.class_conditional_shift(features_s, y_s, x_t[:, None], y_t, names)

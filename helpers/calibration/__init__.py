@@ -6,6 +6,7 @@ Imports :mod:`helpers.metrics`, :mod:`helpers.data` and :mod:`helpers.utils`."""
 from helpers.calibration.label_shift import (  # noqa: F401
     DIRICHLET_ALPHA,
     bbse_target_prior,
+    class_conditional_shift,
     em_fixed_point_gap,
     map_em_target_prior,
     source_prior,
@@ -81,6 +82,7 @@ __all__ = [
     "map_em_target_prior",
     "bbse_target_prior",
     "em_fixed_point_gap",
+    "class_conditional_shift",
     "DIRICHLET_ALPHA",
     "PRIOR_MAP",
     "PRIOR_BBSE",
