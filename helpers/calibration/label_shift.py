@@ -214,12 +214,12 @@ def class_conditional_shift(
     seed: int = 0,
 ) -> pd.DataFrame:
     """A test of the label-shift assumption p_t(x | y) = p_s(x | y), one class at a time: a domain classifier
-    (linear discriminant analysis, cheap to refit, on features such as the model's logits) tells source images of class y from target
-    images of class y; its 5-fold cross-validated AUROC is 0.5 in expectation when the class looks the same at both
-    sites, and the permutation p-value (scikit-learn's ``permutation_test_score``, Ojala & Garriga, JMLR 2010, test
-    1: domain labels shuffled ``n_permutations`` times) says whether the AUROC is above chance. Under pure label
-    shift the features' class-conditional distribution cannot change, whatever the class shares. Rows = classes;
-    classes with fewer than ``min_images`` images on either side are reported with no test."""
+    (linear discriminant analysis, cheap to refit, on features such as the model's logits) tells source images of
+    class y from target images of class y; its 5-fold cross-validated AUROC is 0.5 in expectation when the class
+    looks the same at both sites, and the permutation p-value (scikit-learn's ``permutation_test_score``; Ojala &
+    Garriga, JMLR 2010, test 1: domain labels shuffled ``n_permutations`` times) says whether the AUROC is above
+    chance. Under pure label shift the features' class-conditional distribution cannot change, whatever the class
+    shares. Rows = classes; classes with fewer than ``min_images`` images on either side get no test (NaN)."""
     x_s, x_t = (np.asarray(torch.as_tensor(v, dtype=torch.float64)) for v in (source_features, target_features))
     y_s = np.asarray(_indices(source_labels, len(class_names), "source_labels"))
     y_t = np.asarray(_indices(target_labels, len(class_names), "target_labels"))
