@@ -122,6 +122,8 @@ def test_model_probabilities_cover_every_model_and_test_set():
     pi_s = extra["mean_forecast_priors"]["well-regularised/cross-entropy + TS"][0]
     assert torch.allclose(torch.tensor(pi_s, dtype=torch.float64), scaled_cal.double().mean(0), atol=1e-6)
     assert shift.label_shift.em_fixed_point_gap(scaled_cal.double(), pi_s) < 1e-6
+    gaps = extra["em_fixed_point_gaps"]["well-regularised/cross-entropy + TS"]
+    assert len(gaps["mean forecast"]) == 2 and max(gaps["mean forecast"]) < 1e-6 < min(gaps["label frequencies"])
     em = torch.as_tensor(extra["priors"]["well-regularised/cross-entropy + TS + prior (EM)"]["isic2018_test"][0])
     index = data.test_sets(bundle)["isic2018_test"]
     expected = shift.adjust_to_prior(probs["isic2018_test"]["well-regularised/cross-entropy + TS"][0], pi_s, em)

@@ -158,7 +158,9 @@ def model_probabilities(
     oracle). The source prior π_s of every correction is the mean calibrated forecast on the calibration half
     (:func:`helpers.calibration.label_shift.source_prior`), per seed and calibrator. Returns ({test set: {model: one
     tensor per seed}}, {"temperatures", "em_priors", "priors" ({model: {test set: one vector per seed}}),
-    "mean_forecast_priors" ({calibrated model: one π_s per seed}), "source_prior" (training label frequencies)})."""
+    "mean_forecast_priors" ({calibrated model: one π_s per seed}), "em_fixed_point_gaps" ({CE + TS: how far one EM
+    step on the calibration half moves from π_s = "mean forecast" and from its "label frequencies", per seed}),
+    "source_prior" (training label frequencies)})."""
     sets = data.test_sets(bundle)
     y_val, y_test = bundle.val.labels, bundle.test.labels
     probs: dict[str, dict[str, list[torch.Tensor]]] = {name: {} for name in sets}
@@ -195,6 +197,11 @@ def _prior_corrections(probs, extras, key, run, calibrators, calibration_data, s
     source_vs = label_shift.source_prior(vector.transform(z_cal).double())
     extras["mean_forecast_priors"].setdefault(key + TS, []).append(source_ts.tolist())
     extras["mean_forecast_priors"].setdefault(key + " + vector scaling", []).append(source_vs.tolist())
+    scaled_cal = calibrators[TS].transform(z_cal).double()
+    frequencies = class_prior(y_cal, n_classes).clamp_min(1e-6)
+    check = extras.setdefault("em_fixed_point_gaps", {}).setdefault(key + TS, {})
+    check.setdefault("mean forecast", []).append(label_shift.em_fixed_point_gap(scaled_cal, source_ts))
+    check.setdefault("label frequencies", []).append(label_shift.em_fixed_point_gap(scaled_cal, frequencies))
     hard_cal = z_cal.argmax(1)
     for name, index in sets.items():
         add = probs[name]
