@@ -166,3 +166,20 @@ def test_class_conditional_shift_finds_a_moved_class_and_not_a_reweighted_one():
     assert few["domain AUROC"].isna().all() and few["target images"].sum() == 5
     with pytest.raises(ValueError, match="same D"):
         label_shift.class_conditional_shift(features_s, y_s, x_t[:, None], y_t, names)
+
+
+def test_soft_bbse_recovers_the_prior_where_hard_bbse_has_a_class_never_predicted(shifted):
+    """Class 2 is never the arg-max of a model that shrinks its posteriors towards [0.6, 0.4, 0]: hard BBSE's
+    confusion matrix has an empty row (a clear error); soft BBSE (probabilities) still recovers the target prior,
+    as BBSE does for any fixed predictor whose confusion matrix is invertible."""
+    x_s, y_s, x_t, y_t = shifted
+    shrink = torch.tensor([0.6, 0.4, 0.0], dtype=torch.float64)
+    p_s, p_t = (0.7 * shrink + 0.3 * posterior(x, SOURCE) for x in (x_s, x_t))
+    assert label_shift.never_predicted(p_s.argmax(1), 3) == [2]
+    with pytest.raises(ValueError, match="singular"):
+        label_shift.bbse_target_prior(p_s.argmax(1), y_s, p_t.argmax(1), 3)
+    prior, _ = label_shift.bbse_target_prior(p_s, y_s, p_t, 3, soft=True)
+    truth = torch.bincount(y_t, minlength=3).double() / len(y_t)
+    assert torch.allclose(prior, truth, atol=0.03), (prior, truth)
+    with pytest.raises(ValueError, match="3 columns"):
+        label_shift.bbse_target_prior(p_s[:, :2] / p_s[:, :2].sum(1, keepdim=True), y_s, p_t, 3, soft=True)

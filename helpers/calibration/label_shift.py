@@ -46,6 +46,7 @@ __all__ = [
     "em_fixed_point_gap",
     "DIRICHLET_ALPHA",
     "class_conditional_shift",
+    "never_predicted",
 ]
 
 #: the Dirichlet concentration of :func:`map_em_target_prior` per class: α_k = 2 adds one pseudo-image to every
@@ -157,39 +158,59 @@ def em_fixed_point_gap(calibrated_source_probs: Any, prior: Any) -> float:
 
 
 def bbse_target_prior(
-    source_predictions: Any, source_labels: Any, target_predictions: Any, n_classes: int, min_condition: float = 1e8
+    source_predictions: Any,
+    source_labels: Any,
+    target_predictions: Any,
+    n_classes: int,
+    soft: bool = False,
+    max_condition: float = 1e8,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BBSE (Lipton, Wang & Smola 2018, Sec. 4): ŵ = Ĉ⁻¹ μ̂ from hard predictions (class indices) on labelled
     held-out source data (``source_predictions``, ``source_labels``) and on the unlabelled target
     (``target_predictions``); Ĉ[i, j] = fraction of source images predicted i with label j, μ̂[i] = fraction of
-    target images predicted i. Returns (target prior π̂_t ∝ max(ŵ, 0) · π̂_s with π̂_s the source label frequencies,
-    the raw ŵ). Negative weights are clipped to 0 and the prior renormalised: a departure from the paper's
-    estimator (which leaves ŵ unconstrained), as in Alexandari et al.'s code (``BBSEImbalanceAdapter``: "mask out
-    negative weights"). Raises when Ĉ is singular or its condition number exceeds ``min_condition`` (a class never
-    predicted, or never present, in the source data)."""
+    target images predicted i. With ``soft=True`` the predictions are (N, K) probabilities and Ĉ[i, j] = mean of
+    p_i(x) 1{y = j}, μ̂ = mean target forecast (the "soft" BBSE of Alexandari et al.'s code, ``BBSEImbalanceAdapter``
+    with ``soft=True``): invertible even when some class is never the arg-max. Returns (target prior
+    π̂_t ∝ max(ŵ, 0) · π̂_s with π̂_s the source label frequencies, the raw ŵ). Negative weights are clipped to 0 and
+    the prior renormalised: a departure from the paper's estimator (which leaves ŵ unconstrained), as in Alexandari
+    et al.'s code ("mask out negative weights"). Raises when Ĉ is singular or its condition number exceeds
+    ``max_condition`` (with hard predictions: a class never predicted, or never present, in the source data)."""
     if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
         raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
-    pred_s, y_s, pred_t = (_indices(v, n_classes, what) for v, what in (
-        (source_predictions, "source_predictions"), (source_labels, "source_labels"),
-        (target_predictions, "target_predictions")))  # fmt: skip
-    if pred_s.shape != y_s.shape:
-        raise ValueError(f"source_predictions {tuple(pred_s.shape)} and source_labels {tuple(y_s.shape)} differ")
-    joint = torch.zeros(n_classes, n_classes, dtype=torch.float64)
-    joint.index_put_((pred_s, y_s), torch.ones(len(y_s), dtype=torch.float64), accumulate=True)
-    joint /= len(y_s)
+    y_s = _indices(source_labels, n_classes, "source_labels")
+    if soft:
+        pred_s = _probabilities(source_predictions, "source_predictions")
+        pred_t = _probabilities(target_predictions, "target_predictions")
+        if pred_s.shape[1] != n_classes or pred_t.shape[1] != n_classes:
+            raise ValueError(f"soft predictions must have {n_classes} columns, got {pred_s.shape} and {pred_t.shape}")
+    else:
+        pred_s = _one_hot(_indices(source_predictions, n_classes, "source_predictions"), n_classes)
+        pred_t = _one_hot(_indices(target_predictions, n_classes, "target_predictions"), n_classes)
+    if len(pred_s) != len(y_s):
+        raise ValueError(f"source_predictions ({len(pred_s)} rows) and source_labels ({len(y_s)}) differ in length")
+    joint = pred_s.T @ _one_hot(y_s, n_classes) / len(y_s)
     condition = float(torch.linalg.cond(joint)) if torch.linalg.matrix_rank(joint) == n_classes else float("inf")
-    if not np.isfinite(condition) or condition > min_condition:
+    if not np.isfinite(condition) or condition > max_condition:
         raise ValueError(
             f"the source confusion matrix is singular or ill-conditioned (condition number {condition:.3g}): BBSE "
-            "needs every class present in the source labels and predicted on the source data"
+            "needs every class present in the source labels and predicted on the source data (or soft=True)"
         )
-    mu = torch.bincount(pred_t, minlength=n_classes).double() / len(pred_t)
-    weights = torch.linalg.solve(joint, mu)
-    source = joint.sum(0)
-    prior = weights.clamp_min(0) * source
+    weights = torch.linalg.solve(joint, pred_t.mean(0))
+    prior = weights.clamp_min(0) * joint.sum(0)
     if prior.sum() <= 0:
         raise ValueError(f"every BBSE weight is <= 0 ({weights.tolist()}): no target prior can be formed")
     return prior / prior.sum(), weights
+
+
+def never_predicted(predictions: Any, n_classes: int) -> list[int]:
+    """The classes that are never the arg-max in ``predictions`` (N,) of class indices: where hard BBSE's confusion
+    matrix has an empty row."""
+    counts = torch.bincount(_indices(predictions, n_classes, "predictions"), minlength=n_classes)
+    return [k for k in range(n_classes) if counts[k] == 0]
+
+
+def _one_hot(y: torch.Tensor, n_classes: int) -> torch.Tensor:
+    return torch.nn.functional.one_hot(y, n_classes).double()
 
 
 def _indices(values: Any, n_classes: int, what: str) -> torch.Tensor:

@@ -152,7 +152,8 @@ def model_probabilities(
     ``"<recipe>/<model>"``: each loss raw and + TS (fitted on the ``calibration`` part of validation); for
     cross-entropy also + vector scaling, + isotonic, and the prior corrections of
     :mod:`helpers.calibration.label_shift` on each test set's images (no labels): + TS + prior (EM), + TS + prior
-    (MAP-EM), + TS + prior (BBSE, hard predictions on the calibration half as the labelled source data),
+    (MAP-EM), + TS + prior (BBSE, hard predictions on the calibration half as the labelled source data; soft BBSE
+    where a class is never predicted there, listed in "bbse_never_predicted"),
     + vector scaling + prior (EM) (per-class biases first, as Alexandari et al. recommend), + TS + prior (true) (the
     test set's own class frequencies: an oracle) and + TS fitted on the test set (:func:`crossfit_temperature`: an
     oracle). The source prior π_s of every correction is the mean calibrated forecast on the calibration half
@@ -189,6 +190,14 @@ def model_probabilities(
     return probs, extras
 
 
+def _bbse(hard_cal, y_cal, scaled_cal, scaled, n_classes) -> torch.Tensor:
+    """Hard BBSE (Lipton et al. 2018) where its confusion matrix is invertible; soft BBSE (probabilities, as
+    Alexandari et al.'s code allows) where some class is never the arg-max on the calibration half."""
+    if label_shift.never_predicted(hard_cal, n_classes):
+        return label_shift.bbse_target_prior(scaled_cal, y_cal, scaled, n_classes, soft=True)[0]
+    return label_shift.bbse_target_prior(hard_cal, y_cal, scaled.argmax(1), n_classes)[0]
+
+
 def _prior_corrections(probs, extras, key, run, calibrators, calibration_data, sets, y_test, n_classes) -> None:
     """Adds cross-entropy's + vector scaling, + isotonic and the prior corrections of :func:`model_probabilities`."""
     z_cal, y_cal = calibration_data
@@ -203,6 +212,9 @@ def _prior_corrections(probs, extras, key, run, calibrators, calibration_data, s
     check.setdefault("mean forecast", []).append(label_shift.em_fixed_point_gap(scaled_cal, source_ts))
     check.setdefault("label frequencies", []).append(label_shift.em_fixed_point_gap(scaled_cal, frequencies))
     hard_cal = z_cal.argmax(1)
+    extras.setdefault("bbse_never_predicted", {}).setdefault(key, []).append(
+        label_shift.never_predicted(hard_cal, n_classes)
+    )
     for name, index in sets.items():
         add = probs[name]
         for suffix in (" + vector scaling", " + isotonic"):
@@ -211,11 +223,7 @@ def _prior_corrections(probs, extras, key, run, calibrators, calibration_data, s
         estimates = {
             PRIOR_EM: (scaled, source_ts, label_shift.em_target_prior(scaled, source_ts)[0]),
             PRIOR_MAP: (scaled, source_ts, label_shift.map_em_target_prior(scaled, source_ts)[0]),
-            PRIOR_BBSE: (
-                scaled,
-                source_ts,
-                label_shift.bbse_target_prior(hard_cal, y_cal, run.test_logits[index].argmax(1), n_classes)[0],
-            ),
+            PRIOR_BBSE: (scaled, source_ts, _bbse(hard_cal, y_cal, scaled_cal, scaled, n_classes)),
             PRIOR_EM_VS: (vs, source_vs, label_shift.em_target_prior(vs, source_vs)[0]),
         }
         for suffix, (base, source, prior) in estimates.items():
