@@ -68,6 +68,9 @@ PRIOR_TRUE = " + TS + prior (true)"
 PRIOR_EM_VS = " + vector scaling + prior (EM)"
 PRIOR_MAP = " + TS + prior (MAP-EM)"
 PRIOR_BBSE = " + TS + prior (BBSE)"
+#: EM's iteration limit in :func:`model_probabilities`: where a share tends to 0 EM converges slowly (a 1-epoch smoke
+#: model needed more than 10,000 iterations to move by less than 1e-6)
+EM_MAX_ITER = 200_000
 ORACLE_TS = " + TS fitted on the test set"
 
 
@@ -192,10 +195,15 @@ def model_probabilities(
 
 def _bbse(hard_cal, y_cal, scaled_cal, scaled, n_classes) -> torch.Tensor:
     """Hard BBSE (Lipton et al. 2018) where its confusion matrix is invertible; soft BBSE (probabilities, as
-    Alexandari et al.'s code allows) where some class is never the arg-max on the calibration half."""
-    if label_shift.never_predicted(hard_cal, n_classes):
-        return label_shift.bbse_target_prior(scaled_cal, y_cal, scaled, n_classes, soft=True)[0]
-    return label_shift.bbse_target_prior(hard_cal, y_cal, scaled.argmax(1), n_classes)[0]
+    Alexandari et al.'s code allows) where some class is never the arg-max on the calibration half.
+    Where even soft BBSE's matrix is singular (a class absent from the calibration half, as in tiny smoke runs), BBSE
+    cannot estimate the prior and π_s (no shift) is returned."""
+    try:
+        if label_shift.never_predicted(hard_cal, n_classes):
+            return label_shift.bbse_target_prior(scaled_cal, y_cal, scaled, n_classes, soft=True)[0]
+        return label_shift.bbse_target_prior(hard_cal, y_cal, scaled.argmax(1), n_classes)[0]
+    except ValueError:
+        return label_shift.source_prior(scaled_cal)
 
 
 def _prior_corrections(probs, extras, key, run, calibrators, calibration_data, sets, y_test, n_classes) -> None:
@@ -221,10 +229,10 @@ def _prior_corrections(probs, extras, key, run, calibrators, calibration_data, s
             add.setdefault(key + suffix, []).append(calibrators[suffix].transform(run.test_logits[index]).double())
         scaled, vs = add[key + TS][-1], add[key + " + vector scaling"][-1]
         estimates = {
-            PRIOR_EM: (scaled, source_ts, label_shift.em_target_prior(scaled, source_ts)[0]),
-            PRIOR_MAP: (scaled, source_ts, label_shift.map_em_target_prior(scaled, source_ts)[0]),
+            PRIOR_EM: (scaled, source_ts, label_shift.em_target_prior(scaled, source_ts, EM_MAX_ITER)[0]),
+            PRIOR_MAP: (scaled, source_ts, label_shift.map_em_target_prior(scaled, source_ts, max_iter=EM_MAX_ITER)[0]),
             PRIOR_BBSE: (scaled, source_ts, _bbse(hard_cal, y_cal, scaled_cal, scaled, n_classes)),
-            PRIOR_EM_VS: (vs, source_vs, label_shift.em_target_prior(vs, source_vs)[0]),
+            PRIOR_EM_VS: (vs, source_vs, label_shift.em_target_prior(vs, source_vs, EM_MAX_ITER)[0]),
         }
         for suffix, (base, source, prior) in estimates.items():
             extras["priors"].setdefault(key + suffix, {}).setdefault(name, []).append(prior.tolist())
