@@ -111,6 +111,24 @@ def test_model_probabilities_cover_every_model_and_test_set():
     assert "well-regularised/LS α=0.1 + TS" in models and "well-regularised/cross-entropy + TS + prior (EM)" in models
     assert "well-regularised/LS α=0.1 + TS + prior (EM)" not in models
     assert "well-regularised/cross-entropy + vector scaling + prior (EM)" in models
+    for suffix in (shift.PRIOR_MAP, shift.PRIOR_BBSE, shift.PRIOR_EM):  # issue 27: MAP-EM and BBSE beside EM
+        assert f"well-regularised/cross-entropy{suffix}" in models
+        vectors = extra["priors"][f"well-regularised/cross-entropy{suffix}"]["isic2018_test"]
+        assert len(vectors) == 2 and all(abs(sum(v) - 1) < 1e-9 and len(v) == 3 for v in vectors)
+    # issue 27 (1): π_s is the mean temperature-scaled forecast on the calibration half, a fixed point of EM there
+    ce = runs["well-regularised", "cross-entropy", 0]
+    cal = torch.arange(0, 120, 2)
+    scaled_cal = TemperatureScaling().fit(ce.val_logits[cal], bundle.val.labels[cal]).transform(ce.val_logits[cal])
+    pi_s = extra["mean_forecast_priors"]["well-regularised/cross-entropy + TS"][0]
+    assert torch.allclose(torch.tensor(pi_s, dtype=torch.float64), scaled_cal.double().mean(0), atol=1e-6)
+    assert shift.label_shift.em_fixed_point_gap(scaled_cal.double(), pi_s) < 1e-6
+    gaps = extra["em_fixed_point_gaps"]["well-regularised/cross-entropy + TS"]
+    assert len(gaps["mean forecast"]) == 2 and max(gaps["mean forecast"]) < 1e-6 < min(gaps["label frequencies"])
+    em = torch.as_tensor(extra["priors"]["well-regularised/cross-entropy + TS + prior (EM)"]["isic2018_test"][0])
+    index = data.test_sets(bundle)["isic2018_test"]
+    expected = shift.adjust_to_prior(probs["isic2018_test"]["well-regularised/cross-entropy + TS"][0], pi_s, em)
+    assert torch.allclose(models["well-regularised/cross-entropy + TS + prior (EM)"][0], expected)
+    assert index.shape == (60,)
     assert all(len(seeds) == 2 and seeds[0].shape == (60, 3) for seeds in models.values())
     assert set(extra["temperatures"]["well-regularised/cross-entropy"]) == {
         "validation",
@@ -248,3 +266,13 @@ def test_class_prior_refuses_labels_outside_the_classes_float_labels_and_no_labe
         shift.class_prior(torch.tensor([0, 1]), 0)
     assert shift.class_prior(torch.tensor([0, 0, 2, 1]), 4).tolist() == [0.5, 0.25, 0.25, 0.0]
     assert shift.class_prior(np.array([2, 2]), 3).tolist() == [0.0, 0.0, 1.0]
+
+
+def test_prior_vector_table_shows_every_class_against_the_truth_and_the_distance():
+    labels = {"b": torch.tensor([0, 0, 1, 2])}
+    priors = {"r/CE + TS + prior (EM)": {"b": [[0.5, 0.25, 0.25], [0.7, 0.1, 0.2]]}}
+    table = shift.prior_vector_table(priors, labels, ["x", "y", "z"], [[0.6, 0.3, 0.1]], {"b": "B"}, {})
+    assert table.loc[("B", "truth"), "x"] == "50.0" and table.loc[("B", "truth"), "distance to truth (pp)"] == "0.0"
+    assert table.loc[("B", "r/CE + TS + prior (EM)"), "x"] == "60.0 ± 14.1"
+    assert table.loc[("B", "r/CE + TS + prior (EM)"), "distance to truth (pp)"] == "10.0 ± 14.1"  # 0 and 20 pp
+    assert table.loc[("B", "π_s: mean calibrated forecast, source"), "z"] == "10.0"

@@ -1,8 +1,16 @@
 """Post-hoc calibration: temperature scaling, the other post-hoc calibrators and the calibration split, and the
-label-shift (prior) correction of notebook 12.
+label-shift (prior) estimators and correction of notebook 12.
 
 Imports :mod:`helpers.metrics`, :mod:`helpers.data` and :mod:`helpers.utils`."""
 
+from helpers.calibration.label_shift import (  # noqa: F401
+    DIRICHLET_ALPHA,
+    bbse_target_prior,
+    class_conditional_shift,
+    em_fixed_point_gap,
+    map_em_target_prior,
+    source_prior,
+)
 from helpers.calibration.posthoc import (  # noqa: F401
     DirichletCalibration,
     IsotonicCalibration,
@@ -16,8 +24,10 @@ from helpers.calibration.posthoc import (  # noqa: F401
 from helpers.calibration.shift import (  # noqa: F401
     CE,
     ORACLE_TS,
+    PRIOR_BBSE,
     PRIOR_EM,
     PRIOR_EM_VS,
+    PRIOR_MAP,
     PRIOR_TRUE,
     TS,
     adjust_to_prior,
@@ -27,6 +37,7 @@ from helpers.calibration.shift import (  # noqa: F401
     em_target_prior,
     model_probabilities,
     prior_estimate_table,
+    prior_vector_table,
     results_block,
     shift_difference_table,
     shift_differences,
@@ -67,6 +78,15 @@ __all__ = [
     "ORACLE_TS",
     "adjust_to_prior",
     "em_target_prior",
+    "source_prior",
+    "map_em_target_prior",
+    "bbse_target_prior",
+    "em_fixed_point_gap",
+    "class_conditional_shift",
+    "DIRICHLET_ALPHA",
+    "PRIOR_MAP",
+    "PRIOR_BBSE",
+    "prior_vector_table",
     "crossfit_temperature",
     "class_prior",
     "class_share_table",

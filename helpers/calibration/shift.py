@@ -19,6 +19,8 @@ other clinics: covariate shift) are not its business.
 (two-fold cross-fitting, so no image is scored by a temperature fitted on it): what temperature scaling could do
 with labelled data from the new hospital, the upper bound a validation-fitted temperature is compared with.
 
+The estimators (EM, MAP-EM, BBSE, the source prior) are in :mod:`helpers.calibration.label_shift`.
+
 Compute only; the figures are in :mod:`helpers.plots.shift_plots`.
 """
 
@@ -33,13 +35,17 @@ import torch
 
 from helpers import data, metrics
 from helpers import metrics as metrics_module  # shift_difference_table's argument `metrics` shadows the package
-from helpers.calibration import posthoc
+from helpers.calibration import label_shift, posthoc
+from helpers.calibration.label_shift import adjust_to_prior, em_target_prior
 from helpers.calibration.temperature import TemperatureScaling
 from helpers.metrics import stats
 
 __all__ = [
     "adjust_to_prior",
     "em_target_prior",
+    "PRIOR_MAP",
+    "PRIOR_BBSE",
+    "prior_vector_table",
     "crossfit_temperature",
     "class_prior",
     "class_share_table",
@@ -61,51 +67,12 @@ TS = " + TS"
 PRIOR_EM = " + TS + prior (EM)"
 PRIOR_TRUE = " + TS + prior (true)"
 PRIOR_EM_VS = " + vector scaling + prior (EM)"
+PRIOR_MAP = " + TS + prior (MAP-EM)"
+PRIOR_BBSE = " + TS + prior (BBSE)"
+#: EM's iteration limit in :func:`model_probabilities`: where a share tends to 0 EM converges slowly (a 1-epoch smoke
+#: model needed more than 10,000 iterations to move by less than 1e-6)
+EM_MAX_ITER = 200_000
 ORACLE_TS = " + TS fitted on the test set"
-
-
-def _prior(prior: Any, k: int, what: str) -> torch.Tensor:
-    p = torch.as_tensor(prior, dtype=torch.float64).flatten()
-    if p.numel() != k or not torch.isfinite(p).all() or (p <= 0).any():
-        raise ValueError(f"{what} must be {k} finite positive class frequencies, got {p.tolist()}")
-    return p / p.sum()
-
-
-def _probabilities(probs: Any) -> torch.Tensor:
-    """(N, K) class probabilities in float64, checked as the metrics check them
-    (:func:`helpers.metrics.multiclass_probabilities`: finite, in [0, 1], rows summing to 1)."""
-    return metrics.multiclass_probabilities(probs, "probs").to(torch.float64)
-
-
-def adjust_to_prior(probs: Any, source_prior: Any, target_prior: Any) -> torch.Tensor:
-    """Saerens et al. (2002), eq. 2.4: probabilities for a population with class prior ``target_prior`` from
-    probabilities ``probs`` (N, K) of a model whose training prior was ``source_prior`` (each rescaled to sum 1).
-    ``probs`` must be probabilities (a ValueError for logits, NaN, negative or unnormalised rows). Float64 out."""
-    p = _probabilities(probs)
-    ratio = _prior(target_prior, p.shape[1], "target_prior") / _prior(source_prior, p.shape[1], "source_prior")
-    adjusted = p * ratio
-    return adjusted / adjusted.sum(1, keepdim=True)
-
-
-def em_target_prior(
-    probs: Any, source_prior: Any, max_iter: int = 10_000, tol: float = 1e-6
-) -> tuple[torch.Tensor, int]:
-    """Saerens et al. (2002), eqs. 2.9–2.10: the maximum-likelihood class prior of unlabelled images with source
-    probabilities ``probs`` (N, K), by EM from ``source_prior``; returns (prior, iterations). Stops when no class's
-    prior moves by more than ``tol``; raises if ``max_iter`` is reached first (the estimate would be unfinished).
-    ``probs`` must be probabilities (a ValueError for logits, NaN, negative or unnormalised rows)."""
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r} (EM needs at least one step)")
-    p = _probabilities(probs)
-    source = _prior(source_prior, p.shape[1], "source_prior")
-    prior = source.clone()
-    for iteration in range(1, max_iter + 1):
-        updated = adjust_to_prior(p, source, prior).mean(0)
-        moved = float((updated - prior).abs().max())
-        prior = updated.clamp_min(1e-12)
-        if moved <= tol:
-            return prior / prior.sum(), iteration
-    raise RuntimeError(f"EM for the target prior did not converge in {max_iter} iterations (last move {moved:.2e})")
 
 
 def crossfit_temperature(logits: Any, labels: Any, folds: int = 2, seed: int = 0) -> tuple[torch.Tensor, list[float]]:
@@ -187,50 +154,97 @@ def model_probabilities(
 
     ``runs`` maps (recipe, loss, seed) to a trained run (:func:`helpers.course.shift_runs`). Models, named
     ``"<recipe>/<model>"``: each loss raw and + TS (fitted on the ``calibration`` part of validation); for
-    cross-entropy also + vector scaling, + isotonic, + TS + prior (EM) (:func:`em_target_prior` on each test set's
-    images, no labels), + vector scaling + prior (EM) (per-class biases first, as Alexandari et al. recommend),
-    + TS + prior (true) (the test set's own class frequencies: an oracle) and + TS fitted on
-    the test set (:func:`crossfit_temperature`: an oracle). The source prior is the training split's. Returns
-    ({test set: {model: one tensor per seed}}, {"temperatures": …, "em_priors": …}) for the results JSON."""
+    cross-entropy also + vector scaling, + isotonic, and the prior corrections of
+    :mod:`helpers.calibration.label_shift` on each test set's images (no labels): + TS + prior (EM), + TS + prior
+    (MAP-EM), + TS + prior (BBSE, hard predictions on the calibration half as the labelled source data; soft BBSE
+    where a class is never predicted there, listed in "bbse_never_predicted"),
+    + vector scaling + prior (EM) (per-class biases first, as Alexandari et al. recommend), + TS + prior (true) (the
+    test set's own class frequencies: an oracle) and + TS fitted on the test set (:func:`crossfit_temperature`: an
+    oracle). The source prior π_s of every correction is the mean calibrated forecast on the calibration half
+    (:func:`helpers.calibration.label_shift.source_prior`), per seed and calibrator. Returns ({test set: {model: one
+    tensor per seed}}, {"temperatures", "em_priors", "priors" ({model: {test set: one vector per seed}}),
+    "mean_forecast_priors" ({calibrated model: one π_s per seed}), "em_fixed_point_gaps" ({CE + TS: how far one EM
+    step on the calibration half moves from π_s = "mean forecast" and from its "label frequencies", per seed}),
+    "source_prior" (training label frequencies)})."""
     sets = data.test_sets(bundle)
-    source = class_prior(bundle.train.labels, bundle.n_classes)
     y_val, y_test = bundle.val.labels, bundle.test.labels
     probs: dict[str, dict[str, list[torch.Tensor]]] = {name: {} for name in sets}
-    temperatures: dict[str, dict[str, list[float]]] = {}
-    em_priors: dict[str, dict[str, list[list[float]]]] = {}
+    extras: dict[str, Any] = {"temperatures": {}, "em_priors": {}, "priors": {}, "mean_forecast_priors": {}}
     for (recipe, loss, _), run in runs.items():
         z_cal, y_cal = run.val_logits[calibration], y_val[calibration]
         scaler = TemperatureScaling().fit(z_cal, y_cal)
         key = f"{recipe}/{loss}"
-        temperatures.setdefault(key, {}).setdefault("validation", []).append(float(scaler.temperature))
+        extras["temperatures"].setdefault(key, {}).setdefault("validation", []).append(float(scaler.temperature))
         scaled = scaler.transform(run.test_logits).double()
-        extra = {}
+        for name, index in sets.items():
+            probs[name].setdefault(key, []).append(run.test_probs[index].double())
+            probs[name].setdefault(key + TS, []).append(scaled[index])
         if loss == CE:
-            extra = {
+            calibrators = {
+                TS: scaler,
                 " + vector scaling": posthoc.VectorScaling(max_iter=posthoc_max_iter).fit(z_cal, y_cal),
                 " + isotonic": posthoc.IsotonicCalibration().fit(z_cal, y_cal),
             }
-        for name, index in sets.items():
-            add = probs[name]
-            add.setdefault(key, []).append(run.test_probs[index].double())
-            add.setdefault(key + TS, []).append(scaled[index])
-            if loss != CE:
-                continue
-            for suffix, calibrator in extra.items():
-                add.setdefault(key + suffix, []).append(calibrator.transform(run.test_logits[index]).double())
-            prior, _ = em_target_prior(scaled[index], source)
-            em_priors.setdefault(key + TS, {}).setdefault(name, []).append(prior.tolist())
-            add.setdefault(key + PRIOR_EM, []).append(adjust_to_prior(scaled[index], source, prior))
-            vector = add[key + " + vector scaling"][-1]
-            vector_prior, _ = em_target_prior(vector, source)
-            em_priors.setdefault(key + " + vector scaling", {}).setdefault(name, []).append(vector_prior.tolist())
-            add.setdefault(key + PRIOR_EM_VS, []).append(adjust_to_prior(vector, source, vector_prior))
-            true_prior = class_prior(y_test[index], bundle.n_classes).clamp_min(1e-6)
-            add.setdefault(key + PRIOR_TRUE, []).append(adjust_to_prior(scaled[index], source, true_prior))
-            oracle, fitted = crossfit_temperature(run.test_logits[index], y_test[index], seed=seed)
-            add.setdefault(key + ORACLE_TS, []).append(oracle)
-            temperatures[key].setdefault(name, []).append(float(np.mean(fitted)))
-    return probs, {"temperatures": temperatures, "em_priors": em_priors, "source_prior": source.tolist()}
+            _prior_corrections(probs, extras, key, run, calibrators, (z_cal, y_cal), sets, y_test, bundle.n_classes)
+            for name, index in sets.items():
+                oracle, fitted = crossfit_temperature(run.test_logits[index], y_test[index], seed=seed)
+                probs[name].setdefault(key + ORACLE_TS, []).append(oracle)
+                extras["temperatures"][key].setdefault(name, []).append(float(np.mean(fitted)))
+    extras["source_prior"] = class_prior(bundle.train.labels, bundle.n_classes).tolist()
+    return probs, extras
+
+
+def _bbse(hard_cal, y_cal, scaled_cal, scaled, n_classes) -> torch.Tensor:
+    """Hard BBSE (Lipton et al. 2018) where its confusion matrix is invertible; soft BBSE (probabilities, as
+    Alexandari et al.'s code allows) where some class is never the arg-max on the calibration half.
+    Where even soft BBSE's matrix is singular (a class absent from the calibration half, as in tiny smoke runs), BBSE
+    cannot estimate the prior and π_s (no shift) is returned."""
+    try:
+        if label_shift.never_predicted(hard_cal, n_classes):
+            return label_shift.bbse_target_prior(scaled_cal, y_cal, scaled, n_classes, soft=True)[0]
+        return label_shift.bbse_target_prior(hard_cal, y_cal, scaled.argmax(1), n_classes)[0]
+    except ValueError:
+        return label_shift.source_prior(scaled_cal)
+
+
+def _prior_corrections(probs, extras, key, run, calibrators, calibration_data, sets, y_test, n_classes) -> None:
+    """Adds cross-entropy's + vector scaling, + isotonic and the prior corrections of :func:`model_probabilities`."""
+    z_cal, y_cal = calibration_data
+    source_ts = label_shift.source_prior(calibrators[TS].transform(z_cal).double())
+    vector = calibrators[" + vector scaling"]
+    source_vs = label_shift.source_prior(vector.transform(z_cal).double())
+    extras["mean_forecast_priors"].setdefault(key + TS, []).append(source_ts.tolist())
+    extras["mean_forecast_priors"].setdefault(key + " + vector scaling", []).append(source_vs.tolist())
+    scaled_cal = calibrators[TS].transform(z_cal).double()
+    frequencies = class_prior(y_cal, n_classes).clamp_min(1e-6)
+    check = extras.setdefault("em_fixed_point_gaps", {}).setdefault(key + TS, {})
+    check.setdefault("mean forecast", []).append(label_shift.em_fixed_point_gap(scaled_cal, source_ts))
+    check.setdefault("label frequencies", []).append(label_shift.em_fixed_point_gap(scaled_cal, frequencies))
+    hard_cal = z_cal.argmax(1)
+    extras.setdefault("bbse_never_predicted", {}).setdefault(key, []).append(
+        label_shift.never_predicted(hard_cal, n_classes)
+    )
+    for name, index in sets.items():
+        add = probs[name]
+        for suffix in (" + vector scaling", " + isotonic"):
+            add.setdefault(key + suffix, []).append(calibrators[suffix].transform(run.test_logits[index]).double())
+        scaled, vs = add[key + TS][-1], add[key + " + vector scaling"][-1]
+        estimates = {
+            PRIOR_EM: (scaled, source_ts, label_shift.em_target_prior(scaled, source_ts, EM_MAX_ITER)[0]),
+            PRIOR_MAP: (scaled, source_ts, label_shift.map_em_target_prior(scaled, source_ts, max_iter=EM_MAX_ITER)[0]),
+            PRIOR_BBSE: (scaled, source_ts, _bbse(hard_cal, y_cal, scaled_cal, scaled, n_classes)),
+            PRIOR_EM_VS: (vs, source_vs, label_shift.em_target_prior(vs, source_vs, EM_MAX_ITER)[0]),
+        }
+        for suffix, (base, source, prior) in estimates.items():
+            extras["priors"].setdefault(key + suffix, {}).setdefault(name, []).append(prior.tolist())
+            add.setdefault(key + suffix, []).append(adjust_to_prior(base, source, prior.clamp_min(1e-12)))
+        extras["em_priors"].setdefault(key + TS, {}).setdefault(name, []).append(
+            extras["priors"][key + PRIOR_EM][name][-1]
+        )
+        em_vs = extras["priors"][key + PRIOR_EM_VS][name][-1]
+        extras["em_priors"].setdefault(key + " + vector scaling", {}).setdefault(name, []).append(em_vs)
+        true_prior = class_prior(y_test[index], n_classes).clamp_min(1e-6)
+        add.setdefault(key + PRIOR_TRUE, []).append(adjust_to_prior(scaled, source_ts, true_prior))
 
 
 def shift_summaries(
@@ -304,6 +318,46 @@ def prior_estimate_table(
             rows[(model.split("/", 1)[-1], (set_labels or {}).get(name, name))] = row
     frame = pd.DataFrame.from_dict(rows, orient="index")
     frame.index = pd.MultiIndex.from_tuples(frame.index, names=["EM on the outputs of", "test set"])
+    return frame
+
+
+def prior_vector_table(
+    priors: Mapping[str, Mapping[str, Sequence[Sequence[float]]]],
+    labels: Mapping[str, Any],
+    class_names: Sequence[str],
+    mean_forecast_priors: Sequence[Sequence[float]],
+    set_labels: Mapping[str, str] | None = None,
+    row_labels: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
+    """The whole estimated target prior against the truth, per test set: rows (test set, estimate) with the true
+    class shares, the source prior π_s (the mean calibrated forecast on the calibration half, ``mean_forecast_priors``
+    one vector per seed) and each estimator of ``priors`` ({model: {test set: one vector per seed}}, as
+    :func:`model_probabilities` returns); columns the classes (%, mean ± sd over seeds) and the total-variation
+    distance to the truth, ½ Σ_k |π̂_k − π_k| (percentage points)."""
+    k = len(class_names)
+
+    def cell(values: Sequence[float]) -> str:
+        summary = stats.seed_summary(values)
+        return f"{summary['mean']:.1f}" + (f" ± {summary['sd']:.1f}" if summary["sd"] else "")
+
+    def row(vectors: Sequence[Sequence[float]], truth: torch.Tensor) -> dict[str, str]:
+        v = 100 * torch.as_tensor(vectors, dtype=torch.float64).reshape(-1, k)
+        out = {c: cell(v[:, j].tolist()) for j, c in enumerate(class_names)}
+        out["distance to truth (pp)"] = cell((0.5 * (v - 100 * truth).abs().sum(1)).tolist())
+        return out
+
+    rows = {}
+    test_sets = dict.fromkeys(name for by_set in priors.values() for name in by_set)
+    for name in test_sets:
+        label = (set_labels or {}).get(name, name)
+        truth = class_prior(labels[name], k)
+        rows[(label, "truth")] = row([truth.tolist()], truth)
+        rows[(label, "π_s: mean calibrated forecast, source")] = row(mean_forecast_priors, truth)
+        for model, by_set in priors.items():
+            if name in by_set:
+                rows[(label, (row_labels or {}).get(model, model))] = row(by_set[name], truth)
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    frame.index = pd.MultiIndex.from_tuples(frame.index, names=["test set", "class share (%)"])
     return frame
 
 
