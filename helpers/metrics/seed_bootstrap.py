@@ -16,8 +16,9 @@ and images are *crossed* (every seed is evaluated on the same test images), so t
 Owen (2007, "The pigeonhole bootstrap", Ann. Appl. Stat. 1(2), eq. 2.3–2.5: resample the two factors
 independently), which Owen shows to be conservative for the variance of a mean over a crossed design: with seed
 effects σ_u², image effects σ_w² and seed × image noise σ_e², the estimator's variance is σ_u²/S + σ_w²/N +
-σ_e²/(SN) and the replicates' about σ_u²/S + σ_w²/N + 3σ_e²/(SN), so where the seed × image noise dominates the
-interval is up to √3 times too wide (tests/test_seed_bootstrap.py measures it); for
+σ_e²/(SN) and the replicates' about (1 − 1/S)σ_u²/S + σ_w²/N + (3 − 2/S)σ_e²/(SN), so where the seed × image
+noise dominates the interval is up to √(3 − 2/S) times too wide, √2.6 ≈ 1.6 with 5 seeds
+(tests/test_seed_bootstrap.py measures the factor 3 − 2/S); for
 nested data the same two-stage scheme is Davison & Hinkley (1997, §3.8) and Ren et al. (2010, "Nonparametric
 bootstrapping for hierarchical data", J. Appl. Stat. 37(9)). Assumptions: the seeds are exchangeable draws of the
 training randomness, the test images exchangeable draws of the test distribution. With 3–5 seeds the seed stage is
