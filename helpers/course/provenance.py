@@ -21,7 +21,7 @@ from typing import Any
 
 from helpers.course import profiles
 from helpers.training import run_log, run_store
-from helpers.utils import display_name, display_path
+from helpers.utils import display_name, display_path, shorten_paths
 
 WIDTH = 110  # printed lines stay under helpers.course.output_rules.MAX_LINE
 
@@ -57,7 +57,12 @@ def details_text(cfg: Any, *bundles: Any, results_file: str | Path | None = None
         f"notebook {cfg.notebook}, profile {cfg.profile!r}",
         "settings this run read: " + (_settings(cfg, used) if used else "none"),
     ]
-    sections += [bundle.describe(width=WIDTH, details=True) for bundle in bundles]
+    sections += [
+        " ".join(
+            [f"data: {display_name('dataset', bundle.name)}, source {shorten_paths(bundle.source)}.", *bundle.checks]
+        )
+        for bundle in bundles
+    ]
     records = run_log.session_records()
     if records:
         sections.append(run_log.summary_line(records, run_store.training_version()))
