@@ -52,7 +52,7 @@ def provenance(cfg: Any, *bundles: Any) -> None:
 
 def details_text(cfg: Any, *bundles: Any, results_file: str | Path | None = None) -> str:
     """What :func:`details` prints."""
-    used = profiles.used_knobs(cfg.notebook)
+    used = profiles.used_knobs(cfg.notebook) - {"results_path"}  # the results file has its own line
     sections = [
         f"notebook {cfg.notebook}, profile {cfg.profile!r}",
         "settings this run read: " + (_settings(cfg, used) if used else "none"),
