@@ -129,3 +129,14 @@ def test_make_student_writes_every_notebook_without_outputs(tmp_path):
         kept = [c for c in instructor["cells"] if student.SOLUTION_TAG not in c["metadata"].get("tags", [])]
         assert len(version["cells"]) == len(instructor["cells"])
         assert all(student._source(c) in {student._source(v) for v in version["cells"]} for c in kept)
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")), ids=lambda path: path.stem[:2]
+)
+def test_every_committed_notebook_has_two_or_three_checked_exercises(path):
+    """Issue 28 item 9: every notebook gives the student two or three exercises (cells tagged solution), each code
+    solution followed by its check cell (notebook 12 had none)."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    student.check_exercise_layout(nb, path.name)  # every code solution has a check cell after it
+    assert 2 <= student.solution_count(nb) <= 3, f"{path.name}: {student.solution_count(nb)} solution cells"

@@ -12,6 +12,7 @@ Modules:
 * :mod:`~helpers.course.data_check`: the data a run needs, fetched or named before anything runs (``check-data``),
   and the notebooks a run skips for want of real-image data
 * :mod:`~helpers.course.output_rules`: the output and structure rules every committed notebook keeps
+* :mod:`~helpers.course.number_provenance`: every decimal number the main-flow prose quotes is printed above it
 * :mod:`~helpers.course.output_cleanup`: the clean-up of stored outputs (``clean-outputs``, ``publish``)
 * :mod:`~helpers.course.suites_common`, :mod:`~helpers.course.suites_multiclass`,
   :mod:`~helpers.course.suites_multilabel`: the run suites the notebooks load (or train)
@@ -65,6 +66,22 @@ from helpers.course.knobs import (  # noqa: F401
     problems,
     rule_for,
     text,
+)
+from helpers.course.number_provenance import (  # noqa: F401
+    ALLOWED_CONSTANTS,
+    FOLDED_OUTPUT,
+    HIDDEN_OUTPUT_TAGS,
+    NOT_PROSE,
+    PERCENT_AFTER,
+    PRINTED_NUMBER,
+    PROSE_DECIMAL,
+    output_in_main_flow,
+    printed_numbers,
+    printed_supports,
+    prose_numbers,
+    quote_is_supported,
+    unprinted_numbers,
+    visible_output_texts,
 )
 from helpers.course.output_cleanup import (  # noqa: F401
     CELL_RUN_METADATA,
