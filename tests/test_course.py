@@ -240,13 +240,39 @@ def test_run_course_stores_png_figures_even_when_the_shell_exports_agg(tmp_path,
     assert os.environ["MPLBACKEND"] == "Agg"  # the caller's environment is restored
 
 
+def quieted(nb):
+    """``nb`` as a re-execution with today's library prints it (issue 28, item 3): the committed notebooks were
+    executed before the main flow went quiet, so the stdout lines of the machinery (and every provenance line after
+    the first) are dropped from the main flow; publishing checks every output rule."""
+    from helpers.course import output_rules
+
+    seen = 0
+    for cell in nb["cells"]:
+        if set(output_rules.MAIN_FLOW_HIDDEN_TAGS) & set(cell["metadata"].get("tags", [])):
+            continue
+        for output in cell.get("outputs", []):
+            if output.get("output_type") != "stream":
+                continue
+            kept = []
+            for line in "".join(output["text"]).splitlines(keepends=True):
+                if any(pattern.search(line) for pattern in output_rules.MACHINERY.values()):
+                    continue
+                if output_rules.PROVENANCE_LINE.search(line.strip()):
+                    seen += 1
+                    if seen > output_rules.MAX_PROVENANCE_LINES:
+                        continue
+                kept.append(line)
+            output["text"] = kept
+    return nb
+
+
 def _reference_run(tmp_path, monkeypatch, edit):
     """A checked reference run folder holding a copy of committed notebook 03 changed by ``edit``; the course's
     notebook and results folders pointed at empty temporary ones."""
     import time
 
     stem = "03_margin_based_label_smoothing"
-    nb = json.loads((course.NOTEBOOK_DIR / f"{stem}.ipynb").read_text(encoding="utf-8"))
+    nb = quieted(json.loads((course.NOTEBOOK_DIR / f"{stem}.ipynb").read_text(encoding="utf-8")))
     edit(nb)
     run = tmp_path / "run"
     (run / "notebooks").mkdir(parents=True)

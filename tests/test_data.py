@@ -76,6 +76,7 @@ def test_real_dermamnist_shapes_dtypes_and_class_counts():
         assert torch.equal(bundle.test.images[5], torch.from_numpy(raw["test_images"][5]).permute(2, 0, 1))
     text = bundle.describe()
     assert "CC BY-NC 4.0" in text and "melanocytic nevi 4,693" in text and "train 7,007" in text
+    assert text.startswith("DermaMNIST: multi-class, 7 classes, 28×28 px, 3 channels\n") and "md5" not in text
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -122,7 +123,8 @@ def test_multilabel_medmnist_file_loads_as_float_targets(tmp_path):
     assert bundle.train.images.shape == (9, 1, 28, 28) and bundle.train.labels.dtype == torch.float32
     assert torch.equal(bundle.val.labels, torch.from_numpy(arrays["val_labels"]).float())
     assert bundle.class_counts("train") == arrays["train_labels"].sum(axis=0).tolist()
-    assert "differs from the official release" in bundle.describe()
+    assert "differs from the official release" in bundle.describe(details=True)
+    assert "md5" not in bundle.describe()  # the file check is for the folded details, not the main flow
 
 
 def test_corrupt_files_raise_value_errors_naming_the_file(tmp_path):
@@ -321,8 +323,13 @@ def test_bundle_properties_and_describe():
     images = torch.zeros(5, 3, 8, 8, dtype=torch.uint8)
     bundle = three_class_bundle(Split(images, torch.tensor([0, 2, 2, 1, 2])), source="memory")
     assert bundle.n_classes == 3 and bundle.n_channels == 3 and bundle.class_counts() == [1, 1, 3]
+    with pytest.raises(KeyError, match="no display name for the dataset 'tiny'"):
+        bundle.describe()  # a data set without words in helpers.utils.names cannot be printed under its code name
+    bundle.name = "synthetic_dermamnist"
     text = bundle.describe()
-    assert "tiny" in text and "a 1, b 1, c 3" in text and "train 5" in text and "Licence: none" in text
+    assert text.startswith("synthetic skin-lesion set: multi-class, 3 classes, 8×8 px, 3 channels\n")
+    assert "a 1, b 1, c 3" in text and "train 5" in text and "Licence: none" in text
+    assert "memory" not in text and "source: memory" in bundle.describe(details=True)
 
 
 def test_inventory_reports_present_and_missing_files(tmp_path):

@@ -245,6 +245,10 @@ def test_isic_site_split_trains_on_some_sites_and_tests_on_another(tmp_path):
     assert {site_of[i] for i in shifted.metadata["test"].index} == {"rosendahl"}
     assert len(shifted.test) == (frame["dataset"] == "rosendahl").sum() == 28
     assert len(shifted.train) + len(shifted.val) == 56
+    note = shifted.notes[-1]  # the sites in words (issue 28, item 4), and the split's description says them
+    assert "test from Queensland practice (Rosendahl) (28 images)" in note and "Vienna, MoleMax camera" in note
+    assert "vidir" not in note and "rosendahl" not in note
+    assert shifted.describe().startswith("ISIC 2018 (split by acquisition site): multi-class")
     assert not set(shifted.metadata["train"]["lesion_id"]) & set(shifted.metadata["val"]["lesion_id"])
     assert shifted.test.labels.tolist() == [DX.index(dx) for dx in shifted.metadata["test"]["dx"]]
     with pytest.raises(ValueError, match="unknown acquisition site"):

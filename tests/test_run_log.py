@@ -1,4 +1,5 @@
-"""Runs load quietly (issue 16, item 2): one summary line per suite, the listing on request, one warning once."""
+"""Runs load quietly (issue 16, item 2; issue 28, item 3): nothing printed per suite, one provenance line in words on
+request, the summary line and the listing for the folded details or on request (CALIBMED_VERBOSE=1)."""
 
 import pytest
 import torch
@@ -32,9 +33,28 @@ def test_the_summary_line_names_count_data_seeds_device_determinism_and_version(
     )
 
 
+def test_the_provenance_line_is_in_words_without_hash_path_or_list():
+    records = [record(seed) for seed in range(5)] * 5 + [record(1, device="CPU (x86_64)", deterministic=False)]
+    line = run_log.provenance_line(records, "DermaMNIST 28 px")
+    assert line == (
+        "26 stored runs · DermaMNIST 28 px · seeds 0–4 · trained on a CPU and a GPU, 25 of 26 deterministically"
+    )
+    cpu = [record(seed, device="CPU (x86_64)") for seed in (0, 1, 2)] + [record(0, "trained", device="CPU (arm64)")]
+    assert run_log.provenance_line(cpu, "x") == (
+        "3 stored runs + 1 run trained here · x · seeds 0–2 · trained deterministically on a CPU"
+    )
+    stale = [record(0, current=False, device="", deterministic=None), record(1, deterministic=None, device="Apple MPS")]
+    assert run_log.provenance_line(stale, "x") == (
+        "2 stored runs · x · seeds 0–1 · trained on an Apple GPU and an unrecorded device, not deterministically "
+        "· 1 of 2 from older training code"
+    )
+    assert run_log.provenance_line([], "DermaMNIST 28 px") == "DermaMNIST 28 px · no trained model loaded"
+
+
 @pytest.fixture
 def fresh_log(monkeypatch):
     monkeypatch.setattr(run_log, "_warned_stale", False)
+    monkeypatch.setattr(run_log, "_session", [])
     monkeypatch.delenv("CALIBMED_VERBOSE", raising=False)
 
 
@@ -61,22 +81,22 @@ def test_a_suite_prints_one_summary_and_lists_runs_only_on_request(tmp_path, cap
 
     outer()
     capsys.readouterr()
+    run_log.reset_session()
     runs = outer()
-    out = capsys.readouterr().out
     assert [run.source for run in runs] == ["stored"] * 3
-    assert " ".join(out.splitlines()) == (
-        f"3 stored runs loaded — tiny, seeds 0–1, trained deterministically on "
-        f"{determinism.device_name('cpu')}, training version "
-        f"{run_store.training_version()}"
+    assert capsys.readouterr().out == ""  # nothing per suite: the notebook prints one provenance line itself
+    assert [record.seed for record in run_log.session_records()] == [0, 1, 0]  # the outer suite's runs, once
+    assert run_log.summary_line(run_log.session_records(), "v") == (
+        f"3 stored runs loaded — tiny, seeds 0–1, trained deterministically on {determinism.device_name('cpu')}, "
+        "training version v"
     )
-    assert len(out.splitlines()) <= 2 and max(map(len, out.splitlines())) <= run_log.LINE_WIDTH
     monkeypatch.setenv("CALIBMED_VERBOSE", "1")
     outer()
     lines = capsys.readouterr().out.splitlines()
     assert sum(": stored run tiny/" in line for line in lines) == 3 and lines[3].startswith("3 stored runs loaded")
 
 
-def test_runs_of_older_code_give_one_warning_per_process_and_no_mark(tmp_path, capsys, monkeypatch, fresh_log):
+def test_runs_of_older_code_print_nothing_and_are_named_in_provenance(tmp_path, capsys, monkeypatch, fresh_log):
     bundle = tiny_bundle()
     monkeypatch.setattr(run_store, "training_version", lambda: "older")
     run_store.train_run("ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path)
@@ -87,12 +107,12 @@ def test_runs_of_older_code_give_one_warning_per_process_and_no_mark(tmp_path, c
             loaded = run_store.train_run(
                 "ce", CrossEntropy(), bundle, "small_cnn", config(), stored=True, stored_dir=tmp_path
             )
-    lines = capsys.readouterr().out.splitlines()
-    text = " ".join(lines)
+    assert capsys.readouterr().out == ""  # the stale warning goes to the folded details (helpers.course.details)
     assert loaded.source == "stored" and torch.isfinite(loaded.test_logits).all()
-    assert sum("warning:" in line for line in lines) == 1 and "(*)" not in text
-    assert sum(line.startswith("1 stored runs loaded") for line in lines) == 3
-    assert text.count("1 of 1 from older training code (today's: today)") == 3
+    records = run_log.session_records()
+    assert [r.source for r in records] == ["trained"] + ["stored"] * 3  # the first run was trained here, today
+    assert [r.current for r in records] == [True, False, False, False]
+    assert run_log.provenance_line(records[1:], "x").endswith("· 3 of 3 from older training code")
 
 
 def test_a_failing_suite_prints_no_summary_and_leaves_no_collection_behind(capsys, fresh_log):
@@ -101,6 +121,7 @@ def test_a_failing_suite_prints_no_summary_and_leaves_no_collection_behind(capsy
             run_log.report(record(), None)
             raise ValueError("a loss failed")
     assert capsys.readouterr().out == "" and run_log._collected is None
+    assert run_log.session_records() == []  # a failed suite's runs are not counted
 
 
 def test_the_stale_warning_says_what_it_means_for_the_numbers_and_fits_a_notebook_line(capsys, fresh_log):

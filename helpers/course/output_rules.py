@@ -13,14 +13,17 @@ Rules (``check_notebook`` returns the problems per rule; ``tests/test_notebook_o
 ``no_widget_state``           no saved ipywidgets state (``metadata.widgets``)
 ``outputs_size``              at most ``MAX_OUTPUT_BYTES`` of stored outputs
 ``no_errors``                 no error output
-``profile_and_data_named``    the profile and dataset are printed (``course.configure``) and named in a markdown cell
-                              among the first ``TOP_CELLS`` cells
 ``title_summary_licence``     the first cell: ``# title``, a summary paragraph, the licences
 ``one_parameters_cell``       exactly one cell tagged ``parameters``
 ``takeaway_cell``             a markdown cell headed "Takeaway"
-``results_json_written``      a cell calls ``course.save_results`` and printed "results written to"
-``quiet_run_logs``            runs load quietly (``helpers.training.run_log``): no per-run listing, no "(*)" mark, at
-                              most ``MAX_RUN_SUMMARIES`` summary lines and one warning about older training code
+``main_flow_quiet``           the main flow prints none of the machinery (issue 28, item 3): no md5 or hex hash, no
+                              ``$CALIBMED_DATA_DIR``, no results path (``results/….json``), no compute time, no settings
+                              dump (``knobs:``, "profile '…', dataset '…'"), no training version, no per-run log line
+                              or "(*)" mark, no warning about older training code, no raw log line (``train_loss=…``)
+``one_provenance_line``       at most one main-flow line of provenance (``course.provenance``: "72 stored runs ·
+                              DermaMNIST 28 px · …"; an old run summary counts too)
+``run_details_folded``        a cell calls ``course.save_results``; one code cell calls ``course.details`` and it is
+                              tagged ``expert`` (the settings, data files, versions and results path live there)
 ``no_run_folder_injected``    papermill's injected cell names no folder of one run (``runs/…``), no
                               absolute or home path (``course publish`` names the committed results JSON instead)
 ``parameters_hidden``         the ``parameters`` and ``injected-parameters`` cells are tagged ``remove-cell``: the
@@ -33,6 +36,9 @@ Rules (``check_notebook`` returns the problems per rule; ``tests/test_notebook_o
 ``no_printed_lists``          no Python list or dict of strings printed as a result (``['a', 'b']``, ``{'a': …}``)
 ``human_table_headers``       no raw key (``val_ece``, ``map_per_class (%)``) as a column or row header of a table
 ============================  ==========================================================================================
+
+The **main flow** of outputs is what a code cell not tagged ``expert``, ``hide-cell`` or ``remove-cell`` prints
+(:func:`main_flow_outputs`).
 
 **Two layers** (issue 16): the main flow is what a student reads in one sitting; expert material is folded. In
 markdown, an expert block is HTML that JupyterLab and the website both fold::
@@ -63,7 +69,6 @@ from typing import Any
 
 MAX_LINE = 120
 MAX_OUTPUT_BYTES = 1_000_000
-TOP_CELLS = 4
 TEXT_MIMES = ("text/plain", "text/html", "text/markdown", "text/latex")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -75,20 +80,38 @@ LICENCE = re.compile(r"licen[cs]e|\bCC[- ]BY|\bCC0\b|\bMIT\b", re.IGNORECASE)
 RAW_WARNING = re.compile(r"\.py:\d+: \w*Warning")
 # a date and a time, as papermill and Jupyter write them ("2026-11-22T20:37:32.775667+00:00") or printed
 TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
-PRINTED_CONFIG = [
-    re.compile(r"profile '(?P<profile>[\w-]+)', dataset '(?P<dataset>[\w-]+)'"),
-    re.compile(r"profile='(?P<profile>[\w-]+)'.*?dataset='(?P<dataset>[\w-]+)'"),
-]
 
 # run logs (issue 16, items 2 and 9): a per-run line of helpers.training.train_run (and its wrapped second
 # line), a suite's summary line (helpers.training.summary_line) and the once-per-process warning
 RUN_LISTING_LINE = re.compile(
     r"^.+: (?:stored run \S+/[0-9a-f]{20}|loaded from the run cache \()|^  \(trained on .+ s\)"
 )
-RUN_SUMMARY_LINE = re.compile(r"^\d+ (?:stored runs loaded|runs loaded from the run cache|runs trained here)\b")
 STALE_RUN_WARNING = "come from older training code"
 STALE_MARK = "(*)"
-MAX_RUN_SUMMARIES = 4  # one per suite of runs a notebook loads (05 loads three)
+
+# the machinery a main flow does not print (issue 28, item 3), each with the words a problem names it by
+MACHINERY: dict[str, re.Pattern] = {
+    "a hex hash": re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{12,}\b"),
+    "an md5": re.compile(r"\bmd5\b", re.IGNORECASE),
+    "the data folder": re.compile(r"\$CALIBMED_DATA_DIR|\bdata directory\b"),
+    "a results path": re.compile(r"\bresults/\S*\.json\b|\bresults written to\b"),
+    "a compute time": re.compile(r"\bcompute time\b", re.IGNORECASE),
+    "a settings dump": re.compile(r"\bknobs: |profile '[\w-]+', dataset '[\w-]+'|profile='[\w-]+'.*?dataset="),
+    "a training version": re.compile(r"\btraining version\b"),
+    "a per-run log line": RUN_LISTING_LINE,
+    'a "(*)" mark': re.compile(re.escape(STALE_MARK)),
+    "the older-training-code warning": re.compile(re.escape(STALE_RUN_WARNING)),
+    "a raw log line": re.compile(r"\b(?:train|val)_[a-z_]+=\d"),
+}
+# a line of provenance: course.provenance's line (helpers.training.run_log.provenance_line, after a profile other than
+# the reference one) or an old suite summary (helpers.training.run_log.summary_line)
+PROVENANCE_LINE = re.compile(
+    r"^(?:\w+ profile · )?(?:\d+ (?:stored runs?|runs? from the run cache|runs? trained here)\b|"
+    r"\d+ (?:stored runs loaded|runs loaded from the run cache)\b|.* · no trained model loaded$)"
+)
+MAX_PROVENANCE_LINES = 1
+MAIN_FLOW_HIDDEN_TAGS = ("expert", "hide-cell", "remove-cell")
+DETAILS_CALL = re.compile(r"\b(?:course\.)?details\(")
 
 RULES = (
     "no_progress_bars",
@@ -99,12 +122,12 @@ RULES = (
     "no_widget_state",
     "outputs_size",
     "no_errors",
-    "profile_and_data_named",
     "title_summary_licence",
     "one_parameters_cell",
     "takeaway_cell",
-    "results_json_written",
-    "quiet_run_logs",
+    "main_flow_quiet",
+    "one_provenance_line",
+    "run_details_folded",
     "no_run_folder_injected",
     "parameters_hidden",
     "solutions_collapsed",
@@ -289,39 +312,6 @@ def no_errors(nb: dict) -> list[str]:
     ]
 
 
-def printed_profile_and_dataset(nb: dict) -> tuple[str, str] | None:
-    """The (profile, dataset) that ``course.configure`` printed, or None."""
-    for _, _, kind, text in text_outputs(nb):
-        if kind == "stdout":
-            for pattern in PRINTED_CONFIG:
-                match = pattern.search(text)
-                if match:
-                    return match["profile"], match["dataset"]
-    return None
-
-
-def profile_and_data_named(nb: dict) -> list[str]:
-    printed = printed_profile_and_dataset(nb)
-    if printed is None:
-        return ["no printed configuration naming the profile and dataset (course.configure prints it)"]
-    profile, dataset = printed
-    top = [_markdown(cell).lower() for cell in nb["cells"][:TOP_CELLS]]
-    named = any(
-        "profile" in text
-        and re.search(rf"\b{re.escape(profile.lower())}\b", text)
-        and dataset.lower() in text.replace("\\_", "_")
-        for text in top
-    )
-    return (
-        []
-        if named
-        else [
-            f"no markdown cell among the first {TOP_CELLS} names the profile {profile!r} "
-            f"and the dataset {dataset!r} that produced the outputs"
-        ]
-    )
-
-
 def title_summary_licence(nb: dict) -> list[str]:
     text = _markdown(nb["cells"][0]) if nb["cells"] else ""
     lines = [line for line in text.splitlines() if line.strip()]
@@ -346,38 +336,56 @@ def takeaway_cell(nb: dict) -> list[str]:
     return [] if headed else ["no markdown cell headed 'Takeaway'"]
 
 
-def results_json_written(nb: dict) -> list[str]:
-    for cell in nb["cells"]:
-        if cell.get("cell_type") == "code" and "save_results(" in joined_text(cell.get("source", "")):
-            printed = any(
-                o.get("output_type") == "stream" and "results written to" in joined_text(o.get("text", ""))
-                for o in cell.get("outputs", [])
-            )
-            return [] if printed else ["the save_results cell did not print 'results written to'"]
-    return ["no cell calls course.save_results"]
+def main_flow_outputs(nb: dict) -> Iterator[tuple[int, str]]:
+    """(cell index, text) of every text output of a main-flow code cell: a cell not tagged ``expert``,
+    ``hide-cell`` or ``remove-cell`` (the reader sees it unfolded)."""
+    for index, _, _, text in text_outputs(nb):
+        if not set(MAIN_FLOW_HIDDEN_TAGS) & set(cell_tags(nb["cells"][index])):
+            yield index, text
 
 
-def run_log_counts(nb: dict) -> dict[str, int]:
-    """Printed run-log lines of a notebook: per-run listing lines, summary lines, "(*)" marks, stale-run warnings."""
-    lines = [line for _, _, kind, text in text_outputs(nb) if kind == "stdout" for line in text.splitlines()]
-    return {
-        "listing": sum(bool(RUN_LISTING_LINE.search(line)) for line in lines),
-        "summaries": sum(bool(RUN_SUMMARY_LINE.search(line)) for line in lines),
-        "marks": sum(line.count(STALE_MARK) for line in lines),
-        "warnings": sum(STALE_RUN_WARNING in line for line in lines),
-    }
+def main_flow_quiet(nb: dict) -> list[str]:
+    problems = []
+    for index, text in main_flow_outputs(nb):
+        for what, pattern in MACHINERY.items():
+            found = next((line for line in text.splitlines() if pattern.search(line)), None)
+            if found is not None:
+                problems.append(f"cell {index} prints {what} in the main flow: {found.strip()[:80]}")
+    return problems
 
 
-def quiet_run_logs(nb: dict) -> list[str]:
-    counts = run_log_counts(nb)
-    limits = {"listing": 0, "summaries": MAX_RUN_SUMMARIES, "marks": 0, "warnings": 1}
-    what = {
-        "listing": "per-run log lines (list them only with CALIBMED_VERBOSE=1)",
-        "summaries": "run summaries",
-        "marks": '"(*)" marks',
-        "warnings": "warnings about older training code",
-    }
-    return [f"{counts[key]} {what[key]}, at most {limit}" for key, limit in limits.items() if counts[key] > limit]
+def provenance_lines(nb: dict) -> list[tuple[int, str]]:
+    """(cell index, line) of every main-flow line of provenance (``PROVENANCE_LINE``)."""
+    return [
+        (index, line)
+        for index, text in main_flow_outputs(nb)
+        for line in text.splitlines()
+        if PROVENANCE_LINE.search(line.strip())
+    ]
+
+
+def one_provenance_line(nb: dict) -> list[str]:
+    found = provenance_lines(nb)
+    if len(found) <= MAX_PROVENANCE_LINES:
+        return []
+    cells = sorted({index for index, _ in found})
+    return [f"{len(found)} provenance lines in the main flow (cells {cells}), at most {MAX_PROVENANCE_LINES}"]
+
+
+def run_details_folded(nb: dict) -> list[str]:
+    code = [(i, cell) for i, cell in enumerate(nb["cells"]) if cell.get("cell_type") == "code"]
+    problems = []
+    if not any("save_results(" in joined_text(cell.get("source", "")) for _, cell in code):
+        problems.append("no cell calls course.save_results")
+    calls = [i for i, cell in code if DETAILS_CALL.search(joined_text(cell.get("source", "")))]
+    if len(calls) != 1:
+        problems.append(f"{len(calls)} cells call course.details {calls}; exactly one is needed")
+    problems += [
+        f"cell {i} calls course.details but is not tagged {EXPERT_TAG!r}"
+        for i in calls
+        if EXPERT_TAG not in cell_tags(nb["cells"][i])
+    ]
+    return problems
 
 
 def cell_tags(cell: dict) -> list[str]:

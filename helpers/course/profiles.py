@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from helpers.course import knobs as knob_rules
-from helpers.utils import display_path, shorten_paths, write_text_atomically
+from helpers.training import run_log
+from helpers.utils import DISPLAY_NAMES, display_path, shorten_paths, write_text_atomically
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROFILE_NAMES = ("smoke", "quick", "reference", "full")
@@ -44,9 +45,54 @@ KNOBS = (
 )
 
 
+#: per notebook, the knobs a run has read so far (:meth:`RunConfig.__getattribute__`): what ``details`` shows
+_USED_KNOBS: dict[str, set[str]] = {}
+#: per notebook, ``time.perf_counter()`` when ``configure`` ran: the compute time ``details`` shows
+_STARTED: dict[str, float] = {}
+_CORE_KNOBS = frozenset(KNOBS)
+
+
+def used_knobs(notebook: str) -> set[str]:
+    """The knobs of ``notebook``'s configuration read since ``configure`` (by the notebook or the library)."""
+    return set(_USED_KNOBS.get(notebook, set()))
+
+
+def seconds_since_configure(notebook: str) -> float | None:
+    """Seconds since ``configure`` ran for ``notebook`` in this process, or None."""
+    started = _STARTED.get(notebook)
+    return None if started is None else time.perf_counter() - started
+
+
+def _note_used(notebook: str | None, name: str) -> None:
+    if notebook is not None and notebook in _USED_KNOBS:
+        _USED_KNOBS[notebook].add(name)
+
+
+class KnobDict(dict):
+    """``RunConfig.extra``: a dict that notes each notebook-specific knob read by key (``cfg.extra["seeds"]``,
+    ``cfg.extra.get(...)``); copying it (``{**extra}``, ``dict(extra)``) reads no knob."""
+
+    def __init__(self, *args: Any, notebook: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.notebook = notebook
+
+    def __getitem__(self, key: str) -> Any:
+        _note_used(self.notebook, key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        _note_used(self.notebook, key)
+        return super().get(key, default)
+
+
 @dataclass
 class RunConfig:
-    """Every knob of one notebook run, after the profile's defaults were filled in."""
+    """Every knob of one notebook run, after the profile's defaults were filled in.
+
+    Reading a knob (``cfg.epochs``, ``cfg.seeds``, ``cfg.extra.get("seeds")``) notes it as used by the notebook, so the
+    details cell shows only the knobs the run read (issue 28, item 3); ``dataclasses.asdict`` and
+    ``dataclasses.replace`` read every field to copy them and are not counted.
+    """
 
     notebook: str
     profile: str
@@ -63,22 +109,34 @@ class RunConfig:
     results_path: str
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.extra, KnobDict):
+            self.extra = KnobDict(self.extra, notebook=self.notebook)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in _CORE_KNOBS and sys._getframe(1).f_globals.get("__name__") != "dataclasses":
+            _note_used(object.__getattribute__(self, "__dict__").get("notebook"), name)
+        return object.__getattribute__(self, name)
+
     def __getattr__(self, name: str) -> Any:
         # notebook-specific knobs (e.g. ``alphas``, ``recipes``) live in ``extra``
         extra = self.__dict__.get("extra", {})
         if name in extra:
-            return extra[name]
+            _note_used(self.__dict__.get("notebook"), name)
+            return dict.__getitem__(extra, name)
         raise AttributeError(f"RunConfig has no knob {name!r}; knobs are {sorted(list(asdict(self)) + list(extra))}")
 
-    def describe(self, width: int = 110) -> str:
-        """``[notebook] profile 'quick', dataset 'dermamnist'`` and then every knob, in lines of at most ``width``
-        characters; paths as ``helpers.utils.display_path`` writes them."""
+    def describe(self, width: int = 110, only: set[str] | None = None) -> str:
+        """``[notebook] profile 'quick', dataset 'dermamnist'`` and then every knob (or those in ``only``), in lines
+        of at most ``width`` characters; paths as ``helpers.utils.display_path`` writes them. The folded details
+        cell prints it (``helpers.course.details``), the main flow does not."""
         shown = {
             k: display_path(v) if k in ("results_path", "data_dir") and v is not None else v
             for k, v in asdict(self).items()
             if k not in ("notebook", "profile", "dataset", "extra")
         }
-        knobs = [f"{k}={_knob_text(v)}" for k, v in {**shown, **self.extra}.items()]
+        every = {**shown, **dict(self.extra.items())}
+        knobs = [f"{k}={_knob_text(v)}" for k, v in every.items() if only is None or k in only]
         head = f"[{self.notebook}] profile {self.profile!r}, dataset {self.dataset!r}; knobs: "
         return "\n".join(
             textwrap.wrap(
@@ -96,7 +154,10 @@ def _knob_text(value: Any) -> str:
 
 
 def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile: str, **knobs: Any) -> RunConfig:
-    """Fill every knob that is ``None`` from ``profiles[profile]`` and print the resolved configuration.
+    """Fill every knob that is ``None`` from ``profiles[profile]`` and return the resolved configuration, printing
+    nothing: the notebook's main flow prints one provenance line (``helpers.course.provenance``), its folded details
+    cell the knobs the run read (``helpers.course.details``). It starts the run's ledger of loaded runs
+    (:func:`helpers.training.run_log.reset_session`) and its clock.
 
     ``profiles`` maps each of smoke / quick / full to that notebook's defaults. Knobs passed explicitly (not None)
     win over the profile, so ``papermill -p epochs 3`` changes only the epochs. Every resolved value is checked
@@ -123,8 +184,10 @@ def configure(notebook: str, profiles: Mapping[str, Mapping[str, Any]], profile:
     knob_rules.check(notebook, values, profiles)
     knob_rules.check_results_path(notebook, values["results_path"])
     core = {k: values.pop(k) for k in KNOBS}
+    _USED_KNOBS[notebook] = set()
+    _STARTED[notebook] = time.perf_counter()
+    run_log.reset_session()
     cfg = RunConfig(notebook=notebook, profile=profile, extra=values, **core)
-    print(cfg.describe())
     warnings.showwarning = show_warning_briefly
     return cfg
 
@@ -238,24 +301,9 @@ ENVIRONMENT_LABELS: dict[str, str] = {
     "matplotlib": "matplotlib",
 }
 
-#: data sets and models of the stored runs, in words (notebook 00's tables)
-DATASET_WORDS: dict[str, str] = {
-    "dermamnist": "DermaMNIST",
-    "chestmnist": "ChestMNIST",
-    "chestxray14": "ChestX-ray14",
-    "isic2018": "ISIC 2018",
-    "isic2018_heldout": "ISIC 2018, held-out lesions",
-    "isic2018_sites": "ISIC 2018, split by site",
-    "synthetic_dermamnist": "synthetic DermaMNIST-like",
-    "synthetic_chestmnist": "synthetic chest, coupled",
-    "synthetic_chestmnist_independent": "synthetic chest, independent",
-}
-MODEL_WORDS: dict[str, str] = {
-    "small_cnn": "small CNN",
-    "small_cnn_wide": "wide small CNN",
-    "resnet18": "ResNet-18",
-    "resnet50": "ResNet-50",
-}
+#: data sets and models of the stored runs, in words (notebook 00's tables): the course's one table of display names
+DATASET_WORDS: dict[str, str] = DISPLAY_NAMES["dataset"]
+MODEL_WORDS: dict[str, str] = DISPLAY_NAMES["model"]
 
 
 def in_words(name: str) -> str:
@@ -307,7 +355,8 @@ def save_results(
     ``models`` a results schema asks for at the top). A key the payload already has is accepted only with the
     same value (``profile``), so it can neither overwrite the run's record nor contradict it. Paths (the data
     source, the configured results path and data folder) are stored as :func:`helpers.utils.display_path` writes
-    them, so a committed results file names no folder of the machine that wrote it.
+    them, so a committed results file names no folder of the machine that wrote it. Nothing is printed: the folded
+    details cell (``helpers.course.details``) names the file.
     """
     config = {
         k: display_path(v) if k in ("results_path", "data_dir") and isinstance(v, str) else v
@@ -332,7 +381,6 @@ def save_results(
     path = Path(cfg.results_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, json.dumps(payload, indent=2, allow_nan=False))
-    print(f"results written to {display_path(path)}")
     return path
 
 

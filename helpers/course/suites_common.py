@@ -55,8 +55,8 @@ def train_or_load(cfg: Any, name: str, loss: nn.Module, bundle: Any, model: str,
     return run_store.train_run(name, loss, bundle, model, config, stored=is_stored(cfg))
 
 
-#: every suite (helpers.course.suites_multiclass, helpers.course.suites_multilabel) prints one summary line for the
-#: runs it loads (helpers.training.run_log; CALIBMED_VERBOSE=1 lists them)
+#: every suite (helpers.course.suites_multiclass, helpers.course.suites_multilabel) adds the runs it loads to the
+#: notebook's ledger as one set (helpers.training.run_log; CALIBMED_VERBOSE=1 prints its summary and lists them)
 summarised = run_log.summarised(lambda: run_store.training_version())
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from helpers.utils import shorten_paths
+from helpers.utils import display_name, shorten_paths
 
 MULTI_CLASS = "multi-class"
 MULTI_LABEL = "multi-label"
@@ -40,7 +40,9 @@ class DatasetBundle:
     ``true_posteriors`` (synthetic sets only): split name -> (N, K) P(k | x) or (N, T) P(y_t = 1 | x), float64.
     ``ground_truth`` (synthetic sets only): the generator's population quantities (see
     :mod:`helpers.data.synthetic_multiclass` and :mod:`helpers.data.synthetic_multilabel`).
-    ``notes``: remarks printed by ``describe()`` (e.g. an md5 that differs from the official release).
+    ``notes``: remarks printed by ``describe()`` (how a split was carved, how labels were sampled).
+    ``checks``: file checks (the md5 against the official release), printed only by ``describe(details=True)``:
+    a notebook's folded details cell, not its main flow (issue 28, item 3).
     ``metadata`` (real-data folders only): split name -> a DataFrame with one row per image, in the split's order
     (e.g. lesion, acquisition site and diagnosis method for ISIC 2018; patient, age and sex for ChestX-ray14).
     """
@@ -57,6 +59,7 @@ class DatasetBundle:
     true_posteriors: dict[str, torch.Tensor] | None = None
     ground_truth: dict[str, torch.Tensor] | None = None
     notes: list[str] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
     metadata: dict[str, pd.DataFrame] | None = None
 
     @property
@@ -78,31 +81,35 @@ class DatasetBundle:
             return [int(v) for v in labels.sum(dim=0).round().long()]
         return [int(v) for v in torch.bincount(labels, minlength=self.n_classes)]
 
-    def describe(self, width: int = DESCRIBE_WIDTH) -> str:
-        """A few lines of at most ``width`` characters: name, task, size, source (as ``display_path`` writes it),
-        splits, per-class counts, licence, notes."""
+    def describe(self, width: int = DESCRIBE_WIDTH, details: bool = False) -> str:
+        """A few lines of at most ``width`` characters, in words: the data set's display name
+        (:func:`helpers.utils.display_name`), task, size, splits, per-class counts, licence, notes. With
+        ``details`` (a notebook's folded details cell) also the source file, as ``display_path`` writes it, and the
+        file checks (md5); the main flow shows neither."""
         kind = "positives per label" if self.task == MULTI_LABEL else "images per class"
         unit = "labels" if self.task == MULTI_LABEL else "classes"
-        lines = [
-            f"{self.name}: {self.task}, {self.n_classes} {unit}, {self.image_size}x{self.image_size} px, "
-            f"{self.n_channels} channel(s)"
-        ]
-        lines += textwrap.wrap(
-            f"source: {shorten_paths(self.source)}",
+        channels = "1 channel" if self.n_channels == 1 else f"{self.n_channels} channels"
+        lines = _wrap(
+            f"{display_name('dataset', self.name)}: {self.task}, {self.n_classes} {unit}, "
+            f"{self.image_size}×{self.image_size} px, {channels}",
             width,
-            subsequent_indent="  ",
-            break_long_words=False,
-            break_on_hyphens=False,
+            "  ",
         )
+        if details:
+            lines += _wrap(f"source: {shorten_paths(self.source)}", width, "  ")
         lines.append("splits: " + ", ".join(f"{name} {len(split):,}" for name, split in self.splits().items()))
         counts = [f"{name} {count:,}" for name, count in zip(self.class_names, self.class_counts())]
         lines += _wrap_items(f"training {kind}: ", counts, width)
         lines.append(f"Licence: {self.licence}")
         if self.true_posteriors is not None:
-            lines.append("Exact posteriors are known for every image (true_posteriors).")
-        for note in self.notes:
-            lines += textwrap.wrap(shorten_paths(note), width, break_long_words=False, break_on_hyphens=False)
+            lines.append("Exact posteriors are known for every image.")
+        for note in self.notes + (self.checks if details else []):
+            lines += _wrap(shorten_paths(note), width)
         return "\n".join(lines)
+
+
+def _wrap(text: str, width: int, indent: str = "") -> list[str]:
+    return textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
 
 
 def _wrap_items(prefix: str, items: list[str], width: int) -> list[str]:

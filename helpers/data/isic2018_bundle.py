@@ -9,6 +9,7 @@ from __future__ import annotations
 import numbers
 import os
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import torch
 from helpers.data import image_files, isic2018
 from helpers.data.bundle import DESCRIBE_WIDTH, MULTI_CLASS, SPLITS, DatasetBundle, Split, split_from_arrays
 from helpers.data.image_cache import check_image_size, decode_cached
+from helpers.utils import display_name
 
 ISIC_CLASSES = isic2018.CLASSES
 ISIC_CLASS_NAMES = isic2018.CLASS_NAMES
@@ -196,9 +198,9 @@ def isic_site_split(
         "test": pooled.iloc[target].assign(test_set=test_set),
     }
     note = (
-        f"Site-shift split: train and validation from {', '.join(train_sites)} ({len(source):,} images, "
+        f"Site-shift split: train and validation from {_site_words(train_sites)} ({len(source):,} images, "
         f"validation {val_fraction:.0%} of their lesions, {_stratified(stratified)}, seed {seed}); test from "
-        f"{', '.join(test_sites)} ({len(target):,} images)."
+        f"{_site_words(test_sites)} ({len(target):,} images)."
     )
     return DatasetBundle(
         name=f"{bundle.name}_sites",
@@ -271,3 +273,8 @@ def isic_heldout_split(bundle: DatasetBundle, test_fraction: float = 0.15, seed:
             "test": pd.concat([held_meta, shifted_meta]),
         },
     )
+
+
+def _site_words(sites: Sequence[str]) -> str:
+    """Acquisition sites in words ("Vienna, MoleMax camera; Queensland practice (Rosendahl)")."""
+    return "; ".join(display_name("site", site) for site in sites)

@@ -118,5 +118,5 @@ def read_medmnist_file(name: str, image_size: int, path: Path, repair_hint: str)
         source=str(path),
         licence=info["license"],
         image_size=image_size,
-        notes=[note],
+        checks=[note],
     )

@@ -257,11 +257,13 @@ def lsplus_soft_targets(
     floor = 1.0 / num_classes if min_accuracy is None else check_number("min_accuracy", min_accuracy, 0.0, 1.0)
     below = acc < floor
     if bool(below.any()):
+        # in words and without the accuracies, so the same classes warn once per session (issue 28, item 3)
+        classes = below.nonzero().flatten().tolist()
+        named = ("class " if len(classes) == 1 else "classes ") + ", ".join(map(str, classes))
+        level = f"chance (1/{num_classes})" if min_accuracy is None else f"the floor {floor:.3g}"
         warnings.warn(
-            f"LS+: class accuracies {[round(a, 3) for a in acc[below].tolist()]} of classes "
-            f"{below.nonzero().flatten().tolist()} are "
-            f"below min_accuracy={floor:.4g}; they are raised to it (uniform-or-better target). "
-            "Pass min_accuracy=0.0 to use eq. (3) literally.",
+            f"LS+: {named} of {num_classes} scored below {level} on the validation set; the target accuracy is "
+            "raised to it, so the target is at least uniform (a departure from eq. 3; min_accuracy=0 keeps eq. 3).",
             UserWarning,
             stacklevel=2,
         )

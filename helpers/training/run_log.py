@@ -1,16 +1,16 @@
-"""What a notebook prints about the runs it loads: one summary line per suite, the listing only on request.
+"""What a notebook prints about the runs it loads: nothing per suite, one provenance line on request, the rest folded.
 
-:func:`helpers.training.train_run` reports every run it loads or trains here through :func:`report`. Inside a
-suite (:func:`summarised`, which every run suite of :mod:`helpers.course.suites` uses) nothing is printed per run; when
-the outermost suite returns, one summary line says how many runs were loaded or trained, on which data, seeds and
-devices, whether deterministically, and under which training version, for example
+:func:`helpers.training.train_run` reports every run it loads or trains here through :func:`report`. Nothing is
+printed per run or per suite (issue 28, item 3: the main flow shows one quiet line of provenance): every run joins the
+process's ledger (:func:`session_records`), from which a notebook prints
 
-    54 stored runs loaded — dermamnist, seeds 0–2, trained deterministically on NVIDIA H100 80GB HBM3,
-    training version 1a2b3c4d5e6f7a8b
+* one line in its main flow, :func:`provenance_line`, in words:
+  ``72 stored runs · DermaMNIST 28 px · seeds 0–4 · trained deterministically on a CPU``
+  (with "· 45 of 72 from older training code" when stored runs are not today's);
+* the details in its folded expert cell (``helpers.course.details``): :func:`summary_line` with the devices as
+  recorded and the training version, and the stale-run warning (:func:`stale_warning`) with the retrain command.
 
-``CALIBMED_VERBOSE=1`` also prints one line per run. When stored runs come from older training code (their training
-version, :mod:`helpers.training.version`, is not today's), one warning line says so, once per process, with the
-command that retrains them; the summary counts them. A run loaded outside a suite prints its own line.
+``CALIBMED_VERBOSE=1`` prints one line per run and each suite's :func:`summary_line`, as before issue 28.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from typing import Any
 LINE_WIDTH = 110  # notebook outputs keep printed lines under 120 characters (helpers.course.MAX_LINE)
 RETRAIN_COMMAND = "make reference-runs RETRAIN=1"
 SOURCES = {"stored": "stored runs loaded", "cache": "runs loaded from the run cache", "trained": "runs trained here"}
+#: the sources in the provenance line's words (:func:`provenance_line`)
+SOURCE_WORDS = {"stored": "stored runs", "cache": "runs from the run cache", "trained": "runs trained here"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class RunRecord:
 
 
 _collected: list[RunRecord] | None = None
+_session: list[RunRecord] = []
 _warned_stale = False
 
 
@@ -52,13 +55,25 @@ def verbose() -> bool:
 
 
 def report(record: RunRecord, line: str | None) -> None:
-    """Record a run for the suite's summary; print its ``line`` (if any) when verbose or outside a suite."""
+    """Record a run for the suite's summary and the process's ledger; print its ``line`` (if any) when verbose."""
     if _collected is not None:
         _collected.append(record)
-    if line is not None and (verbose() or _collected is None):
+    else:
+        _session.append(record)
+    if line is not None and verbose():
         print(line)
-    if _collected is None and not record.current:
-        warn_stale(1, 1)
+
+
+def session_records() -> list[RunRecord]:
+    """Every run loaded or trained in this process since :func:`reset_session` (suites that failed excluded)."""
+    return list(_session)
+
+
+def reset_session() -> None:
+    """Forget the runs of the ledger (``helpers.course.configure`` starts each notebook run with an empty one)."""
+    global _warned_stale
+    _session.clear()
+    _warned_stale = False
 
 
 def warn_stale(stale: int, total: int) -> None:
@@ -90,7 +105,9 @@ def collecting(training_version: Callable[[], str]) -> Iterator[list[RunRecord]]
     try:
         yield _collected
         if outer and _collected:
-            print_summary(_collected, training_version())
+            _session.extend(_collected)
+            if verbose():
+                print_summary(_collected, training_version())
     finally:
         if outer:
             _collected = None
@@ -155,3 +172,46 @@ def _how_trained(records: list[RunRecord]) -> str:
     if deterministic == 0:
         return f"trained on {devices}, not deterministically"
     return f"trained on {devices}, {deterministic} of {len(records)} deterministically"
+
+
+def device_kind(device: str) -> str:
+    """A recorded device in words: "a CPU", "a GPU" (CUDA, any NVIDIA name), "an Apple GPU" (MPS), or "an unrecorded
+    device" for runs stored before the device was recorded."""
+    lowered = device.lower()
+    if not lowered:
+        return "an unrecorded device"
+    if "mps" in lowered or "apple" in lowered:
+        return "an Apple GPU"
+    if "cpu" in lowered:
+        return "a CPU"
+    if "cuda" in lowered or "nvidia" in lowered or "gpu" in lowered:
+        return "a GPU"
+    return f"a {device}"
+
+
+def provenance_line(records: list[RunRecord], data: str, stale_note: bool = True) -> str:
+    """The one line of provenance a notebook prints in its main flow (module docstring): how many runs and where
+    from, ``data`` (the data set in words, e.g. "DermaMNIST 28 px"), the seeds, the kind of device and whether
+    deterministically; no hash, no path, no list. ``data`` alone when ``records`` is empty (a notebook that loads
+    no run)."""
+    if not records:
+        return f"{data} · no trained model loaded"
+    counts = [
+        f"{count} {SOURCE_WORDS[source] if count > 1 else SOURCE_WORDS[source].replace('runs', 'run')}"
+        for source in SOURCES
+        if (count := sum(record.source == source for record in records))
+    ]
+    kinds = sorted({device_kind(record.device) for record in records})
+    where = " and ".join(kinds)
+    deterministic = sum(record.deterministic is True for record in records)
+    if deterministic == len(records):
+        how = f"trained deterministically on {where}"
+    elif deterministic == 0:
+        how = f"trained on {where}, not deterministically"
+    else:
+        how = f"trained on {where}, {deterministic} of {len(records)} deterministically"
+    parts = [" + ".join(counts), data, _seeds(records), how]
+    stale = sum(not record.current for record in records)
+    if stale and stale_note:
+        parts.append(f"{stale} of {len(records)} from older training code")
+    return " · ".join(parts)

@@ -9,8 +9,9 @@ configuration; a run's files are named by the key, a hash of that definition.
 training history and the loss's final state (e.g. the CCL-Net dictionary), with the definition, the device's name,
 whether it was trained deterministically (:mod:`helpers.training.determinism`), the torch, CUDA and cuDNN versions, and
 the training version that produced them. No weights: every notebook works from logits. A notebook run in the
-``reference`` profile loads a stored run when present and trains and stores it when absent; each suite of runs
-prints one summary line (:mod:`helpers.training.run_log`; ``CALIBMED_VERBOSE=1`` lists every run). ``python -m
+``reference`` profile loads a stored run when present and trains and stores it when absent; the runs load quietly
+into the notebook's ledger (:mod:`helpers.training.run_log`: one provenance line, the details folded;
+``CALIBMED_VERBOSE=1`` lists every run). ``python -m
 helpers.course.train_runs train`` trains every declared run, one at a time, storing each as it finishes (so it
 resumes where it stopped).
 

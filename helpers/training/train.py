@@ -270,11 +270,13 @@ def _run_epochs(training: _TrainingState) -> None:
         train_loss, last_lr = _train_one_epoch(training, epoch)
         record = _validate(training, epoch, last_lr, train_loss, epoch_started)
         _track_best_epoch(training, epoch, record)
-        bar.set_postfix(
-            train_loss=f"{train_loss:.4f}",
-            val_nll=f"{record['val_nll']:.4f}",
-            val_acc=f"{record['val_accuracy']:.3f}",
-            val_ece=f"{record['val_ece']:.4f}",
+        bar.set_postfix(  # in words: the final line may stand in a notebook's main flow (issue 28, item 3)
+            **{
+                "training loss": f"{train_loss:.4f}",
+                "validation NLL": f"{record['val_nll']:.4f}",
+                "validation accuracy": f"{record['val_accuracy']:.3f}",
+                "validation ECE": f"{record['val_ece']:.4f}",
+            }
         )
         if training.checkpoint_path is not None:
             _save_progress(training)
