@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 
 from helpers.metrics import POOLED, ReliabilityBins, SmoothReliability
 from helpers.plots.reliability import reliability_diagram
-from helpers.plots.style import GAP_COLOR, axis_below, figure_and_axes, figure_legend_below, legend_beside
+from helpers.plots.style import axis_below, figure_and_axes, figure_legend_below, figure_styles, legend_beside
 
 __all__ = [
     "smooth_reliability_diagram",
@@ -35,7 +35,7 @@ def smooth_reliability_diagram(
     ax: Axes | None = None,
     title: str | None = None,
     label: str | None = None,
-    color: str = GAP_COLOR,
+    color: str | None = None,
     show_density: bool = True,
     legend: bool = True,
 ) -> Figure:
@@ -45,8 +45,9 @@ def smooth_reliability_diagram(
     bootstrap fits), the diagonal, and the smooth ECE with its kernel width σ in the title. With ``show_density`` a
     small axis below ``ax`` (sharing x) shows the kernel density of the forecasts: where it is low the curve rests
     on few samples and the band widens. Drawing several models on one ``ax`` with different ``label`` / ``color``
-    overlays them (pass ``show_density=False`` after the first). The legend sits beside the axes, off the data
-    (``legend=False``: none).
+    overlays them (pass ``show_density=False`` after the first); ``color`` None draws the course colour of the
+    model named by ``label`` (:func:`helpers.plots.style.figure_styles`), black without a label — never a gap
+    colour of the binned diagram. The legend sits beside the axes, off the data (``legend=False``: none).
     """
     if not isinstance(diagram, SmoothReliability):
         raise TypeError(
@@ -54,6 +55,8 @@ def smooth_reliability_diagram(
             f"{type(diagram).__name__}"
         )
     figure, ax = figure_and_axes(ax, (4.2, 5.0) if show_density else (4.2, 4.2))
+    if color is None:
+        color = figure_styles([label])[label].color if label else "black"
     pooled = diagram.kind == POOLED
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
     ax.fill_between(

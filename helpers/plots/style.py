@@ -4,7 +4,9 @@ below the whole figure, always off the data)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -16,7 +18,22 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from mpl_toolkits.axes_grid1 import make_axes_locatable
 
-__all__ = ["ACCURACY_COLOR", "GAP_COLOR", "UNDER_GAP_COLOR", "OVER_GAP_LABEL", "UNDER_GAP_LABEL"]
+__all__ = [
+    "ACCURACY_COLOR",
+    "GAP_COLOR",
+    "UNDER_GAP_COLOR",
+    "OVER_GAP_LABEL",
+    "UNDER_GAP_LABEL",
+    "ModelStyle",
+    "MODEL_STYLES",
+    "MULTICLASS_MODELS",
+    "MULTILABEL_MODELS",
+    "FALLBACK_COLORS",
+    "MIN_GAP_DISTANCE",
+    "normalise_model_name",
+    "model_style",
+    "figure_styles",
+]
 
 ACCURACY_COLOR = "#4C72B0"
 GAP_COLOR = "#C44E52"
@@ -113,3 +130,146 @@ def figure_legend_below(figure: Figure, axes: Sequence[Axes], ncols: int = 2) ->
             fontsize="small",
             frameon=False,
         )
+
+
+# --- the course palette: one colour and marker per model, in every figure -------------------------------------------
+#
+# Base palette: Okabe & Ito (2008), "Color Universal Design" (black, bluish green #009E73, reddish purple #CC79A7,
+# sky blue #56B4E9, orange #E69F00), extended with Paul Tol's colour-blind-safe "muted" scheme (indigo #332288,
+# olive #999933, wine #882255, teal #44AA99, purple #AA4499, green #117733, cyan #88CCEE) and an ochre #997700.
+# Okabe-Ito blue #0072B2 and vermillion #D55E00 are left out: they are within CIELAB ΔE 30 of ACCURACY_COLOR and of
+# the gap colours, which belong to the reliability diagram alone (``MIN_GAP_DISTANCE``).
+
+
+@dataclass(frozen=True)
+class ModelStyle:
+    """How one model is drawn: ``color`` and ``marker`` are the model's, ``linestyle`` "-" for a trained loss and
+    "--" (with hollow markers) for a post-hoc variant of it (e.g. "LS + TS")."""
+
+    color: str
+    marker: str
+    linestyle: str = "-"
+    hollow: bool = False
+
+    def line_kwargs(self, markers: bool = True) -> dict[str, Any]:
+        """Keyword arguments of ``ax.plot`` / ``ax.errorbar`` for this model (``markers=False``: the line alone)."""
+        kwargs: dict[str, Any] = {"color": self.color, "linestyle": self.linestyle}
+        if markers:
+            kwargs["marker"] = self.marker
+            if self.hollow:
+                kwargs["markerfacecolor"] = "none"
+        return kwargs
+
+
+#: {canonical model name: style}; colours are unique within the multi-class losses and within the multi-label
+#: losses (``MULTICLASS_MODELS``, ``MULTILABEL_MODELS``), (colour, marker) pairs unique across the course except
+#: the baseline: BCE is cross-entropy on multi-label outputs and shares its black circles.
+MODEL_STYLES: dict[str, ModelStyle] = {
+    "cross-entropy": ModelStyle("#000000", "o"),
+    "LS": ModelStyle("#009E73", "s"),
+    "focal": ModelStyle("#CC79A7", "^"),
+    "MbLS": ModelStyle("#332288", "D"),
+    "LS+": ModelStyle("#999933", "v"),
+    "CCL-Net": ModelStyle("#56B4E9", "P"),
+    "DCA": ModelStyle("#882255", "X"),
+    "MDCA": ModelStyle("#44AA99", "*"),
+    "BCE": ModelStyle("#000000", "o"),
+    "ASL": ModelStyle("#E69F00", "<"),
+    "ASL (detached)": ModelStyle("#E69F00", "<", "--", True),
+    "asymmetric focal": ModelStyle("#AA4499", ">"),
+    "SPA": ModelStyle("#117733", "d"),
+    "SPA+LPR": ModelStyle("#88CCEE", "p"),
+    "BCE+LPR": ModelStyle("#997700", "h"),
+    "LDACE": ModelStyle("#332288", "H"),
+    "LDACE+CCL": ModelStyle("#56B4E9", "8"),
+    "class prior": ModelStyle("#666666", "x", ":"),
+    "oracle": ModelStyle("#666666", "+", "-."),
+}
+MULTICLASS_MODELS = ("cross-entropy", "LS", "focal", "MbLS", "LS+", "CCL-Net", "DCA", "MDCA")
+MULTILABEL_MODELS = ("BCE", "focal", "ASL", "asymmetric focal", "SPA", "SPA+LPR", "BCE+LPR", "LDACE", "LDACE+CCL")
+#: colours of names that are not models (seeds, estimators, links): Tol's muted order, used in order of appearance
+#: in a figure, skipping the colours of the models in that figure
+FALLBACK_COLORS = ("#332288", "#117733", "#CC79A7", "#88CCEE", "#999933", "#AA4499", "#44AA99", "#882255", "#997700")
+#: the smallest CIELAB ΔE (1976) between a model colour and ACCURACY_COLOR, GAP_COLOR or UNDER_GAP_COLOR
+MIN_GAP_DISTANCE = 25.0
+
+_ALIASES = {
+    "ce": "cross-entropy",
+    "cross entropy": "cross-entropy",
+    "label smoothing": "LS",
+    "focal loss": "focal",
+    "ls+": "LS+",
+    "ls plus": "LS+",
+    "ccl": "CCL-Net",
+    "ccl-net": "CCL-Net",
+    "binary cross-entropy": "BCE",
+    "asl detached": "ASL (detached)",
+    "asl, detached": "ASL (detached)",
+    "afl": "asymmetric focal",
+    "asymmetric focal loss": "asymmetric focal",
+    "spa + lpr": "SPA+LPR",
+    "bce + lpr": "BCE+LPR",
+    "ldace + ccl": "LDACE+CCL",
+    "constant": "class prior",
+    "class-prior": "class prior",
+    "prior": "class prior",
+    "constant (class prior)": "class prior",
+    "exact posteriors": "oracle",
+    "true probabilities": "oracle",
+    "bayes": "oracle",
+}
+_LOOKUP = {**{name.lower(): name for name in MODEL_STYLES}, **_ALIASES}
+#: a post-hoc suffix: "+ TS", "+ temperature scaling", "+ vector scaling", "(TS)", "+ histogram binning", ...
+_POSTHOC = re.compile(
+    r"\s*(?:\+\s*(?:TS|VS|temperature scaling|vector scaling|matrix scaling|Platt|isotonic|histogram binning)"
+    r"|\((?:TS|post-hoc|temperature-scaled)\)|,?\s*temperature-scaled)\s*$",
+    re.IGNORECASE,
+)
+# a hyper-parameter tail: "LS α=0.1", "focal (γ = 3)", "SPA (1,1,0,5,3,1)", "MbLS m=6, α=0.1", "SPA λ 0.5"
+_PARAMETERS = re.compile(r"\s*(?:\((?!detached\))[^)]*\)|[^\s()]+\s*=\s*\S+,?|[αγλβm]\s*\d\S*,?)\s*$")
+
+
+def normalise_model_name(name: str) -> tuple[str | None, bool]:
+    """(canonical model name or None when ``name`` is not a model of :data:`MODEL_STYLES`, post-hoc variant?):
+    hyper-parameters dropped ("LS α=0.1" → "LS", "SPA (1,1,0,5,3,1)" → "SPA"), aliases resolved ("CE" →
+    "cross-entropy"), a post-hoc suffix ("+ TS") noted and dropped."""
+    text = str(name).strip()
+    posthoc = bool(_POSTHOC.search(text))
+    text = _POSTHOC.sub("", text)
+    while True:
+        key = re.sub(r"\s+", " ", text.strip().lower())
+        if key in _LOOKUP:
+            return _LOOKUP[key], posthoc
+        shorter = _PARAMETERS.sub("", text)
+        if shorter == text or not shorter.strip():
+            return None, posthoc
+        text = shorter
+
+
+def model_style(name: str) -> ModelStyle:
+    """The course style of the model ``name`` (any spelling :func:`normalise_model_name` resolves); a post-hoc
+    variant ("LS + TS") has its loss's colour and marker, dashed and hollow. Raises KeyError for a name that is
+    no model of :data:`MODEL_STYLES` (use :func:`figure_styles` for figures that mix in other curves)."""
+    canonical, posthoc = normalise_model_name(name)
+    if canonical is None:
+        raise KeyError(f"{name!r} is no model of the course palette; known: {', '.join(MODEL_STYLES)}")
+    style = MODEL_STYLES[canonical]
+    return replace(style, linestyle="--", hollow=True) if posthoc else style
+
+
+def figure_styles(names: Sequence[str]) -> dict[str, ModelStyle]:
+    """{name: style} for the curves of one figure: a model gets its :func:`model_style`; any other name (a seed,
+    an estimator, a link) the next of :data:`FALLBACK_COLORS` not used by a model of the figure, in the order
+    given, with markers "o", "s", "^", ... — deterministic, so the same names in the same order look the same."""
+    styles: dict[str, ModelStyle] = {}
+    for name in names:
+        if normalise_model_name(name)[0] is not None:
+            styles[name] = model_style(name)
+    taken = {style.color for style in styles.values()}
+    free = [color for color in FALLBACK_COLORS if color not in taken] or list(FALLBACK_COLORS)
+    others = [name for name in names if name not in styles]
+    for index, name in enumerate(others):
+        styles[name] = ModelStyle(
+            free[index % len(free)], "osD^vP"[index % 6], ("-", "--", "-.", ":")[index // len(free) % 4]
+        )
+    return {name: styles[name] for name in names}

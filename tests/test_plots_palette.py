@@ -1,0 +1,272 @@
+"""The course palette of helpers.plots.style: one colour and marker per model in every figure, never a gap colour of
+the reliability diagram, name spellings resolved, unknown names a clear error or a documented fallback."""
+
+import itertools
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.colors import to_hex, to_rgb  # noqa: E402
+from matplotlib.container import ErrorbarContainer  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from helpers import metrics, plots  # noqa: E402
+from helpers.metrics import decisions  # noqa: E402
+from helpers.plots import style  # noqa: E402
+
+GAP_COLOURS = (style.ACCURACY_COLOR, style.GAP_COLOR, style.UNDER_GAP_COLOR)
+
+
+def _lab(colour):
+    """CIELAB (D65) of an sRGB colour, the textbook conversion."""
+    rgb = np.array(to_rgb(colour))
+    rgb = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ rgb
+    f = np.cbrt(xyz / np.array([0.95047, 1.0, 1.08883]))
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def test_lab_conversion_matches_known_values():
+    np.testing.assert_allclose(_lab("#FFFFFF"), [100, 0, 0], atol=0.05)
+    np.testing.assert_allclose(_lab("#FF0000"), [53.24, 80.09, 67.20], atol=0.1)
+
+
+@pytest.mark.parametrize("colour", sorted({s.color for s in style.MODEL_STYLES.values()} | set(style.FALLBACK_COLORS)))
+def test_no_model_or_fallback_colour_is_a_gap_colour_or_near_one(colour):
+    assert to_hex(colour).lower() not in {to_hex(c).lower() for c in GAP_COLOURS}
+    for gap in GAP_COLOURS:
+        assert np.linalg.norm(_lab(colour) - _lab(gap)) >= style.MIN_GAP_DISTANCE, (colour, gap)
+
+
+@pytest.mark.parametrize("family", [style.MULTICLASS_MODELS, style.MULTILABEL_MODELS])
+def test_colours_and_markers_are_unique_within_a_family(family):
+    colours = [style.MODEL_STYLES[name].color for name in family]
+    markers = [style.MODEL_STYLES[name].marker for name in family]
+    assert len(set(colours)) == len(family) and len(set(markers)) == len(family)
+
+
+def test_colour_marker_pairs_are_unique_across_the_course_but_for_the_shared_baseline():
+    pairs = {}
+    for name, s in style.MODEL_STYLES.items():
+        if s.linestyle == "-":  # a variant ("ASL (detached)") shares its loss's colour and marker on purpose
+            pairs.setdefault((s.color, s.marker), []).append(name)
+    assert [names for names in pairs.values() if len(names) > 1] == [["cross-entropy", "BCE"]]
+
+
+@pytest.mark.parametrize(
+    ("spelling", "canonical", "posthoc"),
+    [
+        ("LS α=0.1", "LS", False),
+        ("LS α = 0.05", "LS", False),
+        ("label smoothing", "LS", False),
+        ("focal γ=3", "focal", False),
+        ("MbLS m=6, α=0.1", "MbLS", False),
+        ("SPA (1,1,0,5,3,1)", "SPA", False),
+        ("SPA+LPR λ=1", "SPA+LPR", False),
+        ("CE", "cross-entropy", False),
+        ("Cross-entropy + TS", "cross-entropy", True),
+        ("LS + temperature scaling", "LS", True),
+        ("ASL (detached)", "ASL (detached)", False),
+        ("LDACE+CCL", "LDACE+CCL", False),
+        ("class-prior", "class prior", False),
+        ("seed 0", None, False),
+    ],
+)
+def test_names_are_normalised(spelling, canonical, posthoc):
+    assert style.normalise_model_name(spelling) == (canonical, posthoc)
+
+
+def test_a_posthoc_variant_keeps_its_loss_colour_and_marker_but_not_its_line():
+    trained, calibrated = style.model_style("LS α=0.1"), style.model_style("LS + TS")
+    assert (calibrated.color, calibrated.marker) == (trained.color, trained.marker)
+    assert (calibrated.linestyle, calibrated.hollow) == ("--", True) and trained.linestyle == "-"
+    assert calibrated.line_kwargs()["markerfacecolor"] == "none"
+
+
+def test_an_unknown_model_is_a_clear_error():
+    with pytest.raises(KeyError, match="no model of the course palette.*cross-entropy"):
+        style.model_style("my new loss")
+
+
+def test_other_names_get_the_documented_deterministic_fallback():
+    styles = style.figure_styles(["seed 0", "LS", "seed 1"])
+    assert styles["LS"] == style.model_style("LS")
+    free = [c for c in style.FALLBACK_COLORS if c != style.model_style("LS").color]
+    assert [styles["seed 0"].color, styles["seed 1"].color] == free[:2]  # next free fallback colours, in order
+    assert style.figure_styles(["seed 0", "LS", "seed 1"]) == styles
+    # a fallback never takes the colour of a model in the same figure
+    crowded = style.figure_styles(["MbLS", "SPA", "other"])
+    assert crowded["other"].color not in {crowded["MbLS"].color, crowded["SPA"].color}
+
+
+def _drawn_colours(ax):
+    """{legend label: colour} of the labelled artists on ``ax`` (lines, error bars, step histograms, bands)."""
+    colours = {}
+    for handle, label in zip(*ax.get_legend_handles_labels()):
+        if isinstance(handle, ErrorbarContainer):
+            handle = handle.lines[0]
+        if isinstance(handle, Line2D):
+            colour = handle.get_color()
+        elif isinstance(handle, Patch):
+            colour = handle.get_edgecolor()
+        else:
+            colour = handle.get_facecolor()[0]
+        colours.setdefault(label, to_hex(colour))
+    return colours
+
+
+def _multiclass(seed):
+    generator = torch.Generator().manual_seed(seed)
+    probs = torch.softmax(2 * torch.randn(300, 3, generator=generator), dim=1)
+    return probs, torch.randint(0, 3, (300,), generator=generator)
+
+
+def _draw(kind, names, ax):
+    """Draw ``names`` with the plot function ``kind``; every model gets data of its own."""
+    x = np.linspace(0.01, 0.99, 30)
+    data = {name: _multiclass(seed) for seed, name in enumerate(sorted(names))}
+    if kind == "validation_curves":
+        plots.validation_curves(
+            {n: [{"epoch": 1, "val_nll": 1.0}, {"epoch": 2, "val_nll": 0.9}] for n in names}, "val_nll", ax=ax
+        )
+    elif kind == "seed_band_curves":
+        plots.seed_band_curves({n: [x, x + 0.1] for n in names}, ax=ax)
+    elif kind == "curves_over_seeds":
+        plots.curves_over_seeds({n: [(x, x), (x, x + 0.1)] for n in names}, ax=ax)
+    elif kind == "estimator_curves":
+        plots.estimator_curves([10, 100], {n: ([1.0, 0.5], [0.1, 0.1]) for n in names}, ax=ax)
+    elif kind == "reliability_overlay":
+        plots.reliability_overlay({n: metrics.reliability_bins(*data[n]) for n in names}, ax=ax)
+    elif kind == "pooled_reliability_curves":
+        plots.pooled_reliability_curves({n: {"mean_predicted": x, "frequency": x} for n in names}, ax=ax)
+    elif kind == "binned_output_plot":
+        plots.binned_output_plot(x, {n: x for n in names}, ax=ax)
+    elif kind == "one_vs_rest_reliability":
+        plots.one_vs_rest_reliability({n: decisions.one_vs_rest_bins(*data[n], 1) for n in names}, ax=ax)
+    elif kind == "decision_curve_plot":
+        plots.decision_curve_plot({n: decisions.decision_curve(*data[n][:1], data["LS"][1], 1) for n in names}, ax=ax)
+    elif kind == "retention_curves":
+        plots.retention_curves({n: metrics.retention_curve(*data[n]) for n in names}, ax=ax)
+    elif kind == "retrieval_curve":
+        plots.retrieval_curve({n: {1: 0.5, 2: 0.4} for n in names}, ax=ax)
+    elif kind == "retrieval_curve_spread":
+        plots.retrieval_curve_spread({n: {1: (0.5, 0.1), 2: (0.4, 0.1)} for n in names}, ax=ax)
+    elif kind == "risk_minimiser_plot":
+        plots.risk_minimiser_plot(x, {n: x for n in names}, ax=ax, markers=5)
+    elif kind == "confidence_maps":
+        plots.confidence_maps(x, {n: x for n in names}, ax=ax)
+    elif kind == "partial_loss_plot":
+        plots.partial_loss_plot(x, {n: (x, x) for n in names}, ax=ax)
+    elif kind == "link_plot":
+        plots.link_plot(x, {n: x for n in names}, ax=ax)
+    elif kind == "negative_weight_plot":
+        plots.negative_weight_plot(x, {n: x for n in names}, ax=ax)
+    elif kind == "weight_function_plot":
+        plots.weight_function_plot(x, {n: x for n in names}, ax=ax)
+    elif kind == "distance_histograms":
+        plots.distance_histograms({n: x for n in names}, ax=ax)
+    elif kind == "smooth_reliability_diagram":
+        for n in names:
+            diagram = metrics.smooth_reliability(*data[n], n_bootstrap=3)
+            plots.smooth_reliability_diagram(diagram, ax=ax, label=n, show_density=False, legend=False)
+    else:
+        raise AssertionError(kind)
+
+
+KINDS = [
+    "validation_curves",
+    "seed_band_curves",
+    "curves_over_seeds",
+    "estimator_curves",
+    "reliability_overlay",
+    "pooled_reliability_curves",
+    "binned_output_plot",
+    "one_vs_rest_reliability",
+    "decision_curve_plot",
+    "retention_curves",
+    "retrieval_curve",
+    "retrieval_curve_spread",
+    "risk_minimiser_plot",
+    "confidence_maps",
+    "partial_loss_plot",
+    "link_plot",
+    "negative_weight_plot",
+    "weight_function_plot",
+    "distance_histograms",
+    "smooth_reliability_diagram",
+]
+
+
+def _model_colours(ax, names):
+    """{model: colour of its first legend entry} (legend labels start with the model's name)."""
+    drawn = _drawn_colours(ax)
+    found = {}
+    for name in names:
+        labels = [
+            label for label in drawn if label == name or label.startswith(name + " ") or label.startswith(name + ":")
+        ]
+        assert labels, f"{name!r} not in the legend labels {list(drawn)}"
+        found[name] = drawn[labels[0]]
+    return found
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_plot_function_gives_a_model_its_course_colour_whatever_the_company_and_order(kind):
+    first, second = ["cross-entropy", "LS", "focal"], ["MbLS", "focal", "LS", "DCA"]
+    figure, (ax_a, ax_b) = plt.subplots(1, 2)
+    _draw(kind, first, ax_a)
+    _draw(kind, second, ax_b)
+    colours_a, colours_b = _model_colours(ax_a, first), _model_colours(ax_b, second)
+    for name in ("LS", "focal"):
+        assert colours_a[name] == colours_b[name] == to_hex(style.model_style(name).color).lower(), (kind, name)
+    for name in itertools.chain(first, second):
+        assert (colours_a | colours_b)[name] not in {to_hex(c).lower() for c in GAP_COLOURS}
+    plt.close(figure)
+
+
+def test_every_plot_function_that_draws_models_is_covered():
+    """A new plot function that takes {model: ...} must join KINDS (or be listed here as not colouring models)."""
+    not_models = {
+        "training_curves",  # metrics of one run
+        "loss_and_ece_curves",  # one colour per seed
+        "seed_spread_plot",  # one model's settings; its model named by argument (own test)
+        "metric_across_test_sets",  # rows are models, colours are test sets
+        "reliability_diagram",
+        "reliability_grid",
+        "smooth_reliability_grid",
+        "binned_and_smooth_reliability",
+        "overlaid_reliability",
+        "reliability_and_decision_curve",  # both panels are covered functions
+        "bootstrap_interval_plot",
+        "interval_plot",
+        "difference_plot",
+        "difference_panels",
+        "before_after_plot",
+        "confidence_densities",
+        "heatmap",
+        "correlation_comparison",
+        "image_grid",
+        "class_counts",
+        "image_row",
+        "ece_title",
+        "outlier_rows",
+    }
+    palette = {"normalise_model_name", "model_style", "figure_styles"}
+    functions = {name for name in plots.__all__ if name[0].islower()} - palette
+    assert functions - not_models == set(KINDS)
+
+
+def test_seed_spread_plot_draws_its_models_in_their_course_colours():
+    figure, ax = plt.subplots()
+    plots.seed_spread_plot(["2", "6"], [[1, 2], [2, 3]], ax=ax, reference=1.5, model="MbLS", reference_model="CE")
+    means = [line for line in ax.get_lines() if line.get_marker() == style.model_style("MbLS").marker]
+    assert means and {to_hex(line.get_color()) for line in means} == {style.model_style("MbLS").color.lower()}
+    reference = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert to_hex(reference[0].get_color()) == style.model_style("cross-entropy").color.lower()
+    plt.close(figure)
