@@ -60,32 +60,43 @@ def test_colour_marker_pairs_are_unique_across_the_course_but_for_the_shared_bas
 
 
 @pytest.mark.parametrize(
-    ("spelling", "canonical", "posthoc"),
+    ("spelling", "canonical", "variant"),
     [
-        ("LS α=0.1", "LS", False),
-        ("LS α = 0.05", "LS", False),
-        ("label smoothing", "LS", False),
-        ("focal γ=3", "focal", False),
-        ("MbLS m=6, α=0.1", "MbLS", False),
-        ("SPA (1,1,0,5,3,1)", "SPA", False),
-        ("SPA+LPR λ=1", "SPA+LPR", False),
-        ("CE", "cross-entropy", False),
-        ("Cross-entropy + TS", "cross-entropy", True),
-        ("LS + temperature scaling", "LS", True),
-        ("ASL (detached)", "ASL (detached)", False),
-        ("LDACE+CCL", "LDACE+CCL", False),
-        ("class-prior", "class prior", False),
-        ("seed 0", None, False),
+        ("LS α=0.1", "LS", None),
+        ("LS α = 0.05", "LS", None),
+        ("label smoothing", "LS", None),
+        ("focal γ=3", "focal", None),
+        ("MbLS m=6, α=0.1", "MbLS", None),
+        ("SPA (1,1,0,5,3,1)", "SPA", None),
+        ("ASL (0, 4, 0.05)", "ASL", None),
+        ("SPA+LPR λ=1", "SPA+LPR", None),
+        ("CE", "cross-entropy", None),
+        ("FLSD-53", "FLSD-53", None),
+        ("Cross-entropy + TS", "cross-entropy", "post-hoc"),
+        ("LS + temperature scaling", "LS", "post-hoc"),
+        ("ASL+φ", "ASL", "post-hoc"),
+        ("ideal focal", "focal", "ideal"),
+        ("ASL (detached)", "ASL (detached)", None),
+        ("LDACE+CCL", "LDACE+CCL", None),
+        ("class-prior", "class prior", None),
+        ("exact joint (ceiling)", "oracle", None),
+        ("exact marginals (eq. 22)", "exact marginals", None),
+        ("seed 0", None, None),
     ],
 )
-def test_names_are_normalised(spelling, canonical, posthoc):
-    assert style.normalise_model_name(spelling) == (canonical, posthoc)
+def test_names_are_normalised(spelling, canonical, variant):
+    assert style.normalise_model_name(spelling) == (canonical, variant)
 
 
-def test_a_posthoc_variant_keeps_its_loss_colour_and_marker_but_not_its_line():
-    trained, calibrated = style.model_style("LS α=0.1"), style.model_style("LS + TS")
-    assert (calibrated.color, calibrated.marker) == (trained.color, trained.marker)
+def test_a_variant_keeps_its_loss_colour_and_marker_but_not_its_line():
+    trained, calibrated, ideal = (
+        style.model_style("LS α=0.1"),
+        style.model_style("LS + TS"),
+        style.model_style("ideal LS"),
+    )
+    assert (calibrated.color, calibrated.marker) == (ideal.color, ideal.marker) == (trained.color, trained.marker)
     assert (calibrated.linestyle, calibrated.hollow) == ("--", True) and trained.linestyle == "-"
+    assert (ideal.linestyle, ideal.hollow) == (":", True)
     assert calibrated.line_kwargs()["markerfacecolor"] == "none"
 
 
@@ -100,6 +111,13 @@ def test_other_names_get_the_documented_deterministic_fallback():
     free = [c for c in style.FALLBACK_COLORS if c != style.model_style("LS").color]
     assert [styles["seed 0"].color, styles["seed 1"].color] == free[:2]  # next free fallback colours, in order
     assert style.figure_styles(["seed 0", "LS", "seed 1"]) == styles
+    # a post-hoc variant of a name that is no model shares that name's colour and marker, dashed and hollow
+    recipes = style.figure_styles(["recipe A", "recipe B", "recipe A + TS"])
+    assert (recipes["recipe A + TS"].color, recipes["recipe A + TS"].marker) == (
+        recipes["recipe A"].color,
+        recipes["recipe A"].marker,
+    )
+    assert recipes["recipe A + TS"].linestyle == "--" and recipes["recipe B"].color != recipes["recipe A"].color
     # a fallback never takes the colour of a model in the same figure
     crowded = style.figure_styles(["MbLS", "SPA", "other"])
     assert crowded["other"].color not in {crowded["MbLS"].color, crowded["SPA"].color}

@@ -182,10 +182,12 @@ MODEL_STYLES: dict[str, ModelStyle] = {
     "BCE+LPR": ModelStyle("#997700", "h"),
     "LDACE": ModelStyle("#332288", "H"),
     "LDACE+CCL": ModelStyle("#56B4E9", "8"),
-    "class prior": ModelStyle("#666666", "x", ":"),
+    "FLSD-53": ModelStyle("#AA4499", "h"),
+    "class prior": ModelStyle("#999999", "x", ":"),
     "oracle": ModelStyle("#666666", "+", "-."),
+    "exact marginals": ModelStyle("#666666", "x", ":"),
 }
-MULTICLASS_MODELS = ("cross-entropy", "LS", "focal", "MbLS", "LS+", "CCL-Net", "DCA", "MDCA")
+MULTICLASS_MODELS = ("cross-entropy", "LS", "focal", "FLSD-53", "MbLS", "LS+", "CCL-Net", "DCA", "MDCA")
 MULTILABEL_MODELS = ("BCE", "focal", "ASL", "asymmetric focal", "SPA", "SPA+LPR", "BCE+LPR", "LDACE", "LDACE+CCL")
 #: colours of names that are not models (seeds, estimators, links): Tol's muted order, used in order of appearance
 #: in a figure, skipping the colours of the models in that figure
@@ -217,11 +219,15 @@ _ALIASES = {
     "exact posteriors": "oracle",
     "true probabilities": "oracle",
     "bayes": "oracle",
+    "exact joint": "oracle",
+    "exact joint posterior": "oracle",
+    "flsd53": "FLSD-53",
+    "flsd": "FLSD-53",
 }
 _LOOKUP = {**{name.lower(): name for name in MODEL_STYLES}, **_ALIASES}
-#: a post-hoc suffix: "+ TS", "+ temperature scaling", "+ vector scaling", "(TS)", "+ histogram binning", ...
+#: a post-hoc suffix: "+ TS", "+ temperature scaling", "(TS)", a recovered read-out "+φ" / "+ψ", ...
 _POSTHOC = re.compile(
-    r"\s*(?:\+\s*(?:TS|VS|temperature scaling|vector scaling|matrix scaling|Platt|isotonic|histogram binning)"
+    r"\s*(?:\+\s*(?:TS|VS|φ|ψ|temperature scaling|vector scaling|matrix scaling|Platt|isotonic|histogram binning)"
     r"|\((?:TS|post-hoc|temperature-scaled)\)|,?\s*temperature-scaled)\s*$",
     re.IGNORECASE,
 )
@@ -229,47 +235,65 @@ _POSTHOC = re.compile(
 _PARAMETERS = re.compile(r"\s*(?:\((?!detached\))[^)]*\)|[^\s()]+\s*=\s*\S+,?|[αγλβm]\s*\d\S*,?)\s*$")
 
 
-def normalise_model_name(name: str) -> tuple[str | None, bool]:
-    """(canonical model name or None when ``name`` is not a model of :data:`MODEL_STYLES`, post-hoc variant?):
-    hyper-parameters dropped ("LS α=0.1" → "LS", "SPA (1,1,0,5,3,1)" → "SPA"), aliases resolved ("CE" →
-    "cross-entropy"), a post-hoc suffix ("+ TS") noted and dropped."""
+def normalise_model_name(name: str) -> tuple[str | None, str | None]:
+    """(canonical model name or None when ``name`` is not a model of :data:`MODEL_STYLES`, variant): hyper-parameters
+    dropped ("LS α=0.1" → "LS", "SPA (1,1,0,5,3,1)" → "SPA"), aliases resolved ("CE" → "cross-entropy"); the
+    variant is "post-hoc" for a post-hoc suffix ("LS + TS", a recovered read-out "ASL+φ"), "ideal" for the ideal
+    output of a loss on the exact posteriors ("ideal ASL"), else None."""
     text = str(name).strip()
-    posthoc = bool(_POSTHOC.search(text))
-    text = _POSTHOC.sub("", text)
+    variant = None
+    if _POSTHOC.search(text):
+        variant, text = "post-hoc", _POSTHOC.sub("", text)
+    elif text.lower().startswith("ideal "):
+        variant, text = "ideal", text[len("ideal ") :]
     while True:
         key = re.sub(r"\s+", " ", text.strip().lower())
         if key in _LOOKUP:
-            return _LOOKUP[key], posthoc
+            return _LOOKUP[key], variant
         shorter = _PARAMETERS.sub("", text)
         if shorter == text or not shorter.strip():
-            return None, posthoc
+            return None, variant
         text = shorter
 
 
+def _variant_style(style: ModelStyle, variant: str | None) -> ModelStyle:
+    """A post-hoc variant dashed, an ideal output dotted, both with hollow markers; the loss's colour and marker."""
+    if variant is None:
+        return style
+    return replace(style, linestyle="--" if variant == "post-hoc" else ":", hollow=True)
+
+
 def model_style(name: str) -> ModelStyle:
-    """The course style of the model ``name`` (any spelling :func:`normalise_model_name` resolves); a post-hoc
-    variant ("LS + TS") has its loss's colour and marker, dashed and hollow. Raises KeyError for a name that is
-    no model of :data:`MODEL_STYLES` (use :func:`figure_styles` for figures that mix in other curves)."""
-    canonical, posthoc = normalise_model_name(name)
+    """The course style of the model ``name`` (any spelling :func:`normalise_model_name` resolves); a variant
+    ("LS + TS", "ideal ASL") has its loss's colour and marker, dashed (post-hoc) or dotted (ideal) and hollow.
+    Raises KeyError for a name that is no model of :data:`MODEL_STYLES` (use :func:`figure_styles` for figures
+    that mix in other curves)."""
+    canonical, variant = normalise_model_name(name)
     if canonical is None:
         raise KeyError(f"{name!r} is no model of the course palette; known: {', '.join(MODEL_STYLES)}")
-    style = MODEL_STYLES[canonical]
-    return replace(style, linestyle="--", hollow=True) if posthoc else style
+    return _variant_style(MODEL_STYLES[canonical], variant)
 
 
 def figure_styles(names: Sequence[str]) -> dict[str, ModelStyle]:
     """{name: style} for the curves of one figure: a model gets its :func:`model_style`; any other name (a seed,
-    an estimator, a link) the next of :data:`FALLBACK_COLORS` not used by a model of the figure, in the order
-    given, with markers "o", "s", "^", ... — deterministic, so the same names in the same order look the same."""
+    an estimator, a link, a recipe) the next of :data:`FALLBACK_COLORS` not used by a model of the figure, in the
+    order given, with markers "o", "s", "^", ... — deterministic, so the same names in the same order look the
+    same. A post-hoc variant of another name ("well-regularised + TS") takes that name's colour and marker, dashed."""
     styles: dict[str, ModelStyle] = {}
     for name in names:
         if normalise_model_name(name)[0] is not None:
             styles[name] = model_style(name)
     taken = {style.color for style in styles.values()}
     free = [color for color in FALLBACK_COLORS if color not in taken] or list(FALLBACK_COLORS)
-    others = [name for name in names if name not in styles]
-    for index, name in enumerate(others):
-        styles[name] = ModelStyle(
-            free[index % len(free)], "osD^vP"[index % 6], ("-", "--", "-.", ":")[index // len(free) % 4]
-        )
+    bases: dict[str, ModelStyle] = {}
+    for name in names:
+        if name in styles:
+            continue
+        variant = "post-hoc" if _POSTHOC.search(str(name)) else None
+        base = _POSTHOC.sub("", str(name)).strip()
+        if base not in bases:
+            index = len(bases)
+            line = ("-", "-.", ":")[index // len(free) % 3]
+            bases[base] = ModelStyle(free[index % len(free)], "osD^vP"[index % 6], line)
+        styles[name] = _variant_style(bases[base], variant)
     return {name: styles[name] for name in names}
