@@ -288,3 +288,35 @@ def test_seed_spread_plot_draws_its_models_in_their_course_colours():
     reference = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
     assert to_hex(reference[0].get_color()) == style.model_style("cross-entropy").color.lower()
     plt.close(figure)
+
+
+def test_settings_of_one_model_share_its_colour_and_differ_in_line_style():
+    styles = style.figure_styles(["LS α=0.05", "LS α=0.1", "LS α=0.3", "focal γ=3"])
+    ls = [styles[name] for name in ("LS α=0.05", "LS α=0.1", "LS α=0.3")]
+    assert {s.color for s in ls} == {style.model_style("LS").color}
+    assert len({str(s.linestyle) for s in ls}) == 3 and ls[0].linestyle == "-"
+    assert styles["focal γ=3"] == style.model_style("focal")
+
+
+# --- figure defects of issue 28 that a test can catch ---------------------------------------------------------------
+
+
+def test_confidence_maps_show_a_map_that_dips_below_the_lowest_q():
+    """02's θ(q) panel started its y-axis at q's lowest value (0.2) and hid a minimiser at 0.198."""
+    q = np.linspace(0.2, 0.99, 50)
+    dipping = np.where(q < 0.5, 0.198, q)
+    figure, ax = plt.subplots()
+    plots.confidence_maps(q, {"FLSD-53: minimiser of the value": dipping, "LS α=0.1": q}, ax=ax)
+    assert ax.get_ylim()[0] < 0.198 and ax.get_ylim()[1] == 1
+    plt.close(figure)
+
+
+def test_seed_band_legend_lies_below_the_axes_off_the_bands():
+    """02's validation-ECE bands filled the panel and the legend sat on them."""
+    x = np.linspace(0, 1, 30)
+    figure, ax = plt.subplots()
+    plots.seed_band_curves({"cross-entropy": [x, x + 0.1], "LS α=0.1": [x + 0.05, x + 0.2]}, ax=ax)
+    figure.canvas.draw()
+    legend_box = ax.get_legend().get_window_extent()
+    assert legend_box.y1 <= ax.get_window_extent().y0  # wholly below the plotting area
+    plt.close(figure)

@@ -23,6 +23,7 @@ from helpers.plots.style import (
     figure_legend_below,
     figure_styles,
     label_axes,
+    legend_below,
     model_style,
     to_numpy,
 )
@@ -175,15 +176,17 @@ def seed_band_curves(
         raise ValueError("curves is empty; pass {model name: [values of seed 0, values of seed 1, ...]}")
     figure, ax = figure_and_axes(ax, (5.6, 3.6))
     styles = figure_styles(list(curves))
-    for name, per_seed in curves.items():
+    for index, (name, per_seed) in enumerate(curves.items()):
         values = np.array([to_numpy(v).ravel() for v in per_seed], dtype=float)
         if values.ndim != 2:
             raise ValueError(f"{name!r}: the seeds' curves differ in length")
         steps = np.arange(1, values.shape[1] + 1) if x is None else to_numpy(x).ravel()
-        kwargs = styles[name].line_kwargs()
-        (line,) = ax.plot(steps, values.mean(0), label=f"{name} (mean of {len(values)})", markersize=4, **kwargs)
+        step = max(1, steps.size // 10)  # about ten markers a curve, staggered between curves
+        kwargs = {**styles[name].line_kwargs(), "markevery": (index * step // len(curves), step), "markersize": 4}
+        (line,) = ax.plot(steps, values.mean(0), label=f"{name} (mean of {len(values)})", **kwargs)
         ax.fill_between(steps, values.min(0), values.max(0), color=line.get_color(), alpha=0.2, linewidth=0)
     label_axes(ax, xlabel, ylabel, title, grid=True)
+    legend_below(ax)  # below the axes: bands fill the whole plot, a legend inside would hide some
     return figure
 
 

@@ -93,9 +93,12 @@ def confidence_maps(
         theta = to_numpy(theta).ravel()
         if theta.shape != q.shape:
             raise ValueError(f"{name!r}: {theta.size} values of θ for {q.size} values of q")
-        ax.plot(q, theta, label=name, color=styles[name].color, linestyle="--" if name in dashed else "-")
+        line = "--" if name in dashed else styles[name].linestyle
+        ax.plot(q, theta, label=name, color=styles[name].color, linestyle=line)
+    # the y-range starts at the lowest θ drawn (not at q's lowest): a map dipping below it stays visible
+    low = min(float(q.min()), *(float(np.nanmin(to_numpy(theta))) for theta in maps.values()))
     ax.set_xlim(float(q.min()), 1)
-    ax.set_ylim(float(q.min()), 1)
+    ax.set_ylim(low - 0.02 * (1 - low), 1)
     label_axes(ax, "true probability q of the top class", "confidence θ", title, grid=True)
     return figure
 

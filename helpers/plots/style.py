@@ -148,7 +148,7 @@ class ModelStyle:
 
     color: str
     marker: str
-    linestyle: str = "-"
+    linestyle: Any = "-"
     hollow: bool = False
 
     def line_kwargs(self, markers: bool = True) -> dict[str, Any]:
@@ -274,15 +274,29 @@ def model_style(name: str) -> ModelStyle:
     return _variant_style(MODEL_STYLES[canonical], variant)
 
 
+#: line styles of the second, third, ... setting of one model in one figure (the first keeps its own)
+_REPEAT_LINESTYLES = ("-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)))
+
+
 def figure_styles(names: Sequence[str]) -> dict[str, ModelStyle]:
     """{name: style} for the curves of one figure: a model gets its :func:`model_style`; any other name (a seed,
     an estimator, a link, a recipe) the next of :data:`FALLBACK_COLORS` not used by a model of the figure, in the
     order given, with markers "o", "s", "^", ... — deterministic, so the same names in the same order look the
-    same. A post-hoc variant of another name ("well-regularised + TS") takes that name's colour and marker, dashed."""
+    same. A post-hoc variant of another name ("well-regularised + TS") takes that name's colour and marker, dashed;
+    the second, third, ... setting of one model ("LS α=0.05", "LS α=0.3" after "LS α=0.1") keeps the model's
+    colour and marker with a line style of its own (dash-dot, dotted, ...)."""
     styles: dict[str, ModelStyle] = {}
+    seen: dict[tuple[str | None, str | None], int] = {}
     for name in names:
-        if normalise_model_name(name)[0] is not None:
+        key = normalise_model_name(name)
+        if key[0] is not None:
             styles[name] = model_style(name)
+            # several settings of one model ("LS α=0.05", "LS α=0.1"): its colour, a line style each
+            repeat = seen[key] = seen.get(key, -1) + 1
+            if repeat:
+                styles[name] = replace(
+                    styles[name], linestyle=_REPEAT_LINESTYLES[(repeat - 1) % len(_REPEAT_LINESTYLES)]
+                )
     taken = {style.color for style in styles.values()}
     free = [color for color in FALLBACK_COLORS if color not in taken] or list(FALLBACK_COLORS)
     bases: dict[str, ModelStyle] = {}
