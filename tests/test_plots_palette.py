@@ -320,3 +320,23 @@ def test_seed_band_legend_lies_below_the_axes_off_the_bands():
     legend_box = ax.get_legend().get_window_extent()
     assert legend_box.y1 <= ax.get_window_extent().y0  # wholly below the plotting area
     plt.close(figure)
+
+
+def test_binned_output_plot_spans_the_bins_not_an_empty_decade():
+    """09's η-bin panels ran the x-axis (and the diagonal) down to the smallest prediction, 1e-5, leaving most of
+    each panel empty; x now spans the bins, y every value."""
+    centres = np.geomspace(7e-4, 0.4, 12)
+    figure, ax = plt.subplots()
+    plots.binned_output_plot(centres, {"LDACE p² (optimum)": centres**2 / 10, "BCE (trained)": centres}, ax=ax)
+    low, high = ax.get_xlim()
+    assert centres.min() / 2 < low < centres.min() and centres.max() < high < 2 * centres.max()
+    assert ax.get_ylim()[0] <= (centres**2 / 10).min()  # the lowest prediction stays in view
+    plt.close(figure)
+
+
+def test_difference_panels_are_never_squashed_flat():
+    """08's three-row panels were 2.3 inches tall with a legend-free title and axis label: squashed."""
+    rows = {name: (0.01, 0.0, 0.02) for name in ("SPA", "SPA+LPR", "BCE+LPR")}
+    figure = plots.difference_panels([{"rows": rows, "higher_is_better": True, "xlabel": "Δ", "title": "t"}])
+    assert figure.get_size_inches()[1] >= 2.8
+    plt.close(figure)

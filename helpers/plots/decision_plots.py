@@ -41,9 +41,10 @@ def one_vs_rest_reliability(
 ) -> Figure:
     """Observed frequency of the class against the mean forecast P(class) per non-empty bin, one line per model
     (bins from :func:`helpers.metrics.one_vs_rest_bins`); the legend gives each model's one-vs-rest ECE of the
-    class ("melanoma ECE": melanoma against the rest), not the top-label ECE. A bin drawn with ``OVER_MARK`` ("v")
-    forecasts more than it observes (over-confident in the class), ``UNDER_MARK`` ("^") less. ``threshold`` draws
-    the decision threshold; ``x_max`` zooms on the low forecasts where most patients and the threshold lie."""
+    class ("melanoma-vs-rest ECE": melanoma against the rest), not the top-label ECE of the tables. A bin drawn
+    with ``OVER_MARK`` ("v") forecasts more than it observes (over-confident in the class), ``UNDER_MARK`` ("^")
+    less. ``threshold`` draws the decision threshold; ``x_max`` zooms on the low forecasts where most patients and
+    the threshold lie."""
     if not bins_by_model:
         raise ValueError("bins_by_model is empty; pass {model name: decisions.one_vs_rest_bins(...)}")
     figure, ax = figure_and_axes(ax, (5.0, 4.4))
@@ -54,7 +55,7 @@ def one_vs_rest_reliability(
         keep = to_numpy(bins.nonempty)
         forecast, observed = to_numpy(bins.confidence)[keep], to_numpy(bins.accuracy)[keep]
         # the one-vs-rest ECE of this class, not the top-label ECE of the tables: the legend says which
-        label = f"{name} ({kind.removesuffix(' vs rest')} ECE {100 * bins.ece:.1f} %)"
+        label = f"{name} ({kind.replace(' vs rest', '-vs-rest')} ECE {100 * bins.ece:.1f} %)"
         (line,) = ax.plot(forecast, observed, linewidth=1.2, label=label, **styles[name].line_kwargs(markers=False))
         over = forecast > observed
         ax.plot(forecast[over], observed[over], OVER_MARK, color=line.get_color(), markersize=5)

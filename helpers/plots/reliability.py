@@ -283,16 +283,21 @@ def binned_output_plot(
     if any(v.shape != centres.shape for v in values):
         raise ValueError(f"every entry of means must have the shape of centres {centres.shape}")
     low = min(float(centres.min()), *(float(v.min()) for v in values))
-    high = max(float(centres.max()), *(float(v.max()) for v in values))
     if log and low <= 0:
         raise ValueError("a log scale needs positive bin centres and means; pass log=False")
-    ax.plot([low, high], [low, high], linestyle="--", color="grey", linewidth=1, label="η̂ = η")
+    # x spans the bins only (a prediction far below the lowest bin stretches y, not x into an empty region)
+    first, last = float(centres.min()), float(centres.max())
+    ax.plot([first, last], [first, last], linestyle="--", color="grey", linewidth=1, label="η̂ = η")
     styles = figure_styles(list(means))
     for name, v in zip(means, values):
         ax.plot(centres, v, markersize=4, label=name, **styles[name].line_kwargs())
     if log:
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_xlim(first / 1.5, last * 1.5)
+    else:
+        pad = 0.03 * (last - first)
+        ax.set_xlim(first - pad, last + pad)
     scale = " (log scale)" if log else ""
     label_axes(
         ax,
