@@ -340,3 +340,13 @@ def test_difference_panels_are_never_squashed_flat():
     figure = plots.difference_panels([{"rows": rows, "higher_is_better": True, "xlabel": "Δ", "title": "t"}])
     assert figure.get_size_inches()[1] >= 2.8
     plt.close(figure)
+
+
+def test_class_counts_list_the_classes_top_to_bottom_like_the_image_grid():
+    """00's bar chart listed the classes bottom to top, against the image grid beside it."""
+    figure = plots.class_counts({"train": np.array([0, 0, 1, 2])}, ["first", "second", "third"])
+    ax = figure.axes[0]
+    figure.canvas.draw()
+    labels = sorted(ax.get_yticklabels(), key=lambda text: -text.get_window_extent().y0)  # top of the page first
+    assert [text.get_text() for text in labels] == ["first", "second", "third"]
+    plt.close(figure)
