@@ -350,3 +350,22 @@ def test_class_counts_list_the_classes_top_to_bottom_like_the_image_grid():
     labels = sorted(ax.get_yticklabels(), key=lambda text: -text.get_window_extent().y0)  # top of the page first
     assert [text.get_text() for text in labels] == ["first", "second", "third"]
     plt.close(figure)
+
+
+def test_overlaid_reliability_draws_no_band_where_there_are_no_forecasts():
+    """06's grey bootstrap band spiked at confidences where no forecast lies."""
+    generator = torch.Generator().manual_seed(0)
+    top = 0.6 + 0.4 * torch.rand(400, generator=generator)  # confidences in [0.6, 1] only
+    probs = torch.stack([top, 1 - top], dim=1)
+    labels = (torch.rand(400, generator=generator) > top).long()
+    diagram = metrics.smooth_reliability(probs, labels, n_bootstrap=5)
+    figure, ax = plt.subplots()
+    plots.overlaid_reliability(metrics.reliability_bins(probs, labels, n_bins=10), diagram, ax=ax, legend=False)
+    supported = diagram.mesh[diagram.density >= 0.02 * diagram.density.max()]
+    band = [c for c in ax.collections if c.get_label().startswith("bootstrap band")][0]
+    xs = np.concatenate([path.vertices[:, 0] for path in band.get_paths()])
+    assert xs.min() >= supported.min() - 1e-9 and supported.min() > 0.5  # nothing drawn left of the data
+    line = [line for line in ax.get_lines() if line.get_label() == "smoothed accuracy"][0]
+    drawn = np.asarray(line.get_xdata())[np.isfinite(line.get_ydata())]
+    assert drawn.min() >= supported.min() - 1e-9
+    plt.close(figure)

@@ -162,6 +162,7 @@ def overlaid_reliability(
     smooth_color: str = "black",
     legend: bool = True,
     min_confidence: float = 0.0,
+    min_density: float = 0.02,
 ) -> Figure:
     """The binned reliability diagram (:func:`helpers.plots.reliability_diagram`, with its histogram below) and the
     smooth one (:func:`smooth_reliability_diagram`: kernel-smoothed accuracy and bootstrap band) of the same
@@ -170,7 +171,9 @@ def overlaid_reliability(
 
     The line is drawn in ``smooth_color`` and its band in the same colour at 25 % opacity (grey for black).
     ``min_confidence`` drops the smooth curve below that confidence (e.g. 1/K: a top-label confidence of K classes
-    is never below 1/K, so the kernel curve there rests on no forecast). ``legend=False`` draws no legend on ``ax``
+    is never below 1/K, so the kernel curve there rests on no forecast); ``min_density`` leaves out the curve and
+    its band where the forecasts' kernel density is below that share of its peak (where there is next to no data
+    the bootstrap band spikes, notebook 06). ``legend=False`` draws no legend on ``ax``
     (for one shared figure legend: collect ``ax.get_legend_handles_labels()``)."""
     if min_confidence > 0:
         keep = diagram.mesh >= min_confidence
@@ -181,6 +184,14 @@ def overlaid_reliability(
             lower=diagram.lower[keep],
             upper=diagram.upper[keep],
             density=diagram.density[keep],
+        )
+    if min_density > 0:
+        empty = diagram.density < min_density * float(np.max(diagram.density))
+        diagram = replace(
+            diagram,
+            mu=np.where(empty, np.nan, diagram.mu),
+            lower=np.where(empty, np.nan, diagram.lower),
+            upper=np.where(empty, np.nan, diagram.upper),
         )
     figure = reliability_diagram(bins, ax=ax, show_histogram=True, legend=False)
     ax = ax or figure.axes[0]
