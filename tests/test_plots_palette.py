@@ -44,6 +44,12 @@ def test_no_model_or_fallback_colour_is_a_gap_colour_or_near_one(colour):
         assert np.linalg.norm(_lab(colour) - _lab(gap)) >= style.MIN_GAP_DISTANCE, (colour, gap)
 
 
+def test_fallback_colours_never_look_like_a_model_colour():
+    for fallback in style.FALLBACK_COLORS:
+        for model in {s.color for s in style.MODEL_STYLES.values()}:
+            assert np.linalg.norm(_lab(fallback) - _lab(model)) >= 15, (fallback, model)
+
+
 @pytest.mark.parametrize("family", [style.MULTICLASS_MODELS, style.MULTILABEL_MODELS])
 def test_colours_and_markers_are_unique_within_a_family(family):
     colours = [style.MODEL_STYLES[name].color for name in family]
@@ -81,6 +87,8 @@ def test_colour_marker_pairs_are_unique_across_the_course_but_for_the_shared_bas
         ("class-prior", "class prior", None),
         ("exact joint (ceiling)", "oracle", None),
         ("exact marginals (eq. 22)", "exact marginals", None),
+        ("SPA: derived link", "SPA", None),
+        ("FLSD-53: where gradient training rests", "FLSD-53", None),
         ("seed 0", None, None),
     ],
 )

@@ -189,9 +189,10 @@ MODEL_STYLES: dict[str, ModelStyle] = {
 }
 MULTICLASS_MODELS = ("cross-entropy", "LS", "focal", "FLSD-53", "MbLS", "LS+", "CCL-Net", "DCA", "MDCA")
 MULTILABEL_MODELS = ("BCE", "focal", "ASL", "asymmetric focal", "SPA", "SPA+LPR", "BCE+LPR", "LDACE", "LDACE+CCL")
-#: colours of names that are not models (seeds, estimators, links): Tol's muted order, used in order of appearance
-#: in a figure, skipping the colours of the models in that figure
-FALLBACK_COLORS = ("#332288", "#117733", "#CC79A7", "#88CCEE", "#999933", "#AA4499", "#44AA99", "#882255", "#997700")
+#: colours of names that are not models (seeds, estimators, links, recipes), used in order of appearance in a
+#: figure: dark ends of ColorBrewer's colour-blind-safe BrBG and PRGn schemes and Tol's "light" pear, lavender and
+#: sand, at least ΔE 15 from every model colour (so no curve that is not a model looks like one)
+FALLBACK_COLORS = ("#543005", "#01665E", "#40004B", "#BBCC33", "#C2A5CF", "#00441B", "#ACD39E", "#EEDD88")
 #: the smallest CIELAB ΔE (1976) between a model colour and ACCURACY_COLOR, GAP_COLOR or UNDER_GAP_COLOR
 MIN_GAP_DISTANCE = 25.0
 
@@ -239,7 +240,8 @@ def normalise_model_name(name: str) -> tuple[str | None, str | None]:
     """(canonical model name or None when ``name`` is not a model of :data:`MODEL_STYLES`, variant): hyper-parameters
     dropped ("LS α=0.1" → "LS", "SPA (1,1,0,5,3,1)" → "SPA"), aliases resolved ("CE" → "cross-entropy"); the
     variant is "post-hoc" for a post-hoc suffix ("LS + TS", a recovered read-out "ASL+φ"), "ideal" for the ideal
-    output of a loss on the exact posteriors ("ideal ASL"), else None."""
+    output of a loss on the exact posteriors ("ideal ASL"), else None. A name "model: what" ("SPA: derived link")
+    is a curve of that model."""
     text = str(name).strip()
     variant = None
     if _POSTHOC.search(text):
@@ -251,6 +253,8 @@ def normalise_model_name(name: str) -> tuple[str | None, str | None]:
         if key in _LOOKUP:
             return _LOOKUP[key], variant
         shorter = _PARAMETERS.sub("", text)
+        if shorter == text and ":" in text:  # "SPA: derived link", "FLSD-53: where training rests": the model's
+            shorter = text.split(":", 1)[0]
         if shorter == text or not shorter.strip():
             return None, variant
         text = shorter
