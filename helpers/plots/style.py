@@ -176,7 +176,6 @@ MODEL_STYLES: dict[str, ModelStyle] = {
     "BCE": ModelStyle("#000000", "o"),
     "ASL": ModelStyle("#E69F00", "<"),
     "ASL (detached)": ModelStyle("#E69F00", "<", "--", True),
-    "asymmetric focal": ModelStyle("#AA4499", ">"),
     "SPA": ModelStyle("#117733", "d"),
     "SPA+LPR": ModelStyle("#88CCEE", "p"),
     "BCE+LPR": ModelStyle("#997700", "h"),
@@ -188,7 +187,9 @@ MODEL_STYLES: dict[str, ModelStyle] = {
     "exact marginals": ModelStyle("#666666", "x", ":"),
 }
 MULTICLASS_MODELS = ("cross-entropy", "LS", "focal", "FLSD-53", "MbLS", "LS+", "CCL-Net", "DCA", "MDCA")
-MULTILABEL_MODELS = ("BCE", "focal", "ASL", "asymmetric focal", "SPA", "SPA+LPR", "BCE+LPR", "LDACE", "LDACE+CCL")
+#: the multi-label "focal" is asymmetric focal with (γ⁺, γ⁻) = (0, 4) (:func:`helpers.lessons.course_losses`): one
+#: loss, one style, under either name
+MULTILABEL_MODELS = ("BCE", "focal", "ASL", "SPA", "SPA+LPR", "BCE+LPR", "LDACE", "LDACE+CCL")
 #: colours of names that are not models (seeds, estimators, links, recipes), used in order of appearance in a
 #: figure: dark ends of ColorBrewer's colour-blind-safe BrBG and PRGn schemes and Tol's "light" pear, lavender and
 #: sand, at least ΔE 15 from every model colour (so no curve that is not a model looks like one)
@@ -208,8 +209,9 @@ _ALIASES = {
     "binary cross-entropy": "BCE",
     "asl detached": "ASL (detached)",
     "asl, detached": "ASL (detached)",
-    "afl": "asymmetric focal",
-    "asymmetric focal loss": "asymmetric focal",
+    "afl": "focal",
+    "asymmetric focal": "focal",
+    "asymmetric focal loss": "focal",
     "spa + lpr": "SPA+LPR",
     "bce + lpr": "BCE+LPR",
     "ldace + ccl": "LDACE+CCL",
