@@ -143,8 +143,9 @@ def figure_legend_below(figure: Figure, axes: Sequence[Axes], ncols: int = 2) ->
 
 @dataclass(frozen=True)
 class ModelStyle:
-    """How one model is drawn: ``color`` and ``marker`` are the model's, ``linestyle`` "-" for a trained loss and
-    "--" (with hollow markers) for a post-hoc variant of it (e.g. "LS + TS")."""
+    """How one model is drawn: ``color`` and ``marker`` are the model's, ``linestyle`` "-" for a trained loss, "--"
+    (with hollow markers) for a post-hoc variant of it ("LS + TS"), ":" (hollow) for its ideal output on the exact
+    posteriors ("ideal ASL"), dash-dot and others for a second or third setting of it in one figure."""
 
     color: str
     marker: str
