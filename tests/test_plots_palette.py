@@ -377,3 +377,20 @@ def test_overlaid_reliability_draws_no_band_where_there_are_no_forecasts():
     drawn = np.asarray(line.get_xdata())[np.isfinite(line.get_ydata())]
     assert drawn.min() >= supported.min() - 1e-9
     plt.close(figure)
+
+
+def test_overlaid_reliability_stops_the_smooth_curve_at_the_last_non_empty_bin():
+    """A wide kernel keeps a little density far from narrow forecasts (06's one-epoch models): the curve
+    ends with the data, not where the density's tail crosses a threshold."""
+    generator = torch.Generator().manual_seed(1)
+    top = 0.75 + 0.1 * torch.rand(60, generator=generator)  # few forecasts, top-label confidence in [0.75, 0.85]
+    probs = torch.stack([top, 1 - top], dim=1)
+    labels = (torch.rand(60, generator=generator) > top).long()
+    bins = metrics.reliability_bins(probs, labels, n_bins=10)
+    diagram = metrics.smooth_reliability(probs, labels, n_bootstrap=3)
+    figure, ax = plt.subplots()
+    plots.overlaid_reliability(bins, diagram, ax=ax, legend=False, min_density=1e-12)
+    line = [line for line in ax.get_lines() if line.get_label() == "smoothed accuracy"][0]
+    drawn = np.asarray(line.get_xdata())[np.isfinite(line.get_ydata())]
+    assert drawn.max() <= 0.9 + 1e-9 and drawn.min() >= 0.7 - 1e-9  # the bins [0.7, 0.8) and [0.8, 0.9) hold them
+    plt.close(figure)

@@ -20,7 +20,14 @@ from matplotlib.figure import Figure
 
 from helpers.metrics import POOLED, ReliabilityBins, SmoothReliability
 from helpers.plots.reliability import reliability_diagram
-from helpers.plots.style import axis_below, figure_and_axes, figure_legend_below, figure_styles, legend_beside
+from helpers.plots.style import (
+    axis_below,
+    figure_and_axes,
+    figure_legend_below,
+    figure_styles,
+    legend_beside,
+    to_numpy,
+)
 
 __all__ = [
     "smooth_reliability_diagram",
@@ -172,9 +179,9 @@ def overlaid_reliability(
     The line is drawn in ``smooth_color`` and its band in the same colour at 25 % opacity (grey for black).
     ``min_confidence`` drops the smooth curve below that confidence (e.g. 1/K: a top-label confidence of K classes
     is never below 1/K, so the kernel curve there rests on no forecast); ``min_density`` leaves out the curve and
-    its band where the forecasts' kernel density is below that share of its peak (where there is next to no data
-    the bootstrap band spikes, notebook 06). ``legend=False`` draws no legend on ``ax``
-    (for one shared figure legend: collect ``ax.get_legend_handles_labels()``)."""
+    its band where the forecasts' kernel density is below that share of its peak or outside the non-empty bins
+    (where there is next to no data the bootstrap band spikes, notebook 06; 0: drawn everywhere). ``legend=False``
+    draws no legend on ``ax`` (for one shared figure legend: collect ``ax.get_legend_handles_labels()``)."""
     if min_confidence > 0:
         keep = diagram.mesh >= min_confidence
         diagram = replace(
@@ -186,7 +193,13 @@ def overlaid_reliability(
             density=diagram.density[keep],
         )
     if min_density > 0:
-        empty = diagram.density < min_density * float(np.max(diagram.density))
+        # no forecast there: below the share of the density's peak, or outside the non-empty bins (a wide kernel
+        # keeps some density far from the data, where the smoothed accuracy is a ratio of near-zeros)
+        edges, counts = to_numpy(bins.edges).astype(float), to_numpy(bins.counts)
+        filled = np.flatnonzero(counts > 0)
+        first, last = (edges[filled[0]], edges[filled[-1] + 1]) if filled.size else (0.0, 1.0)
+        outside = (diagram.mesh < first) | (diagram.mesh > last)
+        empty = outside | (diagram.density < min_density * float(np.max(diagram.density)))
         diagram = replace(
             diagram,
             mu=np.where(empty, np.nan, diagram.mu),
