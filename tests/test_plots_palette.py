@@ -394,3 +394,12 @@ def test_overlaid_reliability_stops_the_smooth_curve_at_the_last_non_empty_bin()
     drawn = np.asarray(line.get_xdata())[np.isfinite(line.get_ydata())]
     assert drawn.max() <= 0.9 + 1e-9 and drawn.min() >= 0.7 - 1e-9  # the bins [0.7, 0.8) and [0.8, 0.9) hold them
     plt.close(figure)
+
+
+def test_class_counts_legend_lies_below_the_bars():
+    """00's split legend sat on the top class's bars once the first class was drawn on top."""
+    figure = plots.class_counts({"train": np.array([0, 0, 1, 2]), "test": np.array([0, 1, 2])}, ["a", "b", "c"])
+    ax = figure.axes[0]
+    figure.canvas.draw()
+    assert ax.get_legend().get_window_extent().y1 <= ax.get_window_extent().y0
+    plt.close(figure)

@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from helpers.plots.style import figure_and_axes, label_axes, to_numpy
+from helpers.plots.style import figure_and_axes, label_axes, legend_below, to_numpy
 
 __all__ = ["heatmap", "correlation_comparison", "image_grid", "class_counts"]
 
@@ -177,4 +177,5 @@ def class_counts(
     ax.set_xscale("log")
     ax.invert_yaxis()  # the first class on top, as in the image grid beside it (notebook 00), each split in order
     label_axes(ax, "images (log scale)", title=title)
+    legend_below(ax, ncols=len(labels_by_split))  # off the bars (the longest reach the right edge)
     return figure
