@@ -403,3 +403,16 @@ def test_class_counts_legend_lies_below_the_bars():
     figure.canvas.draw()
     assert ax.get_legend().get_window_extent().y1 <= ax.get_window_extent().y0
     plt.close(figure)
+
+
+def test_side_by_side_decision_legends_do_not_overlap():
+    """12's two panels had two-column legends of long model names that ran into each other."""
+    probs, labels = _multiclass(0)
+    names = ["cross-entropy + TS + prior (EM)", "cross-entropy + TS fitted on the test set"]
+    bins = {name: decisions.one_vs_rest_bins(probs, labels, 1, "melanoma") for name in names}
+    curves = {name: decisions.decision_curve(probs, labels, 1) for name in names}
+    figure = plots.reliability_and_decision_curve(bins, curves, threshold=0.1)
+    figure.canvas.draw()
+    left, right = (ax.get_legend().get_window_extent() for ax in figure.axes[:2])
+    assert left.x1 <= right.x0
+    plt.close(figure)

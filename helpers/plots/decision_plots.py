@@ -129,5 +129,13 @@ def reliability_and_decision_curve(
     one_vs_rest_reliability(bins_by_model, ax=axes[0], threshold=threshold, title=titles[0])
     decision_curve_plot(curves, ax=axes[1], threshold=threshold, title=titles[1], unit=unit)
     for ax in axes:  # side by side, each legend goes under its panel (off the data, no room lost to the right)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize="small", borderaxespad=0)
+        longest = max(len(label) for label in ax.get_legend_handles_labels()[1])
+        # two columns of long labels (a model name and its ECE) would run into the next panel's legend
+        ax.legend(
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.16),
+            ncol=2 if longest <= 40 else 1,
+            fontsize="small",
+            borderaxespad=0,
+        )
     return axes[0].figure
