@@ -208,4 +208,4 @@ def test_the_reliability_legend_names_the_one_vs_rest_ece_not_the_top_label_ece(
     bins = {"model": decisions.one_vs_rest_bins(PROBS, LABELS, 0, "melanoma")}
     figure = decision_plots.one_vs_rest_reliability(bins)
     labels = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
-    assert f"model (melanoma ECE {100 * bins['model'].ece:.1f} %)" in labels
+    assert f"model (melanoma-vs-rest ECE {100 * bins['model'].ece:.1f} %)" in labels  # not the tables' top-label ECE

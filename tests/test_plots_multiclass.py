@@ -61,7 +61,7 @@ def test_curves_over_seeds_draws_the_seed_mean_and_range_in_distinct_styles():
     lines = [line for line in ax.get_lines() if line.get_zorder() == 3]
     np.testing.assert_allclose(lines[0].get_ydata(), x + 0.1)
     np.testing.assert_allclose(lines[1].get_ydata(), x + 0.1)
-    assert lines[0].get_linestyle() != lines[1].get_linestyle() and lines[0].get_color() != lines[1].get_color()
+    assert lines[0].get_marker() != lines[1].get_marker() and lines[0].get_color() != lines[1].get_color()
     band = ax.collections[0].get_paths()[0].vertices
     assert band[:, 1].min() == pytest.approx(0.0) and band[:, 1].max() == pytest.approx(1.2)
     assert [line.get_ydata()[0] for line in ax.get_lines() if line.get_zorder() == 1] == [0.5]

@@ -11,7 +11,8 @@ size), :mod:`~helpers.plots.intervals` (bootstrap intervals, paired differences,
 minimisers, confidence maps, partial losses, links, weight functions, logit distances),
 :mod:`~helpers.plots.selective_prediction` (retention curves, confidence densities),
 :mod:`~helpers.plots.decision_plots` (one-vs-rest reliability, decision curves), :mod:`~helpers.plots.shift_plots`
-(a metric across test sets), and :mod:`~helpers.plots.style` (the palette, the gap marks and the shared helpers).
+(a metric across test sets), and :mod:`~helpers.plots.style` (the course palette: one colour and marker per
+model, :func:`model_style`; the gap marks and the shared helpers).
 
 Imports :mod:`helpers.metrics`, :mod:`helpers.calibration` and :mod:`helpers.utils`."""
 
@@ -84,10 +85,19 @@ from helpers.plots.smooth_reliability import (  # noqa: F401
 )
 from helpers.plots.style import (  # noqa: F401
     ACCURACY_COLOR,
+    FALLBACK_COLORS,
     GAP_COLOR,
+    MIN_GAP_DISTANCE,
+    MODEL_STYLES,
+    MULTICLASS_MODELS,
+    MULTILABEL_MODELS,
     OVER_GAP_LABEL,
     UNDER_GAP_COLOR,
     UNDER_GAP_LABEL,
+    ModelStyle,
+    figure_styles,
+    model_style,
+    normalise_model_name,
 )
 
 __all__ = [
@@ -96,6 +106,15 @@ __all__ = [
     "UNDER_GAP_COLOR",
     "OVER_GAP_LABEL",
     "UNDER_GAP_LABEL",
+    "ModelStyle",
+    "MODEL_STYLES",
+    "MULTICLASS_MODELS",
+    "MULTILABEL_MODELS",
+    "FALLBACK_COLORS",
+    "MIN_GAP_DISTANCE",
+    "normalise_model_name",
+    "model_style",
+    "figure_styles",
     "HISTORY_LABELS",
     "ece_title",
     "reliability_diagram",

@@ -16,7 +16,17 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from helpers.plots.style import ACCURACY_COLOR, GAP_COLOR, figure_and_axes, figure_legend_below, label_axes, to_numpy
+from helpers.plots.style import (
+    FALLBACK_COLORS,
+    ModelStyle,
+    figure_and_axes,
+    figure_legend_below,
+    figure_styles,
+    label_axes,
+    legend_below,
+    model_style,
+    to_numpy,
+)
 
 __all__ = [
     "HISTORY_LABELS",
@@ -85,7 +95,8 @@ def validation_curves(
     if not histories:
         raise ValueError("histories is empty; pass {run name: TrainedRun.history}")
     figure, ax = figure_and_axes(ax, (5.2, 3.8))
-    for index, (name, history) in enumerate(histories.items()):
+    styles = figure_styles(list(histories))
+    for name, history in histories.items():
         points = [
             (entry.get("epoch", i + 1), entry[metric], entry.get(best_key))
             for i, entry in enumerate(history)
@@ -94,7 +105,7 @@ def validation_curves(
         if not points:
             raise ValueError(f"run {name!r} has no {metric!r} in its history")
         epochs, values, keys = zip(*points)
-        (line,) = ax.plot(epochs, values, label=name, color=f"C{index % 10}", linewidth=1.2)
+        (line,) = ax.plot(epochs, values, label=name, linewidth=1.2, **styles[name].line_kwargs(markers=False))
         if best_key is not None and all(k is not None for k in keys):
             best = int(np.argmin(keys))
             ax.plot(epochs[best], values[best], marker="o", color=line.get_color())
@@ -125,7 +136,7 @@ def loss_and_ece_curves(
     styles = ("-", "--", ":", "-.")
     for (recipe, by_seed), (loss_ax, ece_ax) in zip(histories.items(), axes):
         for index, (seed, history) in enumerate(by_seed.items()):
-            colour = f"C{index % 10}"
+            colour = FALLBACK_COLORS[index % len(FALLBACK_COLORS)]
             for style, key in zip(styles, loss_keys):
                 epochs, values = _history_points(history, key)
                 loss_ax.plot(epochs, values, color=colour, linestyle=style, linewidth=1.2)
@@ -164,14 +175,18 @@ def seed_band_curves(
     if not curves:
         raise ValueError("curves is empty; pass {model name: [values of seed 0, values of seed 1, ...]}")
     figure, ax = figure_and_axes(ax, (5.6, 3.6))
-    for name, per_seed in curves.items():
+    styles = figure_styles(list(curves))
+    for index, (name, per_seed) in enumerate(curves.items()):
         values = np.array([to_numpy(v).ravel() for v in per_seed], dtype=float)
         if values.ndim != 2:
             raise ValueError(f"{name!r}: the seeds' curves differ in length")
         steps = np.arange(1, values.shape[1] + 1) if x is None else to_numpy(x).ravel()
-        (line,) = ax.plot(steps, values.mean(0), label=f"{name} (mean of {len(values)})")
+        step = max(1, steps.size // 10)  # about ten markers a curve, staggered between curves
+        kwargs = {**styles[name].line_kwargs(), "markevery": (index * step // len(curves), step), "markersize": 4}
+        (line,) = ax.plot(steps, values.mean(0), label=f"{name} (mean of {len(values)})", **kwargs)
         ax.fill_between(steps, values.min(0), values.max(0), color=line.get_color(), alpha=0.2, linewidth=0)
     label_axes(ax, xlabel, ylabel, title, grid=True)
+    legend_below(ax)  # below the axes: bands fill the whole plot, a legend inside would hide some
     return figure
 
 
@@ -186,12 +201,14 @@ def curves_over_seeds(
     """One curve per model: the mean over training seeds as a line and the seeds' range (min to max) as a band.
 
     ``curves``: {name: [(x, y) of each seed]}, every seed of a model on the same x (e.g. retention fractions i/N
-    or epochs). Models get distinct colours *and* line styles, so a curve lying on top of another stays visible;
+    or epochs). Models get their course colours and markers (:func:`helpers.plots.style.figure_styles`), the markers
+    staggered along the curves, so a curve lying on top of another stays visible;
     ``reference_lines`` {label: y} are drawn as thin grey horizontal lines beneath the curves.
     """
     if not curves:
         raise ValueError("curves is empty; pass {model name: [(x, y) of each seed]}")
     figure, ax = figure_and_axes(ax, (5.6, 4.0))
+    styles = figure_styles(list(curves))
     for index, (label, y) in enumerate((reference_lines or {}).items()):
         ax.axhline(y, color="grey", linewidth=1, linestyle=_SEED_LINESTYLES[1 + index % 3], zorder=1, label=label)
     for index, (name, seeds) in enumerate(curves.items()):
@@ -210,13 +227,14 @@ def curves_over_seeds(
                 raise ValueError(f"model {name!r}: seed {seed} has {seed_y.shape} y values for {x.shape} x values")
             ys.append(seed_y)
         ys = np.stack(ys)
-        color = f"C{index % 10}"
-        ax.fill_between(x, ys.min(0), ys.max(0), color=color, alpha=0.2, linewidth=0, zorder=2)
+        style, step = styles[name], max(1, x.size // 8)
+        ax.fill_between(x, ys.min(0), ys.max(0), color=style.color, alpha=0.2, linewidth=0, zorder=2)
         ax.plot(
             x,
             ys.mean(0),
-            color=color,
-            linestyle=_SEED_LINESTYLES[index % 4],
+            **style.line_kwargs(),
+            markevery=(index * step // len(curves), step),
+            markersize=5,
             linewidth=1.8,
             zorder=3,
             label=f"{name} (mean of {len(ys)} seeds; band: range)" if index == 0 else name,
@@ -234,20 +252,27 @@ def seed_spread_plot(
     title: str | None = None,
     reference: float | None = None,
     reference_label: str = "reference",
+    model: str | None = None,
+    reference_model: str | None = None,
 ) -> Figure:
     """One column per setting (e.g. an MbLS margin): each training seed as a dot, the mean as a bar-free marker
-    with ± sd whiskers; an optional horizontal reference line (e.g. a baseline's mean)."""
+    with ± sd whiskers; an optional horizontal reference line (e.g. a baseline's mean). ``model`` / ``reference_model``
+    name the models (e.g. "MbLS", "cross-entropy"), drawn in their course colours (black without a name)."""
     if len(settings) != len(per_seed) or not settings:
         raise ValueError(f"{len(settings)} settings for {len(per_seed)} lists of per-seed values")
     figure, ax = figure_and_axes(ax, (5.0, 3.6))
     positions = np.arange(len(settings))
+    mean_style = model_style(model) if model else ModelStyle("black", "D")
     for position, values in zip(positions, per_seed):
         values = to_numpy(values).astype(float).ravel()
         ax.scatter(np.full(values.size, position), values, color="grey", s=14, zorder=2)
         sd = values.std(ddof=1) if values.size > 1 else 0.0
-        ax.errorbar(position, values.mean(), yerr=sd, fmt="D", color=ACCURACY_COLOR, capsize=4, zorder=3)
+        ax.errorbar(
+            position, values.mean(), yerr=sd, fmt=mean_style.marker, color=mean_style.color, capsize=4, zorder=3
+        )
     if reference is not None:
-        ax.axhline(reference, color=GAP_COLOR, linestyle="--", linewidth=1, label=reference_label)
+        colour = model_style(reference_model).color if reference_model else "black"
+        ax.axhline(reference, color=colour, linestyle="--", linewidth=1, label=reference_label)
         ax.legend(fontsize="small")
     ax.set_xticks(positions, labels=list(settings))
     ax.set_xlabel(xlabel)
@@ -279,6 +304,7 @@ def estimator_curves(
     if not curves:
         raise ValueError("curves is empty; pass {estimator name: (means, sds)}")
     figure, ax = figure_and_axes(ax, (5.6, 4.0))
+    styles = figure_styles(list(curves))
     for name, (means, sds) in curves.items():
         means, sds = to_numpy(means).astype(float), to_numpy(sds).astype(float)
         if means.shape != sizes.shape or sds.shape != sizes.shape:
@@ -286,7 +312,7 @@ def estimator_curves(
                 f"curve {name!r}: means {means.shape} and sds {sds.shape} must have one value per "
                 f"sample size {sizes.shape}"
             )
-        ax.errorbar(sizes, means, yerr=sds, marker="o", markersize=4, capsize=3, label=name)
+        ax.errorbar(sizes, means, yerr=sds, markersize=4, capsize=3, label=name, **styles[name].line_kwargs())
     for index, (name, value) in enumerate((references or {}).items()):
         ax.axhline(float(value), color="black", linestyle=("--", ":", "-.")[index % 3], linewidth=1, label=name)
     ax.set_xscale("log")

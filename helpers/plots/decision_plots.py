@@ -13,7 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from helpers.metrics import DecisionCurve, ReliabilityBins
-from helpers.plots.style import figure_and_axes, to_numpy
+from helpers.plots.style import figure_and_axes, figure_styles, to_numpy
 
 __all__ = [
     "one_vs_rest_reliability",
@@ -41,20 +41,22 @@ def one_vs_rest_reliability(
 ) -> Figure:
     """Observed frequency of the class against the mean forecast P(class) per non-empty bin, one line per model
     (bins from :func:`helpers.metrics.one_vs_rest_bins`); the legend gives each model's one-vs-rest ECE of the
-    class ("melanoma ECE": melanoma against the rest), not the top-label ECE. A bin drawn with ``OVER_MARK`` ("v")
-    forecasts more than it observes (over-confident in the class), ``UNDER_MARK`` ("^") less. ``threshold`` draws
-    the decision threshold; ``x_max`` zooms on the low forecasts where most patients and the threshold lie."""
+    class ("melanoma-vs-rest ECE": melanoma against the rest), not the top-label ECE of the tables. A bin drawn
+    with ``OVER_MARK`` ("v") forecasts more than it observes (over-confident in the class), ``UNDER_MARK`` ("^")
+    less. ``threshold`` draws the decision threshold; ``x_max`` zooms on the low forecasts where most patients and
+    the threshold lie."""
     if not bins_by_model:
         raise ValueError("bins_by_model is empty; pass {model name: decisions.one_vs_rest_bins(...)}")
     figure, ax = figure_and_axes(ax, (5.0, 4.4))
     ax.plot([0, x_max], [0, x_max], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
     kind = next(iter(bins_by_model.values())).kind
+    styles = figure_styles(list(bins_by_model))
     for name, bins in bins_by_model.items():
         keep = to_numpy(bins.nonempty)
         forecast, observed = to_numpy(bins.confidence)[keep], to_numpy(bins.accuracy)[keep]
         # the one-vs-rest ECE of this class, not the top-label ECE of the tables: the legend says which
-        label = f"{name} ({kind.removesuffix(' vs rest')} ECE {100 * bins.ece:.1f} %)"
-        (line,) = ax.plot(forecast, observed, linewidth=1.2, label=label)
+        label = f"{name} ({kind.replace(' vs rest', '-vs-rest')} ECE {100 * bins.ece:.1f} %)"
+        (line,) = ax.plot(forecast, observed, linewidth=1.2, label=label, **styles[name].line_kwargs(markers=False))
         over = forecast > observed
         ax.plot(forecast[over], observed[over], OVER_MARK, color=line.get_color(), markersize=5)
         ax.plot(forecast[~over], observed[~over], UNDER_MARK, color=line.get_color(), markersize=5)
@@ -88,13 +90,16 @@ def decision_curve_plot(
         raise ValueError("curves is empty; pass {model name: decisions.decision_curve(...)}")
     figure, ax = figure_and_axes(ax, (5.4, 4.4))
     first = next(iter(curves.values()))
+    styles = figure_styles(list(curves))
     for name, curve in curves.items():
         if not np.array_equal(curve.thresholds, first.thresholds) or curve.prevalence != first.prevalence:
             raise ValueError(
                 f"curve {name!r} has other thresholds or another test set than the first; decision "
                 "curves on one axis must share both"
             )
-        ax.plot(curve.thresholds, per * curve.model, linewidth=1.4, label=name)
+        ax.plot(
+            curve.thresholds, per * curve.model, linewidth=1.4, label=name, **styles[name].line_kwargs(markers=False)
+        )
     ax.plot(first.thresholds, per * first.treat_all, color="grey", linestyle="--", linewidth=1, label="treat all")
     ax.plot(first.thresholds, per * first.treat_none, color="black", linewidth=1, label="treat none")
     _threshold_line(ax, threshold)
@@ -124,5 +129,13 @@ def reliability_and_decision_curve(
     one_vs_rest_reliability(bins_by_model, ax=axes[0], threshold=threshold, title=titles[0])
     decision_curve_plot(curves, ax=axes[1], threshold=threshold, title=titles[1], unit=unit)
     for ax in axes:  # side by side, each legend goes under its panel (off the data, no room lost to the right)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize="small", borderaxespad=0)
+        longest = max(len(label) for label in ax.get_legend_handles_labels()[1])
+        # two columns of long labels (a model name and its ECE) would run into the next panel's legend
+        ax.legend(
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.16),
+            ncol=2 if longest <= 40 else 1,
+            fontsize="small",
+            borderaxespad=0,
+        )
     return axes[0].figure

@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from helpers.plots.style import figure_and_axes, label_axes, to_numpy
+from helpers.plots.style import figure_and_axes, label_axes, legend_below, to_numpy
 
 __all__ = ["heatmap", "correlation_comparison", "image_grid", "class_counts"]
 
@@ -164,7 +164,8 @@ def class_counts(
     ax: Axes | None = None,
     title: str | None = "images per class",
 ) -> Figure:
-    """Grouped horizontal bars: images per class in each split (multi-class integer labels or (N, T) multi-label)."""
+    """Grouped horizontal bars: images per class in each split (multi-class integer labels or (N, T) multi-label),
+    the classes top to bottom in the order given (as :func:`image_grid` lists them)."""
     figure, ax = figure_and_axes(ax, (6, 0.5 + 0.45 * len(class_names)))
     positions = np.arange(len(class_names))
     height = 0.8 / max(len(labels_by_split), 1)
@@ -174,5 +175,7 @@ def class_counts(
         ax.barh(positions + offset * height, counts, height=height, label=f"{split} ({len(values):,})")
     ax.set_yticks(positions + height * (len(labels_by_split) - 1) / 2, labels=list(class_names))
     ax.set_xscale("log")
+    ax.invert_yaxis()  # the first class on top, as in the image grid beside it (notebook 00), each split in order
     label_axes(ax, "images (log scale)", title=title)
+    legend_below(ax, ncols=len(labels_by_split))  # off the bars (the longest reach the right edge)
     return figure

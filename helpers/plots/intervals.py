@@ -223,7 +223,7 @@ def difference_panels(
     figure, axes = plt.subplots(
         1,
         len(drawn),
-        figsize=(width * len(drawn), 1.2 + 0.35 * max(heights)),
+        figsize=(width * len(drawn), max(2.8, 1.4 + 0.4 * max(heights))),  # never squashed flat (08 c26)
         squeeze=False,
         layout="constrained",
     )

@@ -17,7 +17,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from helpers.plots.style import figure_and_axes, label_axes, to_numpy
+from helpers.plots.style import figure_and_axes, figure_styles, label_axes, to_numpy
 from helpers.plots.style import legend_below as place_legend_below
 
 __all__ = [
@@ -52,15 +52,15 @@ def risk_minimiser_plot(
     eta = to_numpy(eta).astype(float)
     figure, ax = figure_and_axes(ax, (4.8, 4.4))
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="η̂ = η (strictly proper)")
+    course = figure_styles(list(estimates))
     for index, (name, values) in enumerate(estimates.items()):
         values = to_numpy(values).astype(float)
         if values.shape != eta.shape:
             raise ValueError(f"{name}: {values.shape[0] if values.ndim else 0} values for {eta.shape[0]} grid points")
-        style: dict[str, Any] = {}
+        style: dict[str, Any] = course[name].line_kwargs(markers=bool(markers))
         if markers:
             step = max(1, len(eta) // markers)
-            style = dict(
-                marker="osD^vP"[index % 6],
+            style.update(
                 markevery=(index * step // max(1, len(estimates)), step),
                 markersize=5,
                 linewidth=max(0.8, 2.4 - 0.5 * index),
@@ -88,13 +88,17 @@ def confidence_maps(
         raise ValueError("maps is empty; pass {loss name: θ for each q}")
     figure, ax = figure_and_axes(ax, (5.2, 4.4))
     ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle=":", label="θ = q (proper)")
+    styles = figure_styles(list(maps))
     for name, theta in maps.items():
         theta = to_numpy(theta).ravel()
         if theta.shape != q.shape:
             raise ValueError(f"{name!r}: {theta.size} values of θ for {q.size} values of q")
-        ax.plot(q, theta, label=name, linestyle="--" if name in dashed else "-")
+        line = "--" if name in dashed else styles[name].linestyle
+        ax.plot(q, theta, label=name, color=styles[name].color, linestyle=line)
+    # the y-range starts at the lowest θ drawn (not at q's lowest): a map dipping below it stays visible
+    low = min(float(q.min()), *(float(np.nanmin(to_numpy(theta))) for theta in maps.values()))
     ax.set_xlim(float(q.min()), 1)
-    ax.set_ylim(float(q.min()), 1)
+    ax.set_ylim(low - 0.02 * (1 - low), 1)
     label_axes(ax, "true probability q of the top class", "confidence θ", title, grid=True)
     return figure
 
@@ -107,8 +111,9 @@ def partial_loss_plot(
         raise ValueError("partials is empty; pass {loss name: (loss_pos, loss_neg)} evaluated on logits")
     v = to_numpy(logits).astype(float).reshape(-1)
     figure, ax = figure_and_axes(ax, (5.0, 3.8))
-    for index, (name, (positive, negative)) in enumerate(partials.items()):
-        color = f"C{index}"
+    styles = figure_styles(list(partials))
+    for name, (positive, negative) in partials.items():
+        color = styles[name].color
         ax.plot(v, to_numpy(positive).astype(float).reshape(-1), color=color, label=f"{name}: ℓ₊ (y = 1)")
         ax.plot(
             v, to_numpy(negative).astype(float).reshape(-1), color=color, linestyle="--", label=f"{name}: ℓ₋ (y = 0)"
@@ -123,8 +128,9 @@ def link_plot(logits: Any, links: Mapping[str, Any], ax: Axes | None = None, tit
         raise ValueError("links is empty; pass {name: link values on logits}")
     v = to_numpy(logits).astype(float).reshape(-1)
     figure, ax = figure_and_axes(ax, (4.8, 3.8))
+    styles = figure_styles(list(links))
     for name, values in links.items():
-        ax.plot(v, to_numpy(values).astype(float).reshape(-1), label=name)
+        ax.plot(v, to_numpy(values).astype(float).reshape(-1), label=name, **styles[name].line_kwargs(markers=False))
     ax.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")
     ax.set_ylim(-0.02, 1.02)
     label_axes(ax, "logit v", "η̂ = [Ψ]⁻¹(v)", title or "inverse link", grid=True)
@@ -141,11 +147,12 @@ def negative_weight_plot(
         raise ValueError("weights is empty; pass {loss name: |dℓ₋/dv| / σ(v) on the probability grid}")
     p = to_numpy(probability).astype(float).reshape(-1)
     figure, ax = figure_and_axes(ax, (5.2, 3.8))
+    styles = figure_styles(list(weights))
     for name, values in weights.items():
         values = to_numpy(values).astype(float).reshape(-1)
         if values.shape != p.shape:
             raise ValueError(f"{name}: {values.shape[0]} values for {p.shape[0]} grid points")
-        ax.plot(p, np.where(values > 0, values, np.nan), label=name)
+        ax.plot(p, np.where(values > 0, values, np.nan), label=name, **styles[name].line_kwargs(markers=False))
     ax.set_xscale("log")
     ax.set_yscale("log")
     label_axes(
@@ -173,13 +180,14 @@ def weight_function_plot(
         raise ValueError("weights is empty; pass {loss name: w(c) on the thresholds}")
     c = to_numpy(thresholds).astype(float).reshape(-1)
     figure, ax = figure_and_axes(ax, (5.2, 4.2))
+    styles = figure_styles(list(weights))
     for index, (name, values) in enumerate(weights.items()):
         values = to_numpy(values).astype(float).reshape(-1)
         if values.shape != c.shape:
             raise ValueError(f"{name}: {values.shape[0]} values for {c.shape[0]} thresholds")
         if normalise_at is not None:
             values = values / np.interp(normalise_at, c, values)
-        ax.plot(c, values, label=name, color=f"C{index}", linestyle=("-", "--", "-.", ":")[index % 4])
+        ax.plot(c, values, label=name, color=styles[name].color, linestyle=("-", "--", "-.", ":")[index % 4])
     ax.set_yscale("log")
     ax.set_xlim(0, 1)
     scaled = f", relative to c = {normalise_at:g}" if normalise_at is not None else ""
@@ -205,8 +213,10 @@ def distance_histograms(
     figure, ax = figure_and_axes(ax, (5.6, 3.6))
     high = max(float(np.max(to_numpy(d))) for d in distances_by_model.values())
     edges = np.linspace(0, max(high, margin or 0) * 1.02 + 1e-9, bins + 1)
+    styles = figure_styles(list(distances_by_model))
     for name, distances in distances_by_model.items():
-        ax.hist(to_numpy(distances).ravel(), bins=edges, density=True, histtype="step", linewidth=1.5, label=name)
+        values = to_numpy(distances).ravel()
+        ax.hist(values, bins=edges, density=True, histtype="step", linewidth=1.5, label=name, color=styles[name].color)
     if margin is not None:
         ax.axvline(margin, color="black", linestyle="--", linewidth=1, label=f"margin m = {margin:g}")
     label_axes(

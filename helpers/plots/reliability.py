@@ -34,6 +34,7 @@ from helpers.plots.style import (
     axis_below,
     figure_and_axes,
     figure_legend_below,
+    figure_styles,
     gap_patch,
     label_axes,
     legend_below,
@@ -214,12 +215,13 @@ def reliability_overlay(
     figure, ax = figure_and_axes(ax, (4.6, 4.4))
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
     pooled = False
+    styles = figure_styles(list(bins_by_model))
     for name, bins in bins_by_model.items():
         nonempty = to_numpy(bins.nonempty)
         ax.plot(
             to_numpy(bins.confidence)[nonempty],
             to_numpy(bins.accuracy)[nonempty],
-            marker="o",
+            **styles[name].line_kwargs(),
             markersize=4,
             label=f"{name} (ECE {100 * bins.ece:.2f} %)",
         )
@@ -246,12 +248,12 @@ def pooled_reliability_curves(
         raise ValueError("curves is empty; pass {model: equal_mass_reliability(probs, labels)}")
     figure, ax = figure_and_axes(ax, (5.0, 4.6))
     low, high = 1.0, 0.0
-    markers = "osD^vP"
-    for index, (name, curve) in enumerate(curves.items()):
+    styles = figure_styles(list(curves))
+    for name, curve in curves.items():
         x = to_numpy(curve["mean_predicted"]).astype(float)
         y = to_numpy(curve["frequency"]).astype(float)
         keep = (x > 0) & (y > 0) if log else np.ones_like(x, dtype=bool)
-        ax.plot(x[keep], y[keep], marker=markers[index % len(markers)], markersize=4, label=name)
+        ax.plot(x[keep], y[keep], markersize=4, label=name, **styles[name].line_kwargs())
         low, high = min(low, x[keep].min(), y[keep].min()), max(high, x[keep].max(), y[keep].max())
     ax.plot([low, high], [low, high], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
     if log:
@@ -281,15 +283,21 @@ def binned_output_plot(
     if any(v.shape != centres.shape for v in values):
         raise ValueError(f"every entry of means must have the shape of centres {centres.shape}")
     low = min(float(centres.min()), *(float(v.min()) for v in values))
-    high = max(float(centres.max()), *(float(v.max()) for v in values))
     if log and low <= 0:
         raise ValueError("a log scale needs positive bin centres and means; pass log=False")
-    ax.plot([low, high], [low, high], linestyle="--", color="grey", linewidth=1, label="η̂ = η")
+    # x spans the bins only (a prediction far below the lowest bin stretches y, not x into an empty region)
+    first, last = float(centres.min()), float(centres.max())
+    ax.plot([first, last], [first, last], linestyle="--", color="grey", linewidth=1, label="η̂ = η")
+    styles = figure_styles(list(means))
     for name, v in zip(means, values):
-        ax.plot(centres, v, marker=".", label=name)
+        ax.plot(centres, v, markersize=4, label=name, **styles[name].line_kwargs())
     if log:
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_xlim(first / 1.5, last * 1.5)
+    else:
+        pad = 0.03 * (last - first)
+        ax.set_xlim(first - pad, last + pad)
     scale = " (log scale)" if log else ""
     label_axes(
         ax,

@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from helpers.plots.style import figure_and_axes, label_axes, to_numpy
+from helpers.plots.style import figure_and_axes, figure_styles, label_axes, to_numpy
 
 __all__ = ["retrieval_curve", "retrieval_curve_spread", "image_row"]
 
@@ -26,9 +26,10 @@ def retrieval_curve(
     if not map_by_length:
         raise ValueError("map_by_length is empty; pass {model: RetrievalResult.map_by_length()}")
     figure, ax = figure_and_axes(ax, (5.0, 3.8))
+    styles = figure_styles(list(map_by_length))
     for name, curve in map_by_length.items():
         lengths = sorted(curve)
-        ax.plot(lengths, [100 * curve[length] for length in lengths], marker="o", label=name)
+        ax.plot(lengths, [100 * curve[length] for length in lengths], label=name, **styles[name].line_kwargs())
     label_axes(ax, "query length |P| + |N|", "retrieval mAP (%)", title or "multi-label retrieval", grid=True)
     return figure
 
@@ -42,11 +43,14 @@ def retrieval_curve_spread(
     if not map_by_length:
         raise ValueError("map_by_length is empty; pass {model: {length: (mean, sd)}}")
     figure, ax = figure_and_axes(ax, (6.0, 4.2))
+    styles = figure_styles(list(map_by_length))
     for name, curve in map_by_length.items():
         lengths = sorted(curve)
         means = np.array([100 * curve[length][0] for length in lengths])
         spread = np.array([100 * (curve[length][1] or 0.0) for length in lengths])
-        ax.errorbar(lengths, means, yerr=spread if spread.any() else None, marker="o", capsize=3, label=name)
+        ax.errorbar(
+            lengths, means, yerr=spread if spread.any() else None, capsize=3, label=name, **styles[name].line_kwargs()
+        )
     ax.set_xticks(sorted({length for curve in map_by_length.values() for length in curve}))
     label_axes(ax, "query length |P| + |N|", "retrieval mAP (%)", title or "multi-label retrieval", grid=True)
     ax.legend(fontsize="small", ncols=2)

@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from helpers.metrics import retention_area
-from helpers.plots.style import GAP_COLOR, figure_and_axes, label_axes, to_numpy
+from helpers.plots.style import GAP_COLOR, figure_and_axes, figure_styles, label_axes, to_numpy
 
 __all__ = ["retention_curves", "confidence_densities"]
 
@@ -29,9 +29,11 @@ def retention_curves(curves: Mapping[str, tuple[Any, Any]], ax: Axes | None = No
     if not curves:
         raise ValueError("curves is empty; pass {model name: selective.retention_curve(probs, labels)}")
     figure, ax = figure_and_axes(ax, (5.0, 4.0))
+    styles = figure_styles(list(curves))
     for name, (fractions, accuracy) in curves.items():
         fractions, accuracy = to_numpy(fractions), to_numpy(accuracy)
-        ax.plot(fractions, accuracy, label=f"{name} (R-AUC {retention_area(fractions, accuracy):.4f})")
+        label = f"{name} (R-AUC {retention_area(fractions, accuracy):.4f})"
+        ax.plot(fractions, accuracy, label=label, **styles[name].line_kwargs(markers=False))
     ax.set_xlim(0, 1)
     label_axes(
         ax,

@@ -20,7 +20,14 @@ from matplotlib.figure import Figure
 
 from helpers.metrics import POOLED, ReliabilityBins, SmoothReliability
 from helpers.plots.reliability import reliability_diagram
-from helpers.plots.style import GAP_COLOR, axis_below, figure_and_axes, figure_legend_below, legend_beside
+from helpers.plots.style import (
+    axis_below,
+    figure_and_axes,
+    figure_legend_below,
+    figure_styles,
+    legend_beside,
+    to_numpy,
+)
 
 __all__ = [
     "smooth_reliability_diagram",
@@ -35,7 +42,7 @@ def smooth_reliability_diagram(
     ax: Axes | None = None,
     title: str | None = None,
     label: str | None = None,
-    color: str = GAP_COLOR,
+    color: str | None = None,
     show_density: bool = True,
     legend: bool = True,
 ) -> Figure:
@@ -45,8 +52,9 @@ def smooth_reliability_diagram(
     bootstrap fits), the diagonal, and the smooth ECE with its kernel width σ in the title. With ``show_density`` a
     small axis below ``ax`` (sharing x) shows the kernel density of the forecasts: where it is low the curve rests
     on few samples and the band widens. Drawing several models on one ``ax`` with different ``label`` / ``color``
-    overlays them (pass ``show_density=False`` after the first). The legend sits beside the axes, off the data
-    (``legend=False``: none).
+    overlays them (pass ``show_density=False`` after the first); ``color`` None draws the course colour of the
+    model named by ``label`` (:func:`helpers.plots.style.figure_styles`), black without a label — never a gap
+    colour of the binned diagram. The legend sits beside the axes, off the data (``legend=False``: none).
     """
     if not isinstance(diagram, SmoothReliability):
         raise TypeError(
@@ -54,6 +62,8 @@ def smooth_reliability_diagram(
             f"{type(diagram).__name__}"
         )
     figure, ax = figure_and_axes(ax, (4.2, 5.0) if show_density else (4.2, 4.2))
+    if color is None:
+        color = figure_styles([label])[label].color if label else "black"
     pooled = diagram.kind == POOLED
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
     ax.fill_between(
@@ -159,6 +169,7 @@ def overlaid_reliability(
     smooth_color: str = "black",
     legend: bool = True,
     min_confidence: float = 0.0,
+    min_density: float = 0.02,
 ) -> Figure:
     """The binned reliability diagram (:func:`helpers.plots.reliability_diagram`, with its histogram below) and the
     smooth one (:func:`smooth_reliability_diagram`: kernel-smoothed accuracy and bootstrap band) of the same
@@ -167,8 +178,10 @@ def overlaid_reliability(
 
     The line is drawn in ``smooth_color`` and its band in the same colour at 25 % opacity (grey for black).
     ``min_confidence`` drops the smooth curve below that confidence (e.g. 1/K: a top-label confidence of K classes
-    is never below 1/K, so the kernel curve there rests on no forecast). ``legend=False`` draws no legend on ``ax``
-    (for one shared figure legend: collect ``ax.get_legend_handles_labels()``)."""
+    is never below 1/K, so the kernel curve there rests on no forecast); ``min_density`` leaves out the curve and
+    its band where the forecasts' kernel density is below that share of its peak or outside the non-empty bins
+    (where there is next to no data the bootstrap band spikes, notebook 06; 0: drawn everywhere). ``legend=False``
+    draws no legend on ``ax`` (for one shared figure legend: collect ``ax.get_legend_handles_labels()``)."""
     if min_confidence > 0:
         keep = diagram.mesh >= min_confidence
         diagram = replace(
@@ -178,6 +191,20 @@ def overlaid_reliability(
             lower=diagram.lower[keep],
             upper=diagram.upper[keep],
             density=diagram.density[keep],
+        )
+    if min_density > 0:
+        # no forecast there: below the share of the density's peak, or outside the non-empty bins (a wide kernel
+        # keeps some density far from the data, where the smoothed accuracy is a ratio of near-zeros)
+        edges, counts = to_numpy(bins.edges).astype(float), to_numpy(bins.counts)
+        filled = np.flatnonzero(counts > 0)
+        first, last = (edges[filled[0]], edges[filled[-1] + 1]) if filled.size else (0.0, 1.0)
+        outside = (diagram.mesh < first) | (diagram.mesh > last)
+        empty = outside | (diagram.density < min_density * float(np.max(diagram.density)))
+        diagram = replace(
+            diagram,
+            mu=np.where(empty, np.nan, diagram.mu),
+            lower=np.where(empty, np.nan, diagram.lower),
+            upper=np.where(empty, np.nan, diagram.upper),
         )
     figure = reliability_diagram(bins, ax=ax, show_histogram=True, legend=False)
     ax = ax or figure.axes[0]

@@ -4,7 +4,9 @@ below the whole figure, always off the data)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -16,7 +18,22 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from mpl_toolkits.axes_grid1 import make_axes_locatable
 
-__all__ = ["ACCURACY_COLOR", "GAP_COLOR", "UNDER_GAP_COLOR", "OVER_GAP_LABEL", "UNDER_GAP_LABEL"]
+__all__ = [
+    "ACCURACY_COLOR",
+    "GAP_COLOR",
+    "UNDER_GAP_COLOR",
+    "OVER_GAP_LABEL",
+    "UNDER_GAP_LABEL",
+    "ModelStyle",
+    "MODEL_STYLES",
+    "MULTICLASS_MODELS",
+    "MULTILABEL_MODELS",
+    "FALLBACK_COLORS",
+    "MIN_GAP_DISTANCE",
+    "normalise_model_name",
+    "model_style",
+    "figure_styles",
+]
 
 ACCURACY_COLOR = "#4C72B0"
 GAP_COLOR = "#C44E52"
@@ -113,3 +130,191 @@ def figure_legend_below(figure: Figure, axes: Sequence[Axes], ncols: int = 2) ->
             fontsize="small",
             frameon=False,
         )
+
+
+# --- the course palette: one colour and marker per model, in every figure -------------------------------------------
+#
+# Base palette: Okabe & Ito (2008), "Color Universal Design" (black, bluish green #009E73, reddish purple #CC79A7,
+# sky blue #56B4E9, orange #E69F00), extended with Paul Tol's colour-blind-safe "muted" scheme (indigo #332288,
+# olive #999933, wine #882255, teal #44AA99, purple #AA4499, green #117733, cyan #88CCEE) and an ochre #997700.
+# Okabe-Ito blue #0072B2 and vermillion #D55E00 are left out: they are within CIELAB ΔE 30 of ACCURACY_COLOR and of
+# the gap colours, which belong to the reliability diagram alone (``MIN_GAP_DISTANCE``).
+
+
+@dataclass(frozen=True)
+class ModelStyle:
+    """How one model is drawn: ``color`` and ``marker`` are the model's, ``linestyle`` "-" for a trained loss, "--"
+    (with hollow markers) for a post-hoc variant of it ("LS + TS"), ":" (hollow) for its ideal output on the exact
+    posteriors ("ideal ASL"), dash-dot and others for a second or third setting of it in one figure."""
+
+    color: str
+    marker: str
+    linestyle: Any = "-"
+    hollow: bool = False
+
+    def line_kwargs(self, markers: bool = True) -> dict[str, Any]:
+        """Keyword arguments of ``ax.plot`` / ``ax.errorbar`` for this model (``markers=False``: the line alone)."""
+        kwargs: dict[str, Any] = {"color": self.color, "linestyle": self.linestyle}
+        if markers:
+            kwargs["marker"] = self.marker
+            if self.hollow:
+                kwargs["markerfacecolor"] = "none"
+        return kwargs
+
+
+#: {canonical model name: style}; colours are unique within the multi-class losses and within the multi-label
+#: losses (``MULTICLASS_MODELS``, ``MULTILABEL_MODELS``), (colour, marker) pairs unique across the course except
+#: the baseline: BCE is cross-entropy on multi-label outputs and shares its black circles.
+MODEL_STYLES: dict[str, ModelStyle] = {
+    "cross-entropy": ModelStyle("#000000", "o"),
+    "LS": ModelStyle("#009E73", "s"),
+    "focal": ModelStyle("#CC79A7", "^"),
+    "MbLS": ModelStyle("#332288", "D"),
+    "LS+": ModelStyle("#999933", "v"),
+    "CCL-Net": ModelStyle("#56B4E9", "P"),
+    "DCA": ModelStyle("#882255", "X"),
+    "MDCA": ModelStyle("#44AA99", "*"),
+    "BCE": ModelStyle("#000000", "o"),
+    "ASL": ModelStyle("#E69F00", "<"),
+    "ASL (detached)": ModelStyle("#E69F00", "<", "--", True),
+    "SPA": ModelStyle("#117733", "d"),
+    "SPA+LPR": ModelStyle("#88CCEE", "p"),
+    "BCE+LPR": ModelStyle("#997700", "h"),
+    "LDACE": ModelStyle("#332288", "H"),
+    "LDACE+CCL": ModelStyle("#56B4E9", "8"),
+    "FLSD-53": ModelStyle("#AA4499", "h"),
+    "class prior": ModelStyle("#999999", "x", ":"),
+    "oracle": ModelStyle("#666666", "+", "-."),
+    "exact marginals": ModelStyle("#666666", "x", ":"),
+}
+MULTICLASS_MODELS = ("cross-entropy", "LS", "focal", "FLSD-53", "MbLS", "LS+", "CCL-Net", "DCA", "MDCA")
+#: the multi-label "focal" is asymmetric focal with (γ⁺, γ⁻) = (0, 4) (:func:`helpers.lessons.course_losses`): one
+#: loss, one style, under either name
+MULTILABEL_MODELS = ("BCE", "focal", "ASL", "SPA", "SPA+LPR", "BCE+LPR", "LDACE", "LDACE+CCL")
+#: colours of names that are not models (seeds, estimators, links, recipes), used in order of appearance in a
+#: figure: dark ends of ColorBrewer's colour-blind-safe BrBG and PRGn schemes and Tol's "light" pear, lavender and
+#: sand, at least ΔE 15 from every model colour (so no curve that is not a model looks like one)
+FALLBACK_COLORS = ("#543005", "#01665E", "#40004B", "#BBCC33", "#C2A5CF", "#00441B", "#ACD39E", "#EEDD88")
+#: the smallest CIELAB ΔE (1976) between a model colour and ACCURACY_COLOR, GAP_COLOR or UNDER_GAP_COLOR
+MIN_GAP_DISTANCE = 25.0
+
+_ALIASES = {
+    "ce": "cross-entropy",
+    "cross entropy": "cross-entropy",
+    "label smoothing": "LS",
+    "focal loss": "focal",
+    "ls+": "LS+",
+    "ls plus": "LS+",
+    "ccl": "CCL-Net",
+    "ccl-net": "CCL-Net",
+    "binary cross-entropy": "BCE",
+    "asl detached": "ASL (detached)",
+    "asl, detached": "ASL (detached)",
+    "afl": "focal",
+    "asymmetric focal": "focal",
+    "asymmetric focal loss": "focal",
+    "spa + lpr": "SPA+LPR",
+    "bce + lpr": "BCE+LPR",
+    "ldace + ccl": "LDACE+CCL",
+    "constant": "class prior",
+    "class-prior": "class prior",
+    "prior": "class prior",
+    "constant (class prior)": "class prior",
+    "exact posteriors": "oracle",
+    "true probabilities": "oracle",
+    "bayes": "oracle",
+    "exact joint": "oracle",
+    "exact joint posterior": "oracle",
+    "flsd53": "FLSD-53",
+    "flsd": "FLSD-53",
+}
+_LOOKUP = {**{name.lower(): name for name in MODEL_STYLES}, **_ALIASES}
+#: a post-hoc suffix: "+ TS", "+ temperature scaling", "(TS)", a recovered read-out "+φ" / "+ψ", ...
+_POSTHOC = re.compile(
+    r"\s*(?:\+\s*(?:TS|VS|φ|ψ|temperature scaling|vector scaling|matrix scaling|Platt|isotonic|histogram binning)"
+    r"|\((?:TS|post-hoc|temperature-scaled)\)|,?\s*temperature-scaled)\s*$",
+    re.IGNORECASE,
+)
+# a hyper-parameter tail: "LS α=0.1", "focal (γ = 3)", "SPA (1,1,0,5,3,1)", "MbLS m=6, α=0.1", "SPA λ 0.5"
+_PARAMETERS = re.compile(r"\s*(?:\((?!detached\))[^)]*\)|[^\s()]+\s*=\s*\S+,?|[αγλβm]\s*\d\S*,?)\s*$")
+
+
+def normalise_model_name(name: str) -> tuple[str | None, str | None]:
+    """(canonical model name or None when ``name`` is not a model of :data:`MODEL_STYLES`, variant): hyper-parameters
+    dropped ("LS α=0.1" → "LS", "SPA (1,1,0,5,3,1)" → "SPA"), aliases resolved ("CE" → "cross-entropy"); the
+    variant is "post-hoc" for a post-hoc suffix ("LS + TS", a recovered read-out "ASL+φ"), "ideal" for the ideal
+    output of a loss on the exact posteriors ("ideal ASL"), else None. A name "model: what" ("SPA: derived link")
+    is a curve of that model."""
+    text = str(name).strip()
+    variant = None
+    if _POSTHOC.search(text):
+        variant, text = "post-hoc", _POSTHOC.sub("", text)
+    elif text.lower().startswith("ideal "):
+        variant, text = "ideal", text[len("ideal ") :]
+    while True:
+        key = re.sub(r"\s+", " ", text.strip().lower())
+        if key in _LOOKUP:
+            return _LOOKUP[key], variant
+        shorter = _PARAMETERS.sub("", text)
+        if shorter == text and ":" in text:  # "SPA: derived link", "FLSD-53: where training rests": the model's
+            shorter = text.split(":", 1)[0]
+        if shorter == text or not shorter.strip():
+            return None, variant
+        text = shorter
+
+
+def _variant_style(style: ModelStyle, variant: str | None) -> ModelStyle:
+    """A post-hoc variant dashed, an ideal output dotted, both with hollow markers; the loss's colour and marker."""
+    if variant is None:
+        return style
+    return replace(style, linestyle="--" if variant == "post-hoc" else ":", hollow=True)
+
+
+def model_style(name: str) -> ModelStyle:
+    """The course style of the model ``name`` (any spelling :func:`normalise_model_name` resolves); a variant
+    ("LS + TS", "ideal ASL") has its loss's colour and marker, dashed (post-hoc) or dotted (ideal) and hollow.
+    Raises KeyError for a name that is no model of :data:`MODEL_STYLES` (use :func:`figure_styles` for figures
+    that mix in other curves)."""
+    canonical, variant = normalise_model_name(name)
+    if canonical is None:
+        raise KeyError(f"{name!r} is no model of the course palette; known: {', '.join(MODEL_STYLES)}")
+    return _variant_style(MODEL_STYLES[canonical], variant)
+
+
+#: line styles of the second, third, ... setting of one model in one figure (the first keeps its own)
+_REPEAT_LINESTYLES = ("-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)))
+
+
+def figure_styles(names: Sequence[str]) -> dict[str, ModelStyle]:
+    """{name: style} for the curves of one figure: a model gets its :func:`model_style`; any other name (a seed,
+    an estimator, a link, a recipe) the next of :data:`FALLBACK_COLORS` not used by a model of the figure, in the
+    order given, with markers "o", "s", "^", ... — deterministic, so the same names in the same order look the
+    same. A post-hoc variant of another name ("well-regularised + TS") takes that name's colour and marker, dashed;
+    the second, third, ... setting of one model ("LS α=0.05", "LS α=0.3" after "LS α=0.1") keeps the model's
+    colour and marker with a line style of its own (dash-dot, dotted, ...)."""
+    styles: dict[str, ModelStyle] = {}
+    seen: dict[tuple[str | None, str | None], int] = {}
+    for name in names:
+        key = normalise_model_name(name)
+        if key[0] is not None:
+            styles[name] = model_style(name)
+            # several settings of one model ("LS α=0.05", "LS α=0.1"): its colour, a line style each
+            repeat = seen[key] = seen.get(key, -1) + 1
+            if repeat:
+                styles[name] = replace(
+                    styles[name], linestyle=_REPEAT_LINESTYLES[(repeat - 1) % len(_REPEAT_LINESTYLES)]
+                )
+    taken = {style.color for style in styles.values()}
+    free = [color for color in FALLBACK_COLORS if color not in taken] or list(FALLBACK_COLORS)
+    bases: dict[str, ModelStyle] = {}
+    for name in names:
+        if name in styles:
+            continue
+        variant = "post-hoc" if _POSTHOC.search(str(name)) else None
+        base = _POSTHOC.sub("", str(name)).strip()
+        if base not in bases:
+            index = len(bases)
+            line = ("-", "-.", ":")[index // len(free) % 3]
+            bases[base] = ModelStyle(free[index % len(free)], "osD^vP"[index % 6], line)
+        styles[name] = _variant_style(bases[base], variant)
+    return {name: styles[name] for name in names}
