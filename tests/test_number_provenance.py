@@ -13,7 +13,7 @@ COMMITTED = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 # Notebooks whose committed prose still quotes numbers no main-flow output above prints. Each is an expected failure
 # (strict): once a notebook passes, its entry must go.
-PENDING = ("02", "04", "05", "06", "08", "09", "10", "11", "12")
+PENDING = ("02", "04", "06", "08", "11", "12")
 PENDING_REASON = "issue 28: numbers quoted but not printed"
 
 
@@ -85,6 +85,12 @@ def test_math_code_spans_links_and_licences_are_not_quoted_numbers():
     )
     assert provenance.prose_numbers(text) == []
     assert provenance.prose_numbers("[an ECE of 0.041](https://example.org)") == [("0.041", False)]  # shown text
+
+
+def test_section_references_are_not_quoted_numbers_but_a_result_beside_them_is():
+    text = "LS+ objects (section 3.2; the paper's sec. 4 and\n5.3, §5.1, Sections 3.1–3.2) that the ECE is 0.041."
+    assert provenance.prose_numbers(text) == [("0.041", False)]
+    assert provenance.prose_numbers("the section's ECE 0.041") == [("0.041", False)]
 
 
 def test_rounding_to_the_prose_decimals_both_ways_at_a_tie():

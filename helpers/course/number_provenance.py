@@ -8,9 +8,9 @@ What counts:
 
 * **Quoted**: each decimal number (``0.041``, ``76.2``, ``−2.2``, ``1,234.5``) in the main flow of a markdown cell
   (the prose outside ``<details>`` expert blocks of a cell not tagged ``expert``, as
-  :func:`helpers.course.output_rules.main_flow_text` reads it), outside ``$math$``, code spans, link targets and
-  licence names ("CC BY-NC 4.0"). Integers are not checked: they are counts, seeds, sizes and section numbers far
-  more often than results.
+  :func:`helpers.course.output_rules.main_flow_text` reads it), outside ``$math$``, code spans, link targets,
+  licence names ("CC BY-NC 4.0") and section references ("section 3.2", "sec. 4 and 5.3", "§5.1"). Integers
+  are not checked: they are counts, seeds, sizes and section numbers far more often than results.
 * **Printed**: every number in the text outputs (streams, plain text, HTML and markdown displays) of the code cells
   above the markdown cell that are in the main flow — not tagged ``expert`` (nor ``hide-cell``, ``hide-output``,
   ``remove-cell``, ``remove-output``, which fold or remove the output) — with ``<details>`` blocks of an HTML output
@@ -36,9 +36,11 @@ from helpers.course import output_rules
 PROSE_DECIMAL = re.compile(r"(?<![\w.])[−+-]?\d[\d,]*\.\d+(?![\w.]*\d)")
 # any number a cell prints, integers included (a prose 12.0 is not supported by a printed 12: too few decimals)
 PRINTED_NUMBER = re.compile(r"(?<![\w.])[−+-]?\d[\d,]*(?:\.\d+)?(?![\w.]*\d)")
-# what the prose says that is not prose: display and inline math, code spans, link targets, HTML tags, licences
+# what the prose says that is not prose: display and inline math, code spans, link targets, HTML tags, licences,
+# and references to a paper's sections ("section 3.2", "sec. 4 and 5.3", "§5.1"), which are names, not results
 NOT_PROSE = re.compile(
-    r"\$\$.*?\$\$|\$[^$\n]+\$|`[^`]*`|\]\([^)]*\)|<[^>]+>|\bCC[- ]BY(?:[- ](?:NC|SA|ND))*[- ]\d\.\d",
+    r"\$\$.*?\$\$|\$[^$\n]+\$|`[^`]*`|\]\([^)]*\)|<[^>]+>|\bCC[- ]BY(?:[- ](?:NC|SA|ND))*[- ]\d\.\d"
+    r"|(?:\b[Ss]ections?|\b[Ss]ecs?\.|§)\s*\d+(?:\.\d+)*(?:\s*(?:,|and|or|–)\s*\d+(?:\.\d+)*)*",
     re.DOTALL,
 )
 # a percentage: the number followed by "%", with or without a (narrow, no-break) space
