@@ -1,6 +1,6 @@
 """Is 20 epochs enough for the multi-label reference runs? (issue 9, item 1)
 
-The reference recipe (notebooks 08–11) trains 20 epochs with a one-cycle schedule and keeps the epoch of lowest
+The reference recipe (notebooks 08–11 and 13) trains 20 epochs with a one-cycle schedule and keeps the epoch of lowest
 validation NLL. Under a one-cycle schedule the last epochs anneal the learning rate, so the validation NLL falls
 until the end whatever the length; the question that matters is whether a longer schedule gives a better model.
 This script trains the same run (loss, data, recipe, seed) for 20 and for a longer schedule on this machine and

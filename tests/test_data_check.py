@@ -68,7 +68,8 @@ def test_each_notebooks_needs_come_from_its_profile_and_the_runs_parameters(data
     assert needs_of("00", "full")[0].paths == (data_dir / "dermamnist_224.npz",)  # the full profile's 224 px
     assert needs_of("00", data_dir="/elsewhere")[0].paths[0].parent.as_posix() == "/elsewhere"
     assert needs_of("05") == needs_of("01")  # its synthetic set is generated: nothing to check
-    assert needs_of("08") == [] and needs_of("11") == []  # synthetic; 11's real X-rays are optional (section 8)
+    assert needs_of("08") == [] and needs_of("11") == []  # synthetic
+    assert needs_of("13") == []  # 13's real X-rays are optional (section 1 says it is skipped)
     assert [need.label for need in needs_of("07", dataset="chestxray14")] == ["NIH ChestX-ray14"]
     assert [need.label for need in needs_of("12")] == [
         "ISIC 2018 Task 3",
@@ -156,7 +157,7 @@ def test_check_data_fetches_a_missing_medmnist_file_and_names_the_skipped_notebo
     assert (data_dir / "dermamnist.npz").read_bytes() == DERMA
     out = capsys.readouterr().out.splitlines()
     assert [line.split(" ")[0] for line in out if "skipped" in line] == [SHIFT]
-    assert out[-1] == "data check: the data of 12 of 13 notebook(s) are in place"
+    assert out[-1] == "data check: the data of 13 of 14 notebook(s) are in place"
     cli.main(["check-data", "--profile", "smoke", "--notebooks", "00"])  # present now: nothing to download
     assert capsys.readouterr().out == "data check: the data of 1 of 1 notebook(s) are in place\n"
 

@@ -88,7 +88,7 @@ def test_with_a_local_server_the_check_fetches_dermamnist_and_names_the_skipped_
     [skipped] = [line for line in lines if "skipped" in line]
     assert skipped.startswith("12_dataset_shift will be skipped: it needs ISIC 2018 Task 3")
     assert "`python -m helpers.data fetch isic2018`" in skipped
-    assert lines[-1] == "data check: the data of 12 of 13 notebook(s) are in place"
+    assert lines[-1] == "data check: the data of 13 of 14 notebook(s) are in place"
     (clone / "data" / "dermamnist.npz").unlink()  # the module's other test starts without data
 
 

@@ -1,4 +1,4 @@
-"""Notebook 11's real-X-ray section: the data folder check (skipped and said so, never a silent fall-back), the
+"""Notebook 13's real-X-ray section: the data folder check (skipped and said so, never a silent fall-back), the
 section's run configuration, and its table of per-label and pooled calibration with paired intervals vs BCE."""
 
 import functools
@@ -37,13 +37,13 @@ def test_an_unknown_dataset_is_refused():
         real_xray.folder("chestmnist")
 
 
-def notebook_11_config(tmp_path, profile="smoke"):
-    profiles = course.notebook_profiles("11_multilabel_comparison")
-    return course.configure("11_multilabel_comparison", profiles, profile=profile, data_dir=str(tmp_path))
+def notebook_13_config(tmp_path, profile="smoke"):
+    profiles = course.notebook_profiles("13_multilabel_xrays_and_contest")
+    return course.configure("13_multilabel_xrays_and_contest", profiles, profile=profile, data_dir=str(tmp_path))
 
 
-def test_every_profile_of_notebook_11_declares_the_section_with_its_five_losses():
-    profiles = course.notebook_profiles("11_multilabel_comparison")
+def test_every_profile_of_notebook_13_declares_the_section_with_its_five_losses():
+    profiles = course.notebook_profiles("13_multilabel_xrays_and_contest")
     for name, profile in profiles.items():
         assert profile["xray_dataset"] == "chestxray14", name
         assert profile["xray_losses"] == list(real_xray.XRAY_LOSSES), name
@@ -51,16 +51,17 @@ def test_every_profile_of_notebook_11_declares_the_section_with_its_five_losses(
 
 
 def test_the_section_config_takes_the_xray_knobs_and_keeps_the_rest(tmp_path):
-    cfg = notebook_11_config(tmp_path, "reference")
+    cfg = notebook_13_config(tmp_path, "reference")
     xray = suites.xray_config(cfg)
     assert (xray.dataset, xray.image_size, xray.epochs, xray.max_train) == ("chestxray14", 28, 20, None)
     assert suites.seeds_of(xray) == [0, 1, 2, 3, 4]
     assert (xray.model, xray.lr, xray.batch_size) == (cfg.model, cfg.lr, cfg.batch_size)
-    assert cfg.dataset == "synthetic_chestmnist" and suites.seeds_of(cfg) == [0, 1, 2]  # the original untouched
+    assert (cfg.dataset, cfg.max_train) == ("synthetic_chestmnist", None)  # the original untouched
+    assert suites.seeds_of(cfg) == [0, 1, 2, 3, 4]  # the reference seeds (issue 28: five, as the X-rays')
 
 
 def test_without_the_folder_the_runs_raise_and_the_declaration_warns_instead_of_training(tmp_path, monkeypatch):
-    cfg = notebook_11_config(tmp_path)
+    cfg = notebook_13_config(tmp_path)
     with pytest.raises(real_xray.XrayDataMissing):
         suites.xray_runs(cfg)
     declared = []
@@ -69,14 +70,34 @@ def test_without_the_folder_the_runs_raise_and_the_declaration_warns_instead_of_
     monkeypatch.setattr(suites, "multilabel_contest", lambda cfg, bundle, split_seed=0: contests.append(bundle))
     monkeypatch.setattr(suites, "load_bundle", lambda cfg, name=None: name or cfg.dataset)
     with pytest.warns(UserWarning, match="real-X-ray runs are not declared.*ChestXray14"):
-        suites.DECLARED_RUNS["11_multilabel_comparison"](cfg)
-    assert declared == ["synthetic_chestmnist", "synthetic_chestmnist_independent"]  # no X-ray bundle, no fall-back
+        suites.DECLARED_RUNS["13_multilabel_xrays_and_contest"](cfg)
+    assert declared == ["synthetic_chestmnist"]  # the contest's paper rows; no X-ray bundle, no fall-back
     assert contests == ["synthetic_chestmnist"]  # the fair contest (helpers.lessons.tuning) on the coupled set only
+
+
+def test_notebook_11_declares_both_variants_and_neither_the_contest_nor_the_xrays(tmp_path, monkeypatch):
+    """Since the split (issue 28 item 7) the real X-rays and the contest are notebook 13's; 11 keeps its losses on
+    the coupled and the independent set."""
+    (tmp_path / "ChestXray14").mkdir()
+    profiles = course.notebook_profiles("11_multilabel_comparison")
+    assert not [knob for profile in profiles.values() for knob in profile if knob.startswith("xray_")]
+    cfg = course.configure("11_multilabel_comparison", profiles, profile="smoke", data_dir=str(tmp_path))
+    declared, contests = [], []
+    for module in (suites, suites_multilabel):
+        monkeypatch.setattr(module, "multilabel_runs", lambda cfg, bundle, losses: declared.append((bundle, losses)))
+        monkeypatch.setattr(module, "load_bundle", lambda cfg, name=None: name or cfg.dataset)
+    monkeypatch.setattr(suites, "multilabel_contest", lambda cfg, bundle, split_seed=0: contests.append(bundle))
+    suites.DECLARED_RUNS["11_multilabel_comparison"](cfg)
+    assert declared == [
+        ("synthetic_chestmnist", cfg.losses),
+        ("synthetic_chestmnist_independent", cfg.independent_losses),
+    ]
+    assert contests == []
 
 
 def test_with_the_folder_the_declaration_loads_the_real_xrays(tmp_path, monkeypatch):
     (tmp_path / "ChestXray14").mkdir()
-    cfg = notebook_11_config(tmp_path)
+    cfg = notebook_13_config(tmp_path)
     declared = []
     for module in (suites, suites_multilabel):  # the declaration's names, and those of xray_runs
         monkeypatch.setattr(module, "multilabel_runs", lambda cfg, bundle, losses: declared.append((bundle, losses)))
@@ -84,7 +105,7 @@ def test_with_the_folder_the_declaration_loads_the_real_xrays(tmp_path, monkeypa
     monkeypatch.setattr(suites, "multilabel_contest", lambda cfg, bundle, split_seed=0: None)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        suites.DECLARED_RUNS["11_multilabel_comparison"](cfg)
+        suites.DECLARED_RUNS["13_multilabel_xrays_and_contest"](cfg)
     assert declared[-1] == ("chestxray14", cfg.xray_losses)
 
 

@@ -1,5 +1,6 @@
 """The committed results of notebook 11 (results/reference/11_multilabel_comparison.json): the ``results`` block
-holds every model × metric of issue 9 item 7, with one value per training seed and their mean and sd."""
+holds every model × metric of issue 9 item 7, with one value per training seed and their mean and sd. The fair
+contest and the real X-rays are notebook 13's (tests/test_results_schema_xrays_contest.py)."""
 
 import json
 import math
@@ -85,24 +86,3 @@ def test_monotone_read_outs_keep_the_ranking(results):
                 mapped,
                 metric,
             )
-
-
-def test_the_fair_contest_chose_by_the_two_seed_selection_nll_and_shows_every_tuned_loss_raw_and_after_ts(results):
-    """Issue 26 item 5 on the multi-label side, as notebook 06's contest (tests/test_results_schema.py): the BCE
-    point and the paper value in every grid, the mean selection NLL of the two selection seeds, every tuned loss
-    raw and + TS/label against BCE + TS/label."""
-    from helpers.lessons import tuning
-
-    contest = results["fair_contest"]
-    if "selection_seeds" not in contest:
-        pytest.skip("the committed results predate the two-seed contest (issue 26): re-execute notebook 11")
-    assert contest["selection_seeds"] == [0, 1] and set(contest["choices"]) == set(tuning.MULTILABEL_GRIDS)
-    for loss, grid in tuning.MULTILABEL_GRIDS.items():
-        rows = [row for row in contest["grid"] if row["loss"] == loss]
-        assert [row["hyper-parameter"] for row in rows] == [tuning.point_label(grid, p) for p in grid.points]
-        choice = tuning.choose(dict(zip(grid.points, (row["selection NLL"] for row in rows))), grid)
-        assert contest["choices"][loss] == tuning.point_label(grid, choice)
-        tuned = tuning.tuned_label(loss, grid, choice)
-        assert len(contest["models"][tuned]["true_rms"]["per_seed"]) == len(results["seeds"])
-        assert {tuned, f"{tuned} + TS/label"} <= set(contest["answer"]["models"])
-    assert contest["answer"]["reference"] == "BCE + TS/label"

@@ -382,7 +382,7 @@ def test_the_chosen_points_are_declared_at_every_seed_and_cross_entropy_is_the_c
 
 def test_the_multilabel_bce_point_is_the_bce_run_spa_lpr_s_the_spa_run_the_default_the_paper_run(tmp_path, monkeypatch):
     monkeypatch.setattr(run_store, "STORED_RUNS_DIR", tmp_path)
-    cfg, bundle = tiny_config("11_multilabel_comparison"), tiny_bundle(multilabel=True)
+    cfg, bundle = tiny_config("13_multilabel_xrays_and_contest"), tiny_bundle(multilabel=True)
     with run_store.planning() as plan:
         grid_runs = suites.multilabel_grid_runs(cfg, bundle)
         primary = suites.multilabel_runs(cfg, bundle, ["BCE", *tuning.MULTILABEL_GRIDS])

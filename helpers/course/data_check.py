@@ -32,7 +32,7 @@ from helpers.utils import DATA_DIR_ENV
 
 #: set to 1 where every notebook must run (CI): a notebook that would be skipped for want of data fails the check
 REQUIRE_ALL_DATA_ENV = "CALIBMED_REQUIRE_ALL_DATA"
-#: data-set knobs a notebook treats as optional (notebook 11's section 8 says it is skipped without the real X-rays)
+#: data-set knobs a notebook treats as optional (notebook 13's section 1 says it is skipped without the real X-rays)
 OPTIONAL_KNOBS = ("xray_dataset",)
 #: files a notebook needs beyond its data sets: {notebook: ((path in the data directory, what for, how to get it))}
 NOTEBOOK_FILES = {

@@ -126,14 +126,19 @@ def _declare_10(cfg: Any) -> None:
     multilabel_runs(cfg, load_bundle(cfg), selected_losses(cfg, RETRIEVAL_LOSSES))
 
 
-def _declare_multilabel(cfg: Any) -> None:
+def _declare_11(cfg: Any) -> None:
+    multilabel_runs(cfg, load_bundle(cfg), cfg.losses)
+    if cfg.extra.get("independent_dataset"):
+        multilabel_runs(cfg, load_bundle(cfg, cfg.independent_dataset), cfg.independent_losses)
+
+
+def _declare_13(cfg: Any) -> None:
+    """Notebook 13: the real-X-ray runs (section 1) and the fair contest with its paper rows (section 2)."""
     from helpers.lessons import real_xray
 
     bundle = load_bundle(cfg)
     multilabel_runs(cfg, bundle, cfg.losses)
     multilabel_contest(cfg, bundle)
-    if cfg.extra.get("independent_dataset"):
-        multilabel_runs(cfg, load_bundle(cfg, cfg.independent_dataset), cfg.independent_losses)
     if cfg.extra.get("xray_dataset"):
         try:
             xray_runs(cfg)
@@ -156,8 +161,9 @@ DECLARED_RUNS: dict[str, Callable[[Any], None]] = {
     "08_spa_and_lpr": _declare_08,
     "09_ldace_and_label_dependencies": _declare_09,
     "10_multilabel_retrieval": _declare_10,
-    "11_multilabel_comparison": _declare_multilabel,
+    "11_multilabel_comparison": _declare_11,
     "12_dataset_shift": _declare_12,
+    "13_multilabel_xrays_and_contest": _declare_13,
 }
 
 

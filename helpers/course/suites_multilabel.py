@@ -1,6 +1,6 @@
-"""The multi-label run suites: every (loss, seed) run of notebooks 08–11 on a data set, notebook 11's
-independent-label variant, fair contest and real-X-ray section, and which of a configuration's losses notebooks 08,
-09 and 10 read.
+"""The multi-label run suites: every (loss, seed) run of notebooks 08–11 and 13 on a data set, notebook 11's
+independent-label variant, notebook 13's fair contest and real-X-ray section, and which of a configuration's losses
+notebooks 08, 09 and 10 read.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def multilabel_variant_runs(
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# the fair contest (helpers.lessons.tuning) of notebook 11
+# the fair contest (helpers.lessons.tuning) of notebook 13
 
 
 def _multilabel_at(cfg: Any, bundle: Any, loss: str, point: tuning.Point, seeds: Iterable[int]) -> dict[int, Any]:
@@ -70,7 +70,7 @@ def _multilabel_at(cfg: Any, bundle: Any, loss: str, point: tuning.Point, seeds:
 
 
 def multilabel_grid_runs(cfg: Any, bundle: Any) -> dict[tuple[str, tuning.Point, int], run_store.TrainedRun]:
-    """(loss, point, seed) → the multi-label run, for every point of every loss's grid (notebook 11) at the
+    """(loss, point, seed) → the multi-label run, for every point of every loss's grid (notebook 13) at the
     selection seeds; the BCE point is the BCE run."""
     seeds = selection_seeds(cfg)
     return {
@@ -94,8 +94,8 @@ def tuned_multilabel_runs(
 
 @summarised
 def multilabel_contest(cfg: Any, bundle: Any, split_seed: int = 0) -> tuning.Contest:
-    """Notebook 11's fair contest (:mod:`helpers.lessons.tuning`) on ``bundle``; the selection half is that of
-    ``posthoc.split_calibration(..., seed=split_seed)`` (11's calibration split seed, 0)."""
+    """Notebook 13's fair contest (:mod:`helpers.lessons.tuning`) on ``bundle``; the selection half is that of
+    ``posthoc.split_calibration(..., seed=split_seed)`` (the calibration split seed of 11 and 13, 0)."""
     return run_contest(
         tuning.MULTILABEL_GRIDS,
         multilabel_grid_runs(cfg, bundle),
@@ -109,7 +109,7 @@ def multilabel_contest(cfg: Any, bundle: Any, split_seed: int = 0) -> tuning.Con
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# the losses each notebook reads, and notebook 11's real X-rays
+# the losses each notebook reads, and notebook 13's real X-rays
 
 
 #: the losses notebook 08 compares (SPA and LPR against BCE, focal and ASL); 09-11 read all of ``cfg.losses``
@@ -140,7 +140,7 @@ def selected_losses(cfg: Any, wanted: Iterable[str], key: str = "losses") -> lis
 
 
 def xray_config(cfg: Any) -> Any:
-    """Notebook 11's configuration for its real-X-ray section: the ``xray_dataset`` at ``xray_image_size``, trained
+    """Notebook 13's configuration for its real-X-ray section: the ``xray_dataset`` at ``xray_image_size``, trained
     ``xray_epochs`` epochs with the ``xray_seeds``; model, rate and batch size as the rest of the notebook."""
     return dataclasses.replace(
         cfg,
@@ -153,7 +153,7 @@ def xray_config(cfg: Any) -> Any:
 
 
 def xray_runs(cfg: Any) -> tuple[Any, dict[tuple[str, int], run_store.TrainedRun]]:
-    """Notebook 11, last section: (bundle, runs) of ``cfg.xray_losses`` on the real X-rays (:func:`xray_config`).
+    """Notebook 13, section 1: (bundle, runs) of ``cfg.xray_losses`` on the real X-rays (:func:`xray_config`).
     Raises :class:`helpers.lessons.XrayDataMissing` when the data folder is absent."""
     from helpers.lessons import real_xray
 

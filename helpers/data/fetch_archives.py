@@ -165,7 +165,7 @@ def chestxray14_instructions(data_dir: str | os.PathLike | None = None) -> str:
             f"  2. the label file {chestxray14.LABEL_FILE} from the same folder, as {root / chestxray14.LABEL_FILE}",
             f"  3. ChestMNIST's split lists train_list.txt, val_list.txt and test_list.txt from {CHEXNET_LISTS_URL},",
             f"     into {root / chestxray14.LIST_FOLDER}/",
-            "Then use the dataset option chestxray14 (e.g. -p dataset chestxray14); notebook 11's section 8 reads it",
+            "Then use the dataset option chestxray14 (e.g. -p dataset chestxray14); notebook 13's section 1 reads it",
             f"when present. Licence: {chestxray14.LICENCE}.",
         ]
     )

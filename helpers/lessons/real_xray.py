@@ -1,4 +1,4 @@
-"""Notebook 11's real-X-ray section: the multi-label losses on real NIH ChestX-ray14 images, per-label and pooled.
+"""Notebook 13's real-X-ray section: the multi-label losses on real NIH ChestX-ray14 images, per-label and pooled.
 
 The shared sample (1,000 images of NIH ChestX-ray14, Wang et al., "ChestX-ray8: Hospital-scale Chest X-ray
 Database and Benchmarks on Weakly-Supervised Classification and Localization of Common Thorax Diseases", CVPR

@@ -22,14 +22,14 @@ default value is handicapped. Here every loss gets the same budget:
    checkpoints; only the test split is untouched.)
 3. **Evaluation** — the chosen point trained with every seed (:func:`helpers.course.tuned_multiclass_runs`,
    :func:`helpers.course.tuned_multilabel_runs`), read raw and after temperature scaling, against cross-entropy +
-   TS (06) or BCE + per-label TS (11): the deployable question is "tuned loss + TS against CE + TS".
+   TS (06) or BCE + per-label TS (13): the deployable question is "tuned loss + TS against CE + TS".
 
 The grid run at the default value and a selection seed *is* the paper-default run of that seed (same definition,
 same key), the limit point the cross-entropy run, so both are loaded, not retrained; the chosen value's grid runs
 are two of its evaluation runs. The multi-class contest runs in the well-regularised recipe only: one over-fitting
 run is the wide CNN for 100 epochs, about 15 minutes on a 2-core CPU.
 
-The runs are declared for notebooks 06 and 11 (:data:`helpers.course.DECLARED_RUNS`), so
+The runs are declared for notebooks 06 and 13 (:data:`helpers.course.DECLARED_RUNS`), so
 ``python -m helpers.course.train_runs train [--engine ray]`` trains them like every other run, in two rounds: the grids,
 then the chosen values once every grid point of a loss exists at both selection seeds (as LS+ waits for its
 cross-entropy run).
@@ -140,7 +140,7 @@ MULTICLASS_GRIDS: dict[str, Grid] = {
     ),
 }  # fmt: skip
 
-#: notebook 11: the multi-label losses, their values (ASL's γ⁻ with margin m fixed at 0.05, SPA's ζ⁻ with
+#: notebook 13 (section 2): the multi-label losses, their values (ASL's γ⁻ with margin m fixed at 0.05, SPA's ζ⁻ with
 #: k⁻ = 3, b⁻ = 1, LPR's λ) and the BCE point (eq. numbers of Cheng & Vasconcelos 2024)
 MULTILABEL_GRIDS: dict[str, Grid] = {
     "focal": Grid(
@@ -299,7 +299,7 @@ class Contest:
 
     def table_rows(self, ts_suffix: str) -> list[str]:
         """The main table's rows: every loss's tuned row, raw and after temperature scaling (``ts_suffix``:
-        " + TS" in 06, " + TS/label" in 11)."""
+        " + TS" in 06, " + TS/label" in 13)."""
         return [f"{tuned}{suffix}" for tuned in self.row_names for suffix in ("", ts_suffix)]
 
     def pairs(self, reference: str, ts_suffix: str, prefix: str = "") -> list[tuple[str, str]]:

@@ -383,7 +383,7 @@ class SPA(_ElementwiseLoss):
 
     def predict_logit(self, logits: torch.Tensor) -> torch.Tensor:
         """logit η̂(v) = log ℓ₋'(v) − log(−ℓ₊'(v)), in log space (finite where η̂ rounds to 0 or 1): the scale on
-        which temperature scaling rescales SPA's probabilities (notebook 11's fair contest)."""
+        which temperature scaling rescales SPA's probabilities (notebook 13's fair contest)."""
         logits = prediction_logits(logits)
         with no_autocast(logits):
             log_neg, log_pos = self._log_link_terms(promote_float(logits))
