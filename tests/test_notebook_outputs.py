@@ -492,7 +492,7 @@ TWO_LAYER_RULES = ("main_flow_words", "main_flow_cells", "no_printed_lists", "hu
 #: rest in the folded details cell); they are re-executed once, at the end, by the lead. Until then these output rules
 #: are checked on small notebooks above (and by course.publish on every executed notebook); set this to True when the
 #: re-executed notebooks are committed. run_details_folded reads the sources and is checked on the committed ones now.
-QUIET_PROVENANCE_RULES_ON_COMMITTED = False
+QUIET_PROVENANCE_RULES_ON_COMMITTED = True
 QUIET_PROVENANCE_RULES = ("main_flow_quiet", "one_provenance_line")
 
 

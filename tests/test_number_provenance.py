@@ -13,7 +13,7 @@ COMMITTED = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 # Notebooks whose committed prose still quotes numbers no main-flow output above prints. Each is an expected failure
 # (strict): once a notebook passes, its entry must go.
-PENDING = ("11", "13")
+PENDING = ()
 PENDING_REASON = "issue 28: numbers quoted but not printed"
 
 
