@@ -333,7 +333,7 @@ def prior_vector_table(
     class shares, the source prior π_s (the mean calibrated forecast on the calibration half, ``mean_forecast_priors``
     one vector per seed) and each estimator of ``priors`` ({model: {test set: one vector per seed}}, as
     :func:`model_probabilities` returns); columns the classes (%, mean ± sd over seeds) and the total-variation
-    distance to the truth, ½ Σ_k |π̂_k − π_k| (percentage points)."""
+    distance to the truth, ½ Σ_k abs(π̂_k − π_k) (percentage points)."""
     k = len(class_names)
 
     def cell(values: Sequence[float]) -> str:

@@ -181,13 +181,6 @@ from helpers.course.profiles import (  # noqa: F401
     used_knobs,
     write_atomically,
 )
-from helpers.course.provenance import (  # noqa: F401
-    data_words,
-    details,
-    details_text,
-    provenance,
-    provenance_line,
-)
 from helpers.course.ray_engine import (  # noqa: F401
     ENGINES,
     INSTALL_HINT,
@@ -205,6 +198,13 @@ from helpers.course.ray_engine import (  # noqa: F401
     run_grid,
     store_roots,
     train_named_run,
+)
+from helpers.course.run_details import (  # noqa: F401
+    data_words,
+    details,
+    details_text,
+    provenance,
+    provenance_line,
 )
 from helpers.course.runner import (  # noqa: F401
     HEADLESS_ENV,

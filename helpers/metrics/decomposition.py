@@ -128,7 +128,6 @@ __all__ = [
     "ESTIMATORS",
     "RECALIBRATIONS",
     "BrierDecomposition",
-    "ScoreDecomposition",
     "brier_decomposition",
     "decomposition_grid",
     "decomposition_summaries",
