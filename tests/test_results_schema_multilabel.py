@@ -11,7 +11,20 @@ import pytest
 from helpers.utils import REPO_ROOT
 
 RESULTS = REPO_ROOT / "results" / "reference" / "11_multilabel_comparison.json"
-TRAINED = ["BCE", "focal", "focal+φ", "ASL", "ASL+φ", "SPA", "SPA+LPR", "BCE+LPR", "LDACE", "LDACE+CCL"]
+TRAINED = [
+    "BCE",
+    "focal",
+    "focal+φ",
+    "ASL",
+    "ASL+φ",
+    "ASL (detached)",
+    "ASL (detached)+ψ",
+    "SPA",
+    "SPA+LPR",
+    "BCE+LPR",
+    "LDACE",
+    "LDACE+CCL",
+]
 POSTHOC = ["BCE + TS", "BCE + TS/label", "BCE + Platt/label"]
 REFERENCE_ROWS = ["constant prevalence", "Bayes"]
 METRICS = [
@@ -36,7 +49,7 @@ def test_top_level_describes_the_reference_run(results):
     assert results["profile"] == "reference"
     assert results["dataset"] == "synthetic_chestmnist"
     assert results["n_train"] == 20_000
-    assert results["seeds"] == [0, 1, 2]
+    assert results["seeds"] == [0, 1, 2, 3, 4]
 
 
 def test_every_model_has_every_metric(results):
@@ -72,14 +85,15 @@ def test_known_reductions_of_the_reference_rows(results):
 
 
 def test_monotone_read_outs_keep_the_ranking(results):
-    """φ and per-label temperature / Platt maps are increasing per label: macro AUROC and mAP@y equal the
-    un-mapped model's, seed by seed."""
+    """φ, ψ and per-label temperatures are increasing per label: macro AUROC and mAP@y equal the un-mapped model's,
+    seed by seed. Per-label Platt is left out: its fitted slope is not constrained to be positive, and at one
+    training seed of the reference run its macro AUROC differs from BCE's (0.743 against 0.777)."""
     models = results["models"]
     for mapped, base in [
         ("focal+φ", "focal"),
         ("ASL+φ", "ASL"),
+        ("ASL (detached)+ψ", "ASL (detached)"),
         ("BCE + TS/label", "BCE"),
-        ("BCE + Platt/label", "BCE"),
     ]:
         for metric in ("macro_auroc", "map_per_class"):
             assert models[mapped][metric]["per_seed"] == pytest.approx(models[base][metric]["per_seed"], abs=1e-6), (

@@ -24,7 +24,7 @@ def payload():
 
 def test_top_level_names_the_profile_the_seeds_and_the_models(payload):
     assert payload["profile"] == "reference"
-    assert payload["seeds"] == [0, 1, 2]
+    assert payload["seeds"] == [0, 1, 2, 3, 4]
     assert payload["models"] == payload["results"]["models"]
 
 
@@ -37,7 +37,7 @@ def test_every_model_is_recipe_slash_model_with_test_sets_and_metrics(payload):
         for name, by_metric in by_set.items():
             assert set(by_metric) == METRICS, (key, name)
             for metric, summary in by_metric.items():
-                assert len(summary["per_seed"]) == 3, (key, name, metric)
+                assert len(summary["per_seed"]) == 5, (key, name, metric)
                 assert math.isclose(summary["mean"], statistics.fmean(summary["per_seed"]), rel_tol=1e-9)
                 assert math.isclose(summary["sd"], statistics.stdev(summary["per_seed"]), rel_tol=1e-9)
 

@@ -109,7 +109,12 @@ def test_multiclass_runs_train_the_over_fitting_recipe_at_its_own_seeds(tmp_path
 
 
 #: the notebooks whose primary tables (and contests) rest on five training seeds (issue 26)
-VERDICT_NOTEBOOKS = ("06_multiclass_comparison",)  # 11 and 12 follow once their seeds 3-4 are trained and read
+VERDICT_NOTEBOOKS = (
+    "06_multiclass_comparison",
+    "11_multilabel_comparison",
+    "12_dataset_shift",
+    "13_multilabel_xrays_and_contest",
+)
 
 
 def test_the_over_fitting_recipe_widens_only_the_small_cnn():
