@@ -339,14 +339,7 @@ def nll_decomposition(
     refined = _rank_chain_log_loss(p, y, recalibration, n_bins)
     frequency = torch.bincount(y, minlength=p.shape[1]).to(torch.float64) / len(y)
     uncertainty = float(-torch.xlogy(frequency, frequency).sum())
-    return ScoreDecomposition(
-        score=score,
-        calibration=score - refined,
-        refinement=refined,
-        uncertainty=uncertainty,
-        resolution=uncertainty - refined,
-        recalibration=f"rank-chain {recalibration} (in-sample)",
-    )
+    return ScoreDecomposition.from_refinement(score, refined, uncertainty, f"rank-chain {recalibration} (in-sample)")
 
 
 # ----------------------------------------------------------------------------------------------------------------

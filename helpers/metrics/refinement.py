@@ -115,6 +115,21 @@ class ScoreDecomposition:
     resolution: float
     recalibration: str
 
+    @classmethod
+    def from_refinement(
+        cls, score: float, refinement: float, uncertainty: float, recalibration: str
+    ) -> ScoreDecomposition:
+        """The decomposition whose calibration and resolution follow from eq. 1: calibration = score − refinement,
+        resolution = uncertainty − refinement (exact when the recalibrated forecast is the one scored)."""
+        return cls(
+            score=score,
+            calibration=score - refinement,
+            refinement=refinement,
+            uncertainty=uncertainty,
+            resolution=uncertainty - refinement,
+            recalibration=recalibration,
+        )
+
     def as_dict(self) -> dict[str, float | str]:
         return asdict(self)
 
@@ -206,14 +221,7 @@ def score_decomposition_from(
     value = float(_score_rows(score, p.to(torch.float64), y).mean())
     refinement = float(_score_rows(score, q, y).mean())
     uncertainty = float(_score_rows(score, frequency.expand_as(q), y).mean())
-    return ScoreDecomposition(
-        score=value,
-        calibration=value - refinement,
-        refinement=refinement,
-        uncertainty=uncertainty,
-        resolution=uncertainty - refinement,
-        recalibration=recalibration,
-    )
+    return ScoreDecomposition.from_refinement(value, refinement, uncertainty, recalibration)
 
 
 def score_decomposition(
