@@ -454,3 +454,30 @@ def test_describe_prints_list_knobs_without_python_quotes():
     text = config.describe()
     assert "losses=[BCE, ASL]" in text and "seeds=[0, 1]" in text
     assert not output_rules.PRINTED_LIST.search(text)
+
+
+def test_publish_refuses_an_execution_whose_sources_are_older_than_the_committed_notebook(tmp_path, monkeypatch):
+    """A notebook executed before a source edit was merged carries the old sources; publishing it would silently
+    revert the edit (this happened to notebook 00's course map). Publishing refuses it and names the first cell
+    that differs; an execution of the same sources (outputs differing) publishes."""
+
+    def keep(nb):
+        pass
+
+    run, published = _reference_run(tmp_path, monkeypatch, keep)
+    committed = json.loads((run / "notebooks" / published.name).read_text(encoding="utf-8"))
+    edited = next(i for i, c in enumerate(committed["cells"]) if c["cell_type"] == "markdown")
+    committed["cells"][edited]["source"] = "# An edit merged after the execution\n"
+    published.write_text(json.dumps(committed))
+    with pytest.raises(SystemExit, match=rf"03_margin_based_label_smoothing: cell {edited} .*differ"):
+        course.publish(run)
+    assert json.loads(published.read_text())["cells"][edited]["source"] == committed["cells"][edited]["source"]
+    assert not (tmp_path / "results").exists()
+
+    same_sources = json.loads((run / "notebooks" / published.name).read_text(encoding="utf-8"))
+    for cell in same_sources["cells"]:
+        if cell["cell_type"] == "code":
+            cell["outputs"] = []
+    published.write_text(json.dumps(same_sources))
+    course.publish(run)
+    assert any(c.get("outputs") for c in json.loads(published.read_text())["cells"] if c["cell_type"] == "code")

@@ -252,6 +252,28 @@ def settle_injected_results_path(nb: dict, stem: str) -> dict:
     return nb
 
 
+def first_source_difference(executed: dict, committed: dict) -> str | None:
+    """Where an executed notebook's cell sources differ from the committed notebook's, in words, or None.
+
+    Papermill's injected-parameters cell is left out (it names the executing run); every other cell's type and
+    source must match, so a notebook executed before a source edit was merged cannot revert that edit."""
+
+    def sources(nb: dict) -> list[tuple[str, str]]:
+        return [
+            (cell["cell_type"], "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"])
+            for cell in nb.get("cells", [])
+            if "injected-parameters" not in cell.get("metadata", {}).get("tags", [])
+        ]
+
+    old, new = sources(executed), sources(committed)
+    for index, (ran, kept) in enumerate(zip(old, new)):
+        if ran != kept:
+            return f"cell {index} (not counting the injected parameters) differs from the committed source"
+    if len(old) != len(new):
+        return f"it has {len(old)} cells and the committed notebook {len(new)} (not counting the injected parameters)"
+    return None
+
+
 def _stored_like(text: str, stored: Any) -> Any:
     """``text`` in the form ``stored`` had: papermill and nbformat write a list of lines, a hand-made cell a string."""
     return text.splitlines(keepends=True) if isinstance(stored, list) else text

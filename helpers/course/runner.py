@@ -463,12 +463,18 @@ def publish(out: Path) -> list[Path]:
             json.loads((out / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
         )
         cleaned[stem] = output_cleanup.settle_injected_results_path(executed, stem)
+        committed = NOTEBOOK_DIR / f"{stem}.ipynb"
+        if committed.is_file():
+            stale = output_cleanup.first_source_difference(cleaned[stem], _load_json_object(committed))
+            if stale:
+                problems.append(f"{stem}: {stale}: it was executed before an edit; re-run it")
         problems += [
             f"{stem}: {rule}: {found[0]}" for rule, found in output_rules.check_notebook(cleaned[stem]).items() if found
         ]
     if problems:
         raise SystemExit(
-            "nothing was published; the executed notebooks break output rules:\n  " + "\n  ".join(problems)
+            "nothing was published; the executed notebooks break output rules or differ from the committed sources:\n  "
+            + "\n  ".join(problems)
         )
     written = []
     REFERENCE_RESULTS_DIR.mkdir(parents=True, exist_ok=True)
