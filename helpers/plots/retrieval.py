@@ -80,6 +80,7 @@ def top_k_hits_plot(
             marker=style.marker,
             markerfacecolor="none" if style.hollow else style.color,
             linestyle="none",
+            label=name,  # no legend is drawn: the rows are labelled on the y axis
         )
     ax.set_yticks(positions, labels=list(rows))
     ax.set_ylim(-0.6, len(rows) - 0.4)
