@@ -47,6 +47,22 @@ def test_interval_plot_rows_and_error_bars():
     assert np.allclose(ax.lines[0].get_xdata(), [10.0, 30.0])
 
 
+def test_top_k_hits_plot_draws_each_ranking_at_its_mean_in_its_model_colour():
+    from helpers.plots.style import model_style
+
+    rows = {"BCE": {"mean": 2.0, "low": 1.5, "high": 2.5}, "ASL": {"mean": 1.0, "low": 0.8, "high": 1.4}}
+    figure, ax = plt.subplots()
+    assert plots.top_k_hits_plot(rows, k=6, ax=ax) is figure
+    labels = {float(y): t.get_text() for y, t in zip(ax.get_yticks(), ax.get_yticklabels())}
+    assert labels == {1.0: "BCE", 0.0: "ASL"}  # the first row on top
+    assert ax.get_xlim() == (0.0, 6.0)
+    data_lines = [container.lines[0] for container in ax.containers]  # one error bar per ranking
+    points = [(float(line.get_xdata()[0]), float(line.get_ydata()[0]), line.get_color()) for line in data_lines]
+    assert points == [(2.0, 1.0, model_style("BCE").color), (1.0, 0.0, model_style("ASL").color)]
+    with pytest.raises(ValueError, match="empty"):
+        plots.top_k_hits_plot({}, k=6)
+
+
 def test_image_row_frames_relevant_green_and_irrelevant_red():
     images = torch.full((2, 1, 4, 4), 128, dtype=torch.uint8)
     figure = plots.image_row(images, relevant=[True, False])

@@ -183,6 +183,8 @@ def _draw(kind, names, ax):
         plots.retrieval_curve({n: {1: 0.5, 2: 0.4} for n in names}, ax=ax)
     elif kind == "retrieval_curve_spread":
         plots.retrieval_curve_spread({n: {1: (0.5, 0.1), 2: (0.4, 0.1)} for n in names}, ax=ax)
+    elif kind == "top_k_hits_plot":
+        plots.top_k_hits_plot({n: {"mean": 2.0, "low": 1.5, "high": 2.5} for n in names}, k=6, ax=ax)
     elif kind == "risk_minimiser_plot":
         plots.risk_minimiser_plot(x, {n: x for n in names}, ax=ax, markers=5)
     elif kind == "confidence_maps":
@@ -218,6 +220,7 @@ KINDS = [
     "retention_curves",
     "retrieval_curve",
     "retrieval_curve_spread",
+    "top_k_hits_plot",
     "risk_minimiser_plot",
     "confidence_maps",
     "partial_loss_plot",

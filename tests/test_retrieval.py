@@ -15,8 +15,10 @@ from helpers.metrics import (
     count_queries,
     enumerate_queries,
     format_query,
+    hits_at_k,
     inclusion_exclusion,
     joint_retrieval_map,
+    mean_over_queries,
     query_log_scores,
     query_relevance,
     retrieval_map,
@@ -293,3 +295,50 @@ def test_retrieval_map_refuses_an_empty_database():
             retrieval_map(np.empty((0, 4)), np.empty((0, 4)), queries=queries)
         with pytest.raises(ValueError, match="no images"):
             joint_retrieval_map(lambda masks: np.empty((0, len(masks))), torch.empty(0, 4), queries)
+
+
+def test_hits_at_k_counts_the_relevant_items_of_the_k_highest_scores():
+    scores = torch.tensor([[0.9, 0.1, 0.8, 0.7], [0.2, 0.4, 0.3, 0.1]], dtype=torch.float64)
+    relevant = torch.tensor([[True, True, False, True], [True, False, False, True]])
+    # row 0: top 2 = items 0, 2 -> one relevant; row 1: top 2 = items 1, 2 -> none
+    assert hits_at_k(scores, relevant, k=2).tolist() == [1, 0]
+    assert hits_at_k(scores, relevant, k=4).tolist() == [3, 2]  # k = N counts every relevant item
+    # a tie at the k-th place counts the earlier item (stable order)
+    tied = torch.tensor([[0.5, 0.5, 0.5]], dtype=torch.float64)
+    assert hits_at_k(tied, torch.tensor([[False, True, True]]), k=1).tolist() == [0]
+    # agrees with top_k on a model's eq. (23) scores
+    g = torch.Generator().manual_seed(1)
+    probs = torch.rand(30, 4, generator=g, dtype=torch.float64)
+    labels = (torch.rand(30, 4, generator=g) < 0.5).to(torch.int64)
+    query = torch.tensor([[1, -1, 0, 1]])
+    relevance = query_relevance(labels, query)
+    expected = int(relevance[0][top_k(probs, query[0], k=6)].sum())
+    assert hits_at_k(query_log_scores(probs, query), relevance, k=6).tolist() == [expected]
+
+
+def test_hits_at_k_and_mean_over_queries_reject_bad_input():
+    scores = torch.zeros(2, 3)
+    with pytest.raises(ValueError, match="k must be"):
+        hits_at_k(scores, torch.zeros(2, 3, dtype=torch.bool), k=4)
+    with pytest.raises(ValueError, match="matching"):
+        hits_at_k(scores, torch.zeros(2, 4, dtype=torch.bool), k=1)
+    with pytest.raises(ValueError, match="NaN"):
+        hits_at_k(torch.full((1, 3), math.nan), torch.zeros(1, 3, dtype=torch.bool), k=1)
+    with pytest.raises(ValueError, match="non-empty"):
+        mean_over_queries([])
+    with pytest.raises(ValueError, match="resamples"):
+        mean_over_queries([1.0, 2.0], n=1)
+
+
+def test_mean_over_queries_is_the_mean_with_a_seeded_percentile_interval():
+    values = torch.arange(100, dtype=torch.float64) / 10
+    result = mean_over_queries(values, n=2000, seed=3)
+    assert result["mean"] == pytest.approx(4.95)
+    assert result["n_queries"] == 100
+    # the bootstrap sd of a mean is sd / sqrt(n): the 95 % interval is about ± 1.96 of it
+    half_width = 1.96 * float(values.std(unbiased=False)) / 10
+    assert result["low"] == pytest.approx(4.95 - half_width, abs=0.1)
+    assert result["high"] == pytest.approx(4.95 + half_width, abs=0.1)
+    assert mean_over_queries(values, n=2000, seed=3) == result  # deterministic
+    constant = mean_over_queries(torch.full((7,), 2.0))
+    assert constant["low"] == constant["high"] == constant["mean"] == 2.0

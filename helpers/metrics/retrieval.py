@@ -38,6 +38,8 @@ __all__ = [
     "joint_retrieval_map",
     "compare_per_query",
     "top_k",
+    "hits_at_k",
+    "mean_over_queries",
     "format_query",
 ]
 
@@ -435,6 +437,45 @@ def top_k(probs: torch.Tensor, query: torch.Tensor, k: int = 5) -> torch.Tensor:
     """Indices of the k database images with the highest ŝ (eq. 23) for one query row (T,)."""
     scores = query_log_scores(probs, torch.as_tensor(query).reshape(1, -1))[0]
     return torch.topk(scores, k=min(k, scores.numel())).indices
+
+
+def hits_at_k(scores: torch.Tensor, relevant: torch.Tensor, k: int = 6) -> torch.Tensor:
+    """Number of relevant items among the k highest scores of each row: ``scores`` (Q, N) (e.g.
+    :func:`query_log_scores`, or an exact joint score), ``relevant`` (Q, N) bool (:func:`query_relevance`); (Q,) int64.
+
+    The top k of a row are its k highest scores, ties broken by item index (a stable sort), so a tie at the k-th
+    place counts the earlier items. The SPA paper's Fig. 4 shows such a top list for one query; averaged over many
+    queries it is precision at k times k.
+    """
+    if scores.ndim != 2 or scores.shape != relevant.shape:
+        raise ValueError(
+            f"scores and relevant must be matching (Q, N) tensors, got {tuple(scores.shape)} and "
+            f"{tuple(relevant.shape)}"
+        )
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= scores.shape[1]:
+        raise ValueError(f"k must be an integer in [1, {scores.shape[1]}] (the number of items), got {k!r}")
+    if bool(torch.isnan(scores).any()):
+        raise ValueError("scores contain NaN")
+    order = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :k]
+    return torch.gather(relevant.to(torch.int64), 1, order.to(relevant.device)).sum(dim=1)
+
+
+def mean_over_queries(values, n: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
+    """Mean of a per-query value (Q,) with its percentile bootstrap interval over the queries (Efron & Tibshirani
+    1993): ``{"mean", "low", "high", "n_queries"}``. As in :func:`compare_per_query`, the interval reads the queries
+    as an independent sample; queries sharing labels are correlated, which makes it too narrow."""
+    values = torch.as_tensor(values, dtype=torch.float64).reshape(-1)
+    if values.numel() == 0 or bool(torch.isnan(values).any()):
+        raise ValueError("values must be a non-empty (Q,) array without NaN")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f"n (number of bootstrap resamples) must be an integer >= 2, got {n!r}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    generator = torch.Generator().manual_seed(seed)
+    means = values[torch.randint(len(values), (n, len(values)), generator=generator)].mean(dim=1)
+    tail = (1.0 - level) / 2
+    low, high = torch.quantile(means, torch.tensor([tail, 1.0 - tail], dtype=torch.float64)).tolist()
+    return {"mean": float(values.mean()), "low": low, "high": high, "n_queries": len(values)}
 
 
 def format_query(query: torch.Tensor, class_names: Sequence[str]) -> str:

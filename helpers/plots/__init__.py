@@ -69,6 +69,7 @@ from helpers.plots.retrieval import (  # noqa: F401
     image_row,
     retrieval_curve,
     retrieval_curve_spread,
+    top_k_hits_plot,
 )
 from helpers.plots.selective_prediction import (  # noqa: F401
     confidence_densities,
@@ -153,6 +154,7 @@ __all__ = [
     "before_after_plot",
     "overlaid_reliability",
     "retrieval_curve_spread",
+    "top_k_hits_plot",
     "binned_output_plot",
     "weight_function_plot",
     "outlier_rows",
