@@ -245,3 +245,18 @@ def test_decision_table_and_record_with_the_treat_all_row_and_paired_differences
     assert record["treat_all_net_benefit"] == pytest.approx(everyone["net_benefit"]["mean"])
     assert record["net_benefit_differences"]["inflated"]["estimate"] == pytest.approx(differences["inflated"].estimate)
     json.dumps(record, allow_nan=False)  # a results JSON refuses NaN
+
+
+def test_treat_none_is_not_drawn_like_the_cross_entropy_line():
+    # issue 28: cross-entropy's course style is a solid black line, so "treat none" must look different
+    from matplotlib.colors import to_rgba
+
+    from helpers.plots.style import model_style
+
+    probs, labels, _ = _exactly_calibrated_population()
+    curves = {"cross-entropy": decisions.decision_curve(probs, labels, 1, np.linspace(0.02, 0.5, 25))}
+    ax = decision_plots.decision_curve_plot(curves, threshold=0.1).axes[0]
+    lines = dict(zip(ax.get_legend_handles_labels()[1], ax.get_legend_handles_labels()[0]))
+    ce, none = lines["cross-entropy"], lines["treat none"]
+    assert to_rgba(ce.get_color()) == to_rgba(model_style("cross-entropy").color)
+    assert (to_rgba(none.get_color()), none.get_linestyle()) != (to_rgba(ce.get_color()), ce.get_linestyle())
