@@ -26,7 +26,7 @@ import torch
 from helpers import data, metrics
 from helpers.lessons import multilabel_comparison
 from helpers.metrics import stats
-from helpers.utils import display_path
+from helpers.utils import display_name, display_path
 
 #: the losses the section trains (focal and ASL add their φ read-outs, notebook 07)
 XRAY_LOSSES = ("BCE", "focal", "ASL", "SPA", "SPA+LPR")
@@ -182,10 +182,14 @@ def run_facts(bundle: Any, cfg: Any) -> dict[str, Any]:
 
 
 def facts_line(facts: Mapping[str, Any]) -> str:
-    """One line of :func:`run_facts`, for the notebook."""
+    """One line of :func:`run_facts`, for the notebook, in words: the data set's display name (a data set without
+    one is a ``KeyError``) and the seeds as a range ("0–4") where they are consecutive."""
     sizes = " / ".join(f"{n:,}" for n in facts["split_sizes"].values())
     positives = ", ".join(f"{name} {count}" for name, count in facts["test_positives"].items())
+    seeds = [int(s) for s in facts["seeds"]]
+    consecutive = len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds)))
+    seed_words = f"{seeds[0]}–{seeds[-1]}" if consecutive else ", ".join(map(str, seeds))
     return (
-        f"{facts['dataset']}, {facts['image_size']} px, train / val / test {sizes}, {facts['epochs']} epochs, "
-        f"seeds {facts['seeds']}; test positives per label: {positives}"
+        f"{display_name('dataset', facts['dataset'])}, {facts['image_size']} px, train / val / test {sizes}, "
+        f"{facts['epochs']} epochs, seeds {seed_words}; test positives per label: {positives}"
     )
