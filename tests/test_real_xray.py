@@ -133,8 +133,8 @@ def test_the_table_measures_every_read_out_and_flags_a_miscalibrated_one_worse_t
     assert per_label == pytest.approx(metrics.multilabel_ece(p, labels, per_label=True))
     difference = result.record["differences_vs_bce"]["focal"]["multilabel_ece"]
     assert difference["low"] > 0.05  # p ** 0.4 forecasts far more positives than occur
-    assert result.table.loc["focal", "Δ ECE pooled vs BCE (pp)"].endswith("worse")
-    assert result.table.loc["BCE", "Δ ECE pooled vs BCE (pp)"] == ""
+    assert result.table.loc["focal", "Δ ECE pooled vs BCE (points)"].endswith("worse")
+    assert result.table.loc["BCE", "Δ ECE pooled vs BCE (points)"] == ""
     assert "2 training seeds" in result.note and "n = 200" in result.note
 
 

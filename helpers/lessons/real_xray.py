@@ -51,14 +51,14 @@ METRICS = {
 HEADERS = {
     "fixed_label_macro_auroc": "macro AUROC, fixed labels (%)",
     "multilabel_ece": "ECE pooled (%)",
-    "multilabel_ece_per_label": "ECE/label (%)",
-    "multilabel_average_calibration_error_per_label": "ACE/label (%)",
+    "multilabel_ece_per_label": "ECE per label (%)",
+    "multilabel_average_calibration_error_per_label": "ACE per label (%)",
 }
 #: the differences to BCE the table prints (the results JSON keeps every metric's)
 SHOWN_DIFFERENCES = {
     "fixed_label_macro_auroc": "Δ AUROC",
     "multilabel_ece": "Δ ECE pooled",
-    "multilabel_ece_per_label": "Δ ECE/label",
+    "multilabel_ece_per_label": "Δ ECE per label",
 }
 #: the reference row: every image gets each label's training prevalence (calibrated on average, ranks nothing)
 CONSTANT = "constant prevalence"
@@ -145,7 +145,7 @@ def xray_table(probs: Mapping[str, Sequence[torch.Tensor]], bundle: Any, n: int,
     deltas = stats.difference_table(differences, REFERENCE, list(SHOWN_DIFFERENCES))
     for name, header in SHOWN_DIFFERENCES.items():
         column = deltas.table[f"{name} (%)"]
-        table[f"{header} vs BCE (pp)"] = [column.get(model, "") for model in probs]
+        table[f"{header} vs BCE (points)"] = [column.get(model, "") for model in probs]
     seeds = len(next(iter(probs.values())))
     auroc = (
         f" Macro AUROC averages the {len(auroc_labels)} labels with at least {MIN_AUROC_POSITIVES} test positives "
