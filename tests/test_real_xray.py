@@ -133,8 +133,8 @@ def test_the_table_measures_every_read_out_and_flags_a_miscalibrated_one_worse_t
     assert per_label == pytest.approx(metrics.multilabel_ece(p, labels, per_label=True))
     difference = result.record["differences_vs_bce"]["focal"]["multilabel_ece"]
     assert difference["low"] > 0.05  # p ** 0.4 forecasts far more positives than occur
-    assert result.table.loc["focal", "Δ ECE pooled vs BCE (pp)"].endswith("worse")
-    assert result.table.loc["BCE", "Δ ECE pooled vs BCE (pp)"] == ""
+    assert result.table.loc["focal", "Δ ECE pooled vs BCE (points)"].endswith("worse")
+    assert result.table.loc["BCE", "Δ ECE pooled vs BCE (points)"] == ""
     assert "2 training seeds" in result.note and "n = 200" in result.note
 
 
@@ -162,7 +162,7 @@ def test_run_facts_count_the_test_positives_of_each_label_and_the_line_names_the
     labels = torch.tensor([[1, 0, 0], [1, 1, 0], [0, 0, 0]], dtype=torch.float32)
     split = Split(torch.zeros(3, 1, 4, 4, dtype=torch.uint8), labels)
     bundle = DatasetBundle(
-        name="tiny_chest",
+        name="chestxray14",
         task="multi-label",
         class_names=["a", "b", "hernia"],
         train=Split(split.images[:2], labels[:2]),
@@ -247,3 +247,18 @@ def test_without_a_label_of_ten_positives_the_table_refuses():
     p, labels = forecasts(0, n=30)
     with pytest.raises(ValueError, match="10 test positives"):
         real_xray.xray_table({"BCE": [p]}, labelled_split(labels[:, :1] * 0), n=20, seed=0)
+
+
+def test_facts_line_names_the_data_set_and_the_seeds_in_words():
+    facts = {
+        "dataset": "chestxray14",
+        "image_size": 28,
+        "epochs": 20,
+        "seeds": [0, 1, 2, 3, 4],
+        "split_sizes": {"train": 725, "val": 94, "test": 181},
+        "test_positives": {"atelectasis": 24, "hernia": 0},
+    }
+    line = real_xray.facts_line(facts)
+    assert line.startswith("ChestX-ray14, 28 px, train / val / test 725 / 94 / 181, 20 epochs, seeds 0–4;")
+    assert "[" not in line and "chestxray14" not in line
+    assert "seeds 0, 2, 3;" in real_xray.facts_line({**facts, "seeds": [0, 2, 3]})

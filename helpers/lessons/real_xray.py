@@ -26,7 +26,7 @@ import torch
 from helpers import data, metrics
 from helpers.lessons import multilabel_comparison
 from helpers.metrics import stats
-from helpers.utils import display_path
+from helpers.utils import display_name, display_path
 
 #: the losses the section trains (focal and ASL add their φ read-outs, notebook 07)
 XRAY_LOSSES = ("BCE", "focal", "ASL", "SPA", "SPA+LPR")
@@ -51,14 +51,14 @@ METRICS = {
 HEADERS = {
     "fixed_label_macro_auroc": "macro AUROC, fixed labels (%)",
     "multilabel_ece": "ECE pooled (%)",
-    "multilabel_ece_per_label": "ECE/label (%)",
-    "multilabel_average_calibration_error_per_label": "ACE/label (%)",
+    "multilabel_ece_per_label": "ECE per label (%)",
+    "multilabel_average_calibration_error_per_label": "ACE per label (%)",
 }
 #: the differences to BCE the table prints (the results JSON keeps every metric's)
 SHOWN_DIFFERENCES = {
     "fixed_label_macro_auroc": "Δ AUROC",
     "multilabel_ece": "Δ ECE pooled",
-    "multilabel_ece_per_label": "Δ ECE/label",
+    "multilabel_ece_per_label": "Δ ECE per label",
 }
 #: the reference row: every image gets each label's training prevalence (calibrated on average, ranks nothing)
 CONSTANT = "constant prevalence"
@@ -145,7 +145,7 @@ def xray_table(probs: Mapping[str, Sequence[torch.Tensor]], bundle: Any, n: int,
     deltas = stats.difference_table(differences, REFERENCE, list(SHOWN_DIFFERENCES))
     for name, header in SHOWN_DIFFERENCES.items():
         column = deltas.table[f"{name} (%)"]
-        table[f"{header} vs BCE (pp)"] = [column.get(model, "") for model in probs]
+        table[f"{header} vs BCE (points)"] = [column.get(model, "") for model in probs]
     seeds = len(next(iter(probs.values())))
     auroc = (
         f" Macro AUROC averages the {len(auroc_labels)} labels with at least {MIN_AUROC_POSITIVES} test positives "
@@ -182,10 +182,14 @@ def run_facts(bundle: Any, cfg: Any) -> dict[str, Any]:
 
 
 def facts_line(facts: Mapping[str, Any]) -> str:
-    """One line of :func:`run_facts`, for the notebook."""
+    """One line of :func:`run_facts`, for the notebook, in words: the data set's display name (a data set without
+    one is a ``KeyError``) and the seeds as a range ("0–4") where they are consecutive."""
     sizes = " / ".join(f"{n:,}" for n in facts["split_sizes"].values())
     positives = ", ".join(f"{name} {count}" for name, count in facts["test_positives"].items())
+    seeds = [int(s) for s in facts["seeds"]]
+    consecutive = len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds)))
+    seed_words = f"{seeds[0]}–{seeds[-1]}" if consecutive else ", ".join(map(str, seeds))
     return (
-        f"{facts['dataset']}, {facts['image_size']} px, train / val / test {sizes}, {facts['epochs']} epochs, "
-        f"seeds {facts['seeds']}; test positives per label: {positives}"
+        f"{display_name('dataset', facts['dataset'])}, {facts['image_size']} px, train / val / test {sizes}, "
+        f"{facts['epochs']} epochs, seeds {seed_words}; test positives per label: {positives}"
     )
