@@ -103,10 +103,11 @@ def test_records_say_which_runs_come_from_older_training_code(tmp_path, monkeypa
     assert lines[1] == f"  stored_runs/tiny/{old.key}.npz  (old)"
 
 
-def test_time_recipes_and_the_tables_of_notebook_00():
+def test_time_recipes_and_the_tables_of_notebook_00(capsys):
     from helpers.course import output_rules
 
     bundle = tiny_bundle()
+    capsys.readouterr()
     timing = suites.time_recipes(
         bundle,
         {"well-regularised": 30},
@@ -117,6 +118,9 @@ def test_time_recipes_and_the_tables_of_notebook_00():
         device="cpu",
         timing_images=32,
     )
+    # the timing prints no training log line ("epochs: 1/1 in 2 s (training loss=...)"): notebook 00 shows its table
+    captured = capsys.readouterr()
+    assert "training loss" not in captured.out + captured.err and "epochs:" not in captured.out + captured.err
     row = timing["well-regularised"]
     assert row["model"] == "small_cnn" and row["epochs"] == 30 and row["train images/s"] > 0
     assert row["min per run"] == pytest.approx(30 * row["s per full epoch"] / 60)

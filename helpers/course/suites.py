@@ -296,6 +296,7 @@ def time_recipes(
     the recipe's settings, on the first ``timing_images`` training images (128 validation images during training), then
     one timed pass over the full validation split. Returns, per recipe, the model, its parameter count, the training
     and validation speeds (images/s), the seconds of one full epoch, the run's epochs and the minutes of one run.
+    The timed trainings print nothing (no progress bar or log line).
     """
     from helpers.losses import CrossEntropy
     from helpers.training import prediction, train
@@ -312,8 +313,8 @@ def time_recipes(
         torch.manual_seed(seed)
         net = models.build_model(model_name, bundle.n_channels, bundle.n_classes, image_size=bundle.image_size)
         config = training_recipes.recipe_config(
-            recipe, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, device=device
-        )
+            recipe, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, device=device, progress=False
+        )  # no training log line: the notebook prints the timing table
         fitted = train.fit(net, CrossEntropy(), subset, config)
         started = time.perf_counter()
         prediction.predict_logits(fitted.model, bundle.val.images, batch_size=config.eval_batch_size)
