@@ -188,3 +188,46 @@ def test_evaluation_of_stored_runs_against_bce_gives_tables_with_headers_in_word
     headers = [str(h) for table, _ in tables for h in table.columns]
     assert "RMS error vs exact posteriors (%)" in headers and "ACE (%)" in headers
     assert not any(output_rules.RAW_KEY.match(h) for h in headers)
+
+
+def _ablation_case():
+    g = torch.Generator().manual_seed(3)
+    eta = torch.rand(60, 3, generator=g, dtype=torch.float64) * 0.8 + 0.1
+    labels = (torch.rand(60, 3, generator=g, dtype=torch.float64) < eta).long()
+    distorted = eta.sqrt()  # a monotone over-estimating map, like focal's and ASL's
+    queries = torch.tensor([[1, -1, 0], [1, 0, 0], [1, 1, -1], [0, 1, -1]])
+    return eta, distorted, labels, queries
+
+
+def test_term_distortion_ablation_matches_hand_built_scores():
+    eta, distorted, labels, queries = _ablation_case()
+    aps = mla.term_distortion_ablation(eta, distorted, labels, queries, chunk=3)
+    relevant = metrics.query_relevance(labels, queries)
+    # query 0 = {0 wanted, 1 unwanted}: wanted-only distortion scores log g0 + log(1 − η1)
+    hand = (torch.log(distorted[:, 0]) + torch.log1p(-eta[:, 1]))[None]
+    assert torch.allclose(aps["wanted terms only"][:1], metrics.average_precision(hand, relevant[:1]))
+    hand = (torch.log(eta[:, 0]) + torch.log1p(-distorted[:, 1]))[None]
+    assert torch.allclose(aps["unwanted terms only"][:1], metrics.average_precision(hand, relevant[:1]))
+    assert torch.allclose(aps["exact"], metrics.average_precision(metrics.query_log_scores(eta, queries), relevant))
+    assert torch.allclose(
+        aps["both"], metrics.average_precision(metrics.query_log_scores(distorted, queries), relevant)
+    )
+    # query 1 has no unwanted label: distorting only unwanted terms changes nothing, a monotone map on one
+    # wanted label keeps its ranking
+    assert aps["unwanted terms only"][1] == aps["exact"][1] == aps["wanted terms only"][1]
+    assert not torch.allclose(aps["both"], aps["exact"])  # the multi-term queries do change
+
+
+def test_ablation_table_rows_and_bad_input():
+    eta, distorted, labels, queries = _ablation_case()
+    aps = mla.term_distortion_ablation(eta, distorted, labels, queries)
+    table = mla.ablation_table(aps, queries)
+    assert list(table.columns) == ["L=1", "L=2", "L=3"]
+    expected = 100 * float(aps["both"][2] - aps["exact"][2])  # the one query of length 3
+    assert table.loc["both", "L=3"] == pytest.approx(expected)
+    # the no-unwanted-label row at L=1 is query 1 alone, unchanged by a monotone map
+    assert table.loc["both, queries with no unwanted label", "L=1"] == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="same shape"):
+        mla.term_distortion_ablation(eta, distorted[:, :2], labels, queries)
+    with pytest.raises(ValueError, match="chunk"):
+        mla.term_distortion_ablation(eta, distorted, labels, queries, chunk=0)

@@ -46,6 +46,7 @@ from helpers.lessons.multilabel_analysis import (  # noqa: F401
     LOSS_NAMES,
     RANKING_METRICS,
     SUMMARY_METRICS,
+    ablation_table,
     binned_calibration_with_counts,
     bootstrap_table,
     course_losses,
@@ -60,6 +61,7 @@ from helpers.lessons.multilabel_analysis import (  # noqa: F401
     probability_readouts,
     readouts_by_model,
     risk_minimiser_curves,
+    term_distortion_ablation,
 )
 from helpers.lessons.multilabel_comparison import (  # noqa: F401
     COMPARISON_METRICS,
@@ -120,6 +122,8 @@ from helpers.lessons.tuning import (  # noqa: F401
 )
 
 __all__ = [
+    "ablation_table",
+    "term_distortion_ablation",
     "METHOD",
     "SeedAwareDifferences",
     "seed_aware_differences",

@@ -394,3 +394,59 @@ def evaluation_tables(summaries: Mapping, differences: Mapping) -> list[tuple[pd
         table = stats.difference_table(rows, "BCE", columns, digits=digits, labels=TABLE_LABELS)
         tables.append((table.table, table.note))
     return tables
+
+
+def term_distortion_ablation(eta, distorted, labels, queries, chunk: int = 500) -> dict[str, torch.Tensor]:
+    """AP of every query (eq. 23 scores, Cheng & Vasconcelos, CVPR 2024, sec. 5.3) when a per-label distortion
+    η → η̂ is applied to the query's wanted terms only, to its unwanted terms only, to both, or to neither.
+
+    ``eta`` and ``distorted`` are (N, T) probabilities of the same images (e.g. the exact posteriors and a loss's
+    :func:`ideal_output` of them), ``labels`` (N, T) the database labels, ``queries`` (Q, T) signed label rows.
+    The mixed scores are sums of eq. (23)'s log terms: log ŝ(g, all) − log ŝ(g, wanted) + log ŝ(η, wanted)
+    swaps the wanted terms back to η, so a saturated unwanted output (η̂ = 1, term −∞) stays −∞ as in "both".
+    Returns {"exact", "wanted terms only", "unwanted terms only", "both"}: (Q,) AP, NaN without a relevant image.
+    """
+    eta, distorted = torch.as_tensor(eta, dtype=torch.float64), torch.as_tensor(distorted, dtype=torch.float64)
+    if eta.shape != distorted.shape:
+        raise ValueError(
+            f"eta and distorted must have the same shape, got {tuple(eta.shape)}, {tuple(distorted.shape)}"
+        )
+    if chunk < 1:
+        raise ValueError(f"chunk must be a positive number of queries, got {chunk}")
+    queries = torch.as_tensor(queries)
+    out: dict[str, list[torch.Tensor]] = {"exact": [], "wanted terms only": [], "unwanted terms only": [], "both": []}
+    for start in range(0, queries.shape[0], chunk):
+        block = queries[start : start + chunk]
+        wanted = block.clamp(min=0)  # the same queries without their unwanted labels
+        true_all, true_wanted = metrics.query_log_scores(eta, block), metrics.query_log_scores(eta, wanted)
+        g_all, g_wanted = metrics.query_log_scores(distorted, block), metrics.query_log_scores(distorted, wanted)
+        relevant = metrics.query_relevance(torch.as_tensor(labels), block)
+        scores = {
+            "exact": true_all,
+            "wanted terms only": true_all - true_wanted + g_wanted,
+            "unwanted terms only": g_all - g_wanted + true_wanted,
+            "both": g_all,
+        }
+        for name, s in scores.items():
+            out[name].append(metrics.average_precision(s, relevant))
+    return {name: torch.cat(parts) if parts else torch.empty(0) for name, parts in out.items()}
+
+
+def ablation_table(aps: Mapping[str, torch.Tensor], queries) -> pd.DataFrame:
+    """Mean change of AP against the exact scores (points) by query length, for each distortion of
+    :func:`term_distortion_ablation`, plus the "both" row over the queries without an unwanted label."""
+    queries = torch.as_tensor(queries)
+    lengths, no_unwanted = (queries != 0).sum(dim=1), ~(queries == -1).any(dim=1)
+    exact = aps["exact"]
+    valid = ~torch.isnan(exact)
+    rows: dict[str, dict[str, float]] = {}
+    selections = [(name, name, torch.ones_like(valid)) for name in ("wanted terms only", "unwanted terms only", "both")]
+    selections.append(("both, queries with no unwanted label", "both", no_unwanted))
+    for row, key, mask in selections:
+        rows[row] = {}
+        for length in sorted(int(v) for v in lengths.unique()):
+            keep = valid & mask & (lengths == length)
+            rows[row][f"L={length}"] = (
+                float(100 * (aps[key][keep] - exact[keep]).mean()) if keep.any() else float("nan")
+            )
+    return pd.DataFrame(rows).T
