@@ -47,6 +47,13 @@ def test_before_after_plot_uses_two_colours_and_a_legend():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["before TS", "after TS"]
 
 
+def test_before_after_plot_takes_the_colours_it_is_given():
+    before = {"CE": (0.15, 0.14, 0.16)}
+    after = {"CE": (0.03, 0.02, 0.04)}
+    ax = plots.before_after_plot(before, after, colors=("#1B9E77", "#7570B3")).axes[0]
+    assert sorted(_point_colors(ax)) == ["#1b9e77", "#7570b3"]
+
+
 def test_before_after_plot_refuses_different_models():
     with pytest.raises(ValueError, match="same models"):
         plots.before_after_plot({"a": (1, 0, 2)}, {"b": (1, 0, 2)})

@@ -151,8 +151,11 @@ def before_after_plot(
     title: str | None = None,
     labels: tuple[str, str] = ("before", "after"),
     scale: float = 100.0,
+    colors: tuple[str, str] = (ACCURACY_COLOR, AFTER_COLOR),
 ) -> Figure:
     """Each model's value before and after a change (e.g. temperature scaling) in two colours, one row per model.
+    ``colors`` (before, after) lets a notebook keep them apart from another figure's colours (e.g. its reliability
+    diagrams' blue bars and orange gaps).
 
     ``before`` and ``after`` map the same names to (centre, low, high) — e.g. mean and mean ∓ sd over seeds —
     multiplied by ``scale``; the "before" point sits just above the row, the "after" point just below.
@@ -166,8 +169,8 @@ def before_after_plot(
     figure, ax = figure_and_axes(ax, (5.0, 0.8 + 0.4 * len(names)))
     positions = np.arange(len(names))[::-1]
     for offset, values, color, label in (
-        (0.15, values_before, ACCURACY_COLOR, labels[0]),
-        (-0.15, values_after, AFTER_COLOR, labels[1]),
+        (0.15, values_before, colors[0], labels[0]),
+        (-0.15, values_after, colors[1], labels[1]),
     ):
         ax.errorbar(
             values[:, 0],
