@@ -5,14 +5,14 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.colors import to_hex  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from matplotlib.colors import to_hex  # noqa: E402
 
 from helpers import plots  # noqa: E402
-from helpers.plots import style  # noqa: E402
 from helpers.metrics import confidence_by_correctness, r_auc, retention_curve  # noqa: E402
+from helpers.plots import style  # noqa: E402
 
 
 @pytest.fixture
