@@ -8,9 +8,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from matplotlib.colors import to_hex  # noqa: E402
 
 from helpers import plots  # noqa: E402
 from helpers.metrics import confidence_by_correctness, r_auc, retention_curve  # noqa: E402
+from helpers.plots import style  # noqa: E402
 
 
 @pytest.fixture
@@ -36,6 +38,16 @@ def test_confidence_densities_integrate_to_one_and_draw_on_given_axes(probs_labe
     assert heights.size == 20
     assert heights[:10].sum() * 0.1 == pytest.approx(1.0)
     assert heights[10:].sum() * 0.1 == pytest.approx(1.0)
+    plt.close(figure)
+
+
+def test_confidence_densities_use_no_model_colour_for_correct_and_incorrect(probs_labels):
+    figure, ax = plt.subplots()
+    plots.confidence_densities(*confidence_by_correctness(*probs_labels), ax=ax, bins=10)
+    colours = [to_hex(patch.get_facecolor()[:3]).lower() for patch in ax.patches]
+    assert set(colours[:10]) == {style.ACCURACY_COLOR.lower()} and set(colours[10:]) == {style.GAP_COLOR.lower()}
+    model_colours = {to_hex(s.color).lower() for s in style.MODEL_STYLES.values()}
+    assert not model_colours & set(colours)
     plt.close(figure)
 
 

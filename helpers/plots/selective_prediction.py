@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from helpers.metrics import retention_area
-from helpers.plots.style import GAP_COLOR, figure_and_axes, figure_styles, label_axes, to_numpy
+from helpers.plots.style import ACCURACY_COLOR, GAP_COLOR, figure_and_axes, figure_styles, label_axes, to_numpy
 
 __all__ = ["retention_curves", "confidence_densities"]
 
@@ -48,14 +48,15 @@ def retention_curves(curves: Mapping[str, tuple[Any, Any]], ax: Axes | None = No
 def confidence_densities(
     correct: Any, incorrect: Any, ax: Axes | None = None, title: str | None = None, bins: int = 20
 ) -> Figure:
-    """Density histograms of the top-label confidence of correct (green) and incorrect (red) predictions
-    (LS+ paper Fig. 2); each histogram integrates to 1."""
+    """Density histograms of the top-label confidence of correct (blue, the accuracy colour) and incorrect (red,
+    the gap colour) predictions (LS+ paper Fig. 2); each histogram integrates to 1. Neither is a model colour, so a
+    figure beside a per-model one does not reuse a model's colour for "correct"."""
     correct, incorrect = to_numpy(correct).ravel(), to_numpy(incorrect).ravel()
     if correct.size + incorrect.size == 0:
         raise ValueError("no confidences to plot; pass selective.confidence_by_correctness(probs, labels)")
     figure, ax = figure_and_axes(ax, (4.6, 3.4))
     edges = np.linspace(0, 1, bins + 1)
-    for values, color, label in ((correct, "#55A868", "correct"), (incorrect, GAP_COLOR, "incorrect")):
+    for values, color, label in ((correct, ACCURACY_COLOR, "correct"), (incorrect, GAP_COLOR, "incorrect")):
         if values.size:
             ax.hist(values, bins=edges, density=True, color=color, alpha=0.5, label=f"{label} (n={values.size})")
     ax.set_xlim(0, 1)
