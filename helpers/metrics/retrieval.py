@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from helpers.metrics import bootstrapping
+
 if TYPE_CHECKING:
     import scipy.sparse
 
@@ -461,21 +463,15 @@ def hits_at_k(scores: torch.Tensor, relevant: torch.Tensor, k: int = 6) -> torch
 
 
 def mean_over_queries(values, n: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
-    """Mean of a per-query value (Q,) with its percentile bootstrap interval over the queries (Efron & Tibshirani
-    1993): ``{"mean", "low", "high", "n_queries"}``. As in :func:`compare_per_query`, the interval reads the queries
-    as an independent sample; queries sharing labels are correlated, which makes it too narrow."""
+    """Mean of a per-query value (Q,) with its percentile bootstrap interval over the queries
+    (:func:`helpers.metrics.bootstrapping.bootstrap` of the mean): ``{"mean", "low", "high", "n_queries"}``. As in
+    :func:`compare_per_query`, the interval reads the queries as an independent sample; queries sharing labels are
+    correlated, which makes it too narrow."""
     values = torch.as_tensor(values, dtype=torch.float64).reshape(-1)
     if values.numel() == 0 or bool(torch.isnan(values).any()):
         raise ValueError("values must be a non-empty (Q,) array without NaN")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        raise ValueError(f"n (number of bootstrap resamples) must be an integer >= 2, got {n!r}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
-    generator = torch.Generator().manual_seed(seed)
-    means = values[torch.randint(len(values), (n, len(values)), generator=generator)].mean(dim=1)
-    tail = (1.0 - level) / 2
-    low, high = torch.quantile(means, torch.tensor([tail, 1.0 - tail], dtype=torch.float64)).tolist()
-    return {"mean": float(values.mean()), "low": low, "high": high, "n_queries": len(values)}
+    result = bootstrapping.bootstrap(lambda v, _: float(v.mean()), values, values, n=n, seed=seed, level=level)
+    return {"mean": result.estimate, "low": result.low, "high": result.high, "n_queries": len(values)}
 
 
 def format_query(query: torch.Tensor, class_names: Sequence[str]) -> str:
