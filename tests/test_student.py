@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from helpers.course import student
+from helpers.course.output_cleanup import cell_source
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,7 +74,7 @@ def stdout(cell):
 def test_stubs_replace_only_the_solutions():
     nb = exercise_notebook()
     version = student.student_notebook(nb)
-    sources = [student._source(c) for c in version["cells"]]
+    sources = [cell_source(c) for c in version["cells"]]
     assert sources[3] == (
         "def focal_loss(logits, labels, gamma):\n"
         '    """Mean focal loss -(1 - p_t)^gamma log p_t (Lin et al. 2017)."""\n'
@@ -81,7 +82,7 @@ def test_stubs_replace_only_the_solutions():
     )
     assert sources[6] == "Intro kept.\n*Your answer here.*"
     assert sources[7] == "# YOUR CODE HERE\nraise NotImplementedError()"
-    assert sources[4] == FOCAL_CHECK and sources[8] == student._source(nb["cells"][8])  # checks kept verbatim
+    assert sources[4] == FOCAL_CHECK and sources[8] == cell_source(nb["cells"][8])  # checks kept verbatim
     text = json.dumps(version)
     assert "log_softmax" not in text and "Cross-entropy: the factor" not in text and "0.5 ** 2" not in text
     assert nb == exercise_notebook()  # the instructor version is not modified
@@ -128,7 +129,7 @@ def test_make_student_writes_every_notebook_without_outputs(tmp_path):
         assert replaced == student.solution_count(instructor)
         kept = [c for c in instructor["cells"] if student.SOLUTION_TAG not in c["metadata"].get("tags", [])]
         assert len(version["cells"]) == len(instructor["cells"])
-        assert all(student._source(c) in {student._source(v) for v in version["cells"]} for c in kept)
+        assert all(cell_source(c) in {cell_source(v) for v in version["cells"]} for c in kept)
 
 
 @pytest.mark.parametrize(

@@ -252,6 +252,12 @@ def settle_injected_results_path(nb: dict, stem: str) -> dict:
     return nb
 
 
+def cell_source(cell: dict) -> str:
+    """A cell's source as one string: nbformat and papermill store a list of lines, a hand-made cell a string."""
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
 def first_source_difference(executed: dict, committed: dict) -> str | None:
     """Where an executed notebook's cell sources differ from the committed notebook's, in words, or None.
 
@@ -260,7 +266,7 @@ def first_source_difference(executed: dict, committed: dict) -> str | None:
 
     def sources(nb: dict) -> list[tuple[str, str]]:
         return [
-            (cell["cell_type"], "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"])
+            (cell["cell_type"], cell_source(cell))
             for cell in nb.get("cells", [])
             if "injected-parameters" not in cell.get("metadata", {}).get("tags", [])
         ]

@@ -48,7 +48,7 @@ def notebook_profiles(notebook: str) -> dict[str, dict[str, Any]]:
     [path] = list_notebooks([notebook])
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     for cell in cells:
-        source = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
+        source = output_cleanup.cell_source(cell) if cell["cell_type"] == "code" else ""
         for node in ast.parse(source).body if "PROFILES" in source else []:
             if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PROFILES" for t in node.targets):
                 return eval(compile(ast.Expression(node.value), str(path), "eval"), {"__builtins__": {}, "dict": dict})

@@ -26,7 +26,7 @@ import copy
 import json
 from pathlib import Path
 
-from helpers.course.output_cleanup import write_notebook_atomically
+from helpers.course.output_cleanup import cell_source, write_notebook_atomically
 from helpers.utils import REPO_ROOT, display_path
 
 SOLUTION_TAG = "solution"
@@ -39,11 +39,6 @@ MARKDOWN_STUB = "*Your answer here.*"
 
 class ExerciseFormatError(ValueError):
     """A notebook whose solution / check cells do not follow the conventions of this module."""
-
-
-def _source(cell: dict) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
 
 
 def _tags(cell: dict) -> set[str]:
@@ -74,7 +69,7 @@ def _replace_between_markers(text: str, markers: tuple[str, str], stub: list[str
 def stub_cell(cell: dict, where: str) -> dict:
     """The student's version of one ``solution`` cell (outputs cleared)."""
     cell = copy.deepcopy(cell)
-    text = _source(cell)
+    text = cell_source(cell)
     if cell["cell_type"] == "code":
         markers, stub = CODE_MARKERS, list(CODE_STUB)
     else:
