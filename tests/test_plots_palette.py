@@ -51,6 +51,20 @@ def test_fallback_colours_never_look_like_a_model_colour():
 
 
 @pytest.mark.parametrize("family", [style.MULTICLASS_MODELS, style.MULTILABEL_MODELS])
+def test_no_two_models_of_a_family_have_colours_a_reader_confuses(family):
+    """Focal's pink and FLSD-53's mauve (ΔE 14) read as one colour in 02 and 06 (issue 28)."""
+    for first, second in itertools.combinations(family, 2):
+        distance = np.linalg.norm(_lab(style.MODEL_STYLES[first].color) - _lab(style.MODEL_STYLES[second].color))
+        assert distance >= 20, (first, second, round(float(distance), 1))
+
+
+@pytest.mark.parametrize("reference", ["oracle", "exact marginals"])
+def test_the_exact_posteriors_are_not_drawn_in_the_grey_of_the_perfect_calibration_diagonal(reference):
+    """The Bayes row of 08 and 11 was grey, like the dashed diagonal beside it (issue 28)."""
+    assert np.linalg.norm(_lab(style.MODEL_STYLES[reference].color) - _lab("grey")) >= 25
+
+
+@pytest.mark.parametrize("family", [style.MULTICLASS_MODELS, style.MULTILABEL_MODELS])
 def test_colours_and_markers_are_unique_within_a_family(family):
     colours = [style.MODEL_STYLES[name].color for name in family]
     markers = [style.MODEL_STYLES[name].marker for name in family]

@@ -3,7 +3,7 @@ item 3).
 
 A run notebook prints, in its main flow, at most one line saying what it read (:func:`provenance`)::
 
-    72 stored runs · DermaMNIST 28 px · seeds 0–4 · trained on a CPU and a GPU, 45 of 72 deterministically
+    72 stored runs · DermaMNIST 28 px · seeds 0–4 · trained on a CPU and a GPU
 
 in words (display names, :func:`helpers.utils.display_name`): no hash, no path, no list, no settings. Everything
 the machinery knows goes into one code cell tagged ``expert`` at the end of the notebook (:func:`details`), which the

@@ -136,7 +136,9 @@ def figure_legend_below(figure: Figure, axes: Sequence[Axes], ncols: int = 2) ->
 #
 # Base palette: Okabe & Ito (2008), "Color Universal Design" (black, bluish green #009E73, reddish purple #CC79A7,
 # sky blue #56B4E9, orange #E69F00), extended with Paul Tol's colour-blind-safe "muted" scheme (indigo #332288,
-# olive #999933, wine #882255, teal #44AA99, purple #AA4499, green #117733, cyan #88CCEE) and an ochre #997700.
+# olive #999933, wine #882255, purple #AA4499, green #117733, cyan #88CCEE), an ochre #997700 and matplotlib's brown
+# #8C564B. Within a family no two models are closer than CIELAB ΔE 20 (focal's pink and a mauve FLSD-53 were one
+# colour to readers); the exact posteriors are purple, never the grey of the perfect-calibration diagonal.
 # Okabe-Ito blue #0072B2 and vermillion #D55E00 are left out: they are within CIELAB ΔE 30 of ACCURACY_COLOR and of
 # the gap colours, which belong to the reliability diagram alone (``MIN_GAP_DISTANCE``).
 
@@ -173,7 +175,7 @@ MODEL_STYLES: dict[str, ModelStyle] = {
     "LS+": ModelStyle("#999933", "v"),
     "CCL-Net": ModelStyle("#56B4E9", "P"),
     "DCA": ModelStyle("#882255", "X"),
-    "MDCA": ModelStyle("#44AA99", "*"),
+    "MDCA": ModelStyle("#8C564B", "*"),
     "BCE": ModelStyle("#000000", "o"),
     "ASL": ModelStyle("#E69F00", "<"),
     "ASL (detached)": ModelStyle("#E69F00", "<", "--", True),
@@ -181,11 +183,11 @@ MODEL_STYLES: dict[str, ModelStyle] = {
     "SPA+LPR": ModelStyle("#88CCEE", "p"),
     "BCE+LPR": ModelStyle("#997700", "h"),
     "LDACE": ModelStyle("#332288", "H"),
-    "LDACE+CCL": ModelStyle("#56B4E9", "8"),
-    "FLSD-53": ModelStyle("#AA4499", "h"),
+    "LDACE+CCL": ModelStyle("#882255", "8"),
+    "FLSD-53": ModelStyle("#E69F00", "h"),
     "class prior": ModelStyle("#999999", "x", ":"),
-    "oracle": ModelStyle("#666666", "+", "-."),
-    "exact marginals": ModelStyle("#666666", "x", ":"),
+    "oracle": ModelStyle("#AA4499", "+", "-."),
+    "exact marginals": ModelStyle("#AA4499", "x", ":"),
 }
 MULTICLASS_MODELS = ("cross-entropy", "LS", "focal", "FLSD-53", "MbLS", "LS+", "CCL-Net", "DCA", "MDCA")
 #: the multi-label "focal" is asymmetric focal with (γ⁺, γ⁻) = (0, 4) (:func:`helpers.lessons.course_losses`): one

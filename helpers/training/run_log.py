@@ -192,7 +192,7 @@ def device_kind(device: str) -> str:
 def provenance_line(records: list[RunRecord], data: str, stale_note: bool = True) -> str:
     """The one line of provenance a notebook prints in its main flow (module docstring): how many runs and where
     from, ``data`` (the data set in words, e.g. "DermaMNIST 28 px"), the seeds, the kind of device and whether
-    deterministically; no hash, no path, no list. ``data`` alone when ``records`` is empty (a notebook that loads
+    deterministically (all or none; a mix is counted in :func:`summary_line`); no hash, no path, no list. ``data`` alone when ``records`` is empty (a notebook that loads
     no run)."""
     if not records:
         return f"{data} · no trained model loaded"
@@ -208,8 +208,8 @@ def provenance_line(records: list[RunRecord], data: str, stale_note: bool = True
         how = f"trained deterministically on {where}"
     elif deterministic == 0:
         how = f"trained on {where}, not deterministically"
-    else:
-        how = f"trained on {where}, {deterministic} of {len(records)} deterministically"
+    else:  # how many deterministically is told by the folded details (summary_line), not the main flow
+        how = f"trained on {where}"
     parts = [" + ".join(counts), data, _seeds(records), how]
     stale = sum(not record.current for record in records)
     if stale and stale_note:
