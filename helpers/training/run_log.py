@@ -192,8 +192,8 @@ def device_kind(device: str) -> str:
 def provenance_line(records: list[RunRecord], data: str, stale_note: bool = True) -> str:
     """The one line of provenance a notebook prints in its main flow (module docstring): how many runs and where
     from, ``data`` (the data set in words, e.g. "DermaMNIST 28 px"), the seeds, the kind of device and whether
-    deterministically (all or none; a mix is counted in :func:`summary_line`); no hash, no path, no list. ``data`` alone when ``records`` is empty (a notebook that loads
-    no run)."""
+    deterministically (all or none; a mix is counted in :func:`summary_line`); no hash, no path, no list. ``data``
+    alone when ``records`` is empty (a notebook that loads no run)."""
     if not records:
         return f"{data} · no trained model loaded"
     counts = [
