@@ -3,6 +3,7 @@ helpers.metrics.stats, no bootstrap interval for the debiased ECE) and the tempe
 
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 import torch
 
@@ -84,3 +85,19 @@ def test_interval_note_names_the_level_and_the_resamples():
     note = C.interval_note(1000)
     assert "95 % paired bootstrap intervals" in note and "1000 resamples" in note
     assert len(note) < 2 * output_rules.MAX_LINE
+
+
+def test_column_groups_cut_a_wide_table_into_consecutive_groups_keeping_every_row():
+    table = pd.DataFrame([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]], index=["a", "b"], columns=list("vwxyz"))
+    first, second = C.column_groups(table)
+    assert list(first.columns) == ["v", "w", "x"] and list(second.columns) == ["y", "z"]
+    assert list(first.index) == list(second.index) == ["a", "b"]
+    pd.testing.assert_frame_equal(pd.concat([first, second], axis=1), table)
+    assert [list(g.columns) for g in C.column_groups(table, 3)] == [["v", "w"], ["x", "y"], ["z"]]
+
+
+@pytest.mark.parametrize("parts", [0, 6, 1.5])
+def test_column_groups_refuse_a_count_of_groups_the_table_cannot_have(parts):
+    table = pd.DataFrame([[1, 2, 3, 4, 5]], columns=list("vwxyz"))
+    with pytest.raises(ValueError, match="group"):
+        C.column_groups(table, parts)

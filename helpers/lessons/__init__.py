@@ -6,6 +6,7 @@ Imports every layer below it (training, plots, calibration, metrics, losses, dat
 
 from helpers.lessons.comparison_tables import (  # noqa: F401
     MetricGroups,
+    column_groups,
     difference_tables,
     interval_note,
     mean_confidence,

@@ -115,3 +115,18 @@ def interval_note(n_resamples: int, level: float = 0.95) -> str:
         f"Δ = model − reference, mean over training seeds; {100 * level:g} % paired bootstrap intervals over the test "
         f"set ({n_resamples} resamples, each shared by both models and every seed)."
     )
+
+
+def column_groups(table: pd.DataFrame, parts: int = 2) -> list[pd.DataFrame]:
+    """``table`` cut into ``parts`` consecutive groups of columns, each with every row, as near equal in width as
+    the column count allows (the first groups one column wider), so that a wide comparison table fits the website's
+    text column when each group is displayed in turn."""
+    if not isinstance(parts, int) or parts < 1:
+        raise ValueError(f"parts must be a positive whole number of column groups, got {parts!r}")
+    if parts > table.shape[1]:
+        raise ValueError(f"cannot cut {table.shape[1]} columns into {parts} groups; ask for at most {table.shape[1]}")
+    size, extra = divmod(table.shape[1], parts)
+    bounds = [0]
+    for part in range(parts):
+        bounds.append(bounds[-1] + size + (part < extra))
+    return [table.iloc[:, start:stop] for start, stop in zip(bounds, bounds[1:])]
