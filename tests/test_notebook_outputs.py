@@ -483,6 +483,15 @@ def test_clean_folds_an_expert_code_cell_on_the_site_and_in_jupyterlab():
     assert cell["outputs"] == nb["cells"][-1]["outputs"]
 
 
+def test_clean_folds_a_hidden_machinery_cell_in_jupyterlab_as_the_site_does():
+    """A code cell tagged ``hide-cell`` (the imports, ``save_results``) is folded on the website; JupyterLab showed
+    it open, so a student reading there met the machinery the site hides (issue 28)."""
+    nb = good_notebook()
+    nb["cells"].append(code("from helpers import course", [], tags=["hide-cell"]))
+    cleaned, _ = output_cleanup.clean_notebook(nb)
+    assert cleaned["cells"][-1]["metadata"]["jupyter"] == {"source_hidden": True, "outputs_hidden": True}
+
+
 #: the rules of issue 16's two layers, switched on for the committed notebooks once every notebook is restructured
 TWO_LAYER_RULES_ON_COMMITTED = True
 TWO_LAYER_RULES = ("main_flow_words", "main_flow_cells", "no_printed_lists", "human_table_headers")

@@ -58,8 +58,8 @@ PUBLISHED_RESULTS_PATH = "../results/reference/{stem}.json"
 
 
 def _tag_for_the_site(cell: dict) -> int:
-    """Add the tags that hide a parameter cell, fold a solution and fold an expert code cell on the website (and
-    the expert cell in JupyterLab); how many were added."""
+    """Add the tags that hide a parameter cell, fold a solution and fold an expert code cell on the website, and
+    fold every code cell the website folds (expert or ``hide-cell``) in JupyterLab too; how many were added."""
     wanted = [HIDDEN_TAG] if set(PARAMETER_TAGS) & set(cell_tags(cell)) else []
     wanted += [COLLAPSED_TAG] if SOLUTION_TAG in cell_tags(cell) else []
     expert = EXPERT_TAG in cell_tags(cell) and cell.get("cell_type") == "code"
@@ -67,7 +67,7 @@ def _tag_for_the_site(cell: dict) -> int:
     missing = [tag for tag in wanted if tag not in cell_tags(cell)]
     if missing:
         cell.setdefault("metadata", {})["tags"] = [*cell_tags(cell), *missing]
-    if expert:
+    if expert or (EXPERT_SITE_TAG in cell_tags(cell) and cell.get("cell_type") == "code"):
         folded = cell.setdefault("metadata", {}).setdefault("jupyter", {})
         changed = not (folded.get("source_hidden") and folded.get("outputs_hidden"))
         folded.update(source_hidden=True, outputs_hidden=True)
