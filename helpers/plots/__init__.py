@@ -47,6 +47,7 @@ from helpers.plots.intervals import (  # noqa: F401
     difference_plot,
     interval_plot,
     outlier_rows,
+    top_k_hits_plot,
 )
 from helpers.plots.loss_behaviour import (  # noqa: F401
     confidence_maps,
@@ -69,7 +70,6 @@ from helpers.plots.retrieval import (  # noqa: F401
     image_row,
     retrieval_curve,
     retrieval_curve_spread,
-    top_k_hits_plot,
 )
 from helpers.plots.selective_prediction import (  # noqa: F401
     confidence_densities,

@@ -1,6 +1,7 @@
 """Estimates with their intervals, one row per model: forest plots of bootstrap intervals, paired differences
 coloured by their verdict (better, worse, undecided), before/after comparisons (e.g. temperature scaling), and
-side-by-side difference panels that give a row dwarfing the others a panel of its own (notebooks 03-08).
+side-by-side difference panels that give a row dwarfing the others a panel of its own (notebooks 03-08), and the
+relevant images in a query's top k per ranking, each row in its model's course colour (notebook 10).
 
 Every function accepts ``ax=None``, draws on the axes it is given (or on a new figure) and returns the Figure; the
 intervals are computed in :mod:`helpers.metrics` (e.g. :class:`helpers.metrics.BootstrapResult`).
@@ -16,7 +17,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from helpers.plots.style import ACCURACY_COLOR, GAP_COLOR, figure_and_axes, label_axes
+from helpers.plots.style import ACCURACY_COLOR, GAP_COLOR, ModelStyle, figure_and_axes, figure_styles, label_axes
 
 __all__ = [
     "BETTER_COLOR",
@@ -28,6 +29,7 @@ __all__ = [
     "before_after_plot",
     "outlier_rows",
     "difference_panels",
+    "top_k_hits_plot",
 ]
 
 BETTER_COLOR = "#55A868"
@@ -35,17 +37,35 @@ NEUTRAL_COLOR = "#8C8C8C"
 AFTER_COLOR = "#DD8452"
 
 
-def _draw_intervals(ax: Axes, names: Sequence[str], values: np.ndarray) -> np.ndarray:
-    """One (estimate, low, high) row per name as a dot with whiskers, the first name on top; returns the y."""
+def _draw_intervals(
+    ax: Axes, names: Sequence[str], values: np.ndarray, styles: Mapping[str, ModelStyle] | None = None
+) -> np.ndarray:
+    """One (estimate, low, high) row per name as a dot with whiskers, the first name on top, in one colour or, with
+    ``styles``, each row in its model's course colour and marker; returns the y."""
     positions = np.arange(len(names))[::-1]
-    ax.errorbar(
-        values[:, 0],
-        positions,
-        xerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]],
-        fmt="o",
-        capsize=3,
-        color=ACCURACY_COLOR,
-    )
+    if styles is None:
+        ax.errorbar(
+            values[:, 0],
+            positions,
+            xerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]],
+            fmt="o",
+            capsize=3,
+            color=ACCURACY_COLOR,
+        )
+    else:
+        for position, name, (estimate, low, high) in zip(positions, names, values):
+            style = styles[name]
+            ax.errorbar(
+                [estimate],
+                [position],
+                xerr=[[estimate - low], [high - estimate]],
+                capsize=3,
+                color=style.color,
+                marker=style.marker,
+                markerfacecolor="none" if style.hollow else style.color,
+                linestyle="none",
+                label=name,  # no legend is drawn: the rows are labelled on the y axis
+            )
     ax.set_yticks(positions, labels=list(names))
     ax.grid(axis="x", alpha=0.3)
     return positions
@@ -234,4 +254,24 @@ def difference_panels(
         difference_plot(
             rows, panel["higher_is_better"], ax=ax, xlabel=panel.get("xlabel", ""), title=title, scale=scale
         )
+    return figure
+
+
+def top_k_hits_plot(
+    rows: Mapping[str, Mapping[str, float]], k: int, ax: Axes | None = None, title: str | None = None
+) -> Figure:
+    """Mean number of relevant images among the top k of a query, one row per ranking, with its interval:
+    ``{name: {"mean", "low", "high"}}`` (:func:`helpers.metrics.mean_over_queries` of
+    :func:`helpers.metrics.hits_at_k`), each in the course colour and marker of its model, the first row on top."""
+    if not rows:
+        raise ValueError("rows is empty; pass {ranking: {'mean': ..., 'low': ..., 'high': ...}}")
+    figure, ax = figure_and_axes(ax, (6.0, 0.8 + 0.4 * len(rows)))
+    names = list(rows)
+    values = np.array([[rows[name]["mean"], rows[name]["low"], rows[name]["high"]] for name in names], dtype=float)
+    _draw_intervals(ax, names, values, styles=figure_styles(names))
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlim(0, k)
+    ax.set_xlabel(f"relevant images among the top {k} (mean over queries, 95 % interval)")
+    if title:
+        ax.set_title(title)
     return figure

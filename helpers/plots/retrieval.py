@@ -1,6 +1,6 @@
 """Multi-label retrieval figures (SPA paper, Figs. 3 and 4; notebook 10): retrieval mAP against the query length,
-for one run per model or with the spread over training seeds, the relevant images in the top k over many queries,
-and a row of retrieved images framed by relevance.
+for one run per model or with the spread over training seeds, and a row of retrieved images framed by relevance
+(the relevant images in the top k over many queries are an interval plot: :func:`helpers.plots.top_k_hits_plot`).
 
 Every function accepts ``ax=None``, draws on the axes it is given (or on a new figure) and returns the Figure; the
 mAP is computed in :mod:`helpers.metrics` (:class:`helpers.metrics.RetrievalResult`).
@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from helpers.plots.style import figure_and_axes, figure_styles, label_axes, to_numpy
 
-__all__ = ["retrieval_curve", "retrieval_curve_spread", "top_k_hits_plot", "image_row"]
+__all__ = ["retrieval_curve", "retrieval_curve_spread", "image_row"]
 
 
 def retrieval_curve(
@@ -55,40 +55,6 @@ def retrieval_curve_spread(
     ax.set_xticks(sorted({length for curve in map_by_length.values() for length in curve}))
     label_axes(ax, "query length |P| + |N|", "retrieval mAP (%)", title or "multi-label retrieval", grid=True)
     ax.legend(fontsize="small", ncols=2)
-    return figure
-
-
-def top_k_hits_plot(
-    rows: Mapping[str, Mapping[str, float]], k: int, ax: Axes | None = None, title: str | None = None
-) -> Figure:
-    """Mean number of relevant images among the top k of a query, one row per ranking, with its interval:
-    ``{name: {"mean", "low", "high"}}`` (:func:`helpers.metrics.mean_over_queries` of
-    :func:`helpers.metrics.hits_at_k`), each in the course colour and marker of its model, the first row on top."""
-    if not rows:
-        raise ValueError("rows is empty; pass {ranking: {'mean': ..., 'low': ..., 'high': ...}}")
-    figure, ax = figure_and_axes(ax, (6.0, 0.8 + 0.4 * len(rows)))
-    styles = figure_styles(list(rows))
-    positions = np.arange(len(rows))[::-1]
-    for position, (name, row) in zip(positions, rows.items()):
-        style = styles[name]
-        ax.errorbar(
-            [row["mean"]],
-            [position],
-            xerr=[[row["mean"] - row["low"]], [row["high"] - row["mean"]]],
-            capsize=3,
-            color=style.color,
-            marker=style.marker,
-            markerfacecolor="none" if style.hollow else style.color,
-            linestyle="none",
-            label=name,  # no legend is drawn: the rows are labelled on the y axis
-        )
-    ax.set_yticks(positions, labels=list(rows))
-    ax.set_ylim(-0.6, len(rows) - 0.4)
-    ax.set_xlim(0, k)
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_xlabel(f"relevant images among the top {k} (mean over queries, 95 % interval)")
-    if title:
-        ax.set_title(title)
     return figure
 
 
