@@ -99,6 +99,7 @@ def test_colour_marker_pairs_are_unique_across_the_course_but_for_the_shared_bas
         ("ASL (detached)", "ASL (detached)", None),
         ("LDACE+CCL", "LDACE+CCL", None),
         ("class-prior", "class prior", None),
+        ("class-frequency predictor: R-AUC 83.44 %", "class prior", None),
         ("exact joint (ceiling)", "oracle", None),
         ("exact marginals (eq. 22)", "exact marginals", None),
         ("SPA: derived link", "SPA", None),

@@ -222,6 +222,7 @@ _ALIASES = {
     "class-prior": "class prior",
     "prior": "class prior",
     "constant (class prior)": "class prior",
+    "class-frequency predictor": "class prior",
     "exact posteriors": "oracle",
     "true probabilities": "oracle",
     "bayes": "oracle",
