@@ -276,3 +276,46 @@ def test_prior_vector_table_shows_every_class_against_the_truth_and_the_distance
     assert table.loc[("B", "r/CE + TS + prior (EM)"), "x"] == "60.0 ± 14.1"
     assert table.loc[("B", "r/CE + TS + prior (EM)"), "distance to truth (pp)"] == "10.0 ± 14.1"  # 0 and 20 pp
     assert table.loc[("B", "π_s: mean calibrated forecast, source"), "z"] == "10.0"
+
+
+def test_the_class_prior_bars_draw_one_bar_per_class_and_prior_at_the_seed_mean():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers.plots import shift_plots, style
+
+    priors = {"truth": [[0.5, 0.3, 0.2]], "EM": [[0.6, 0.4, 0.0], [0.8, 0.2, 0.0]]}
+    figure, ax = plt_subplots()
+    assert shift_plots.class_prior_bars(priors, ["a", "b", "c"], ax=ax, title="set") is figure
+    from matplotlib.container import BarContainer, ErrorbarContainer
+
+    bars = [patch for c in ax.containers if isinstance(c, BarContainer) for patch in c.patches]
+    heights = [round(bar.get_height(), 6) for bar in bars]
+    assert heights == [50.0, 30.0, 20.0, 70.0, 30.0, 0.0]  # truth, then EM's seed mean, in percent
+    centres = [round(bar.get_x() + bar.get_width() / 2, 6) for bar in bars]
+    assert centres == [-0.2, 0.8, 1.8, 0.2, 1.2, 2.2]  # two bars per class group, side by side
+    colours = style.figure_styles(["truth", "EM"])
+    assert matplotlib.colors.to_hex(bars[0].get_facecolor()) == colours["truth"].color.lower()
+    assert matplotlib.colors.to_hex(bars[3].get_facecolor()) == colours["EM"].color.lower()
+    assert colours["truth"].color != colours["EM"].color
+    errors = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    assert len(errors) == 1  # the error bar (sd over seeds) only on the prior with several seeds
+    segments = errors[0].lines[2][0].get_segments()
+    spread = 2 * 100 * np.std([0.6, 0.8], ddof=1)  # ± 1 sd: classes a and b vary over seeds, c does not
+    assert np.allclose([seg[1][1] - seg[0][1] for seg in segments], [spread, spread, 0.0])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["truth", "EM"]
+    assert ax.get_title() == "set"
+    figure2, ax2 = plt_subplots()
+    shift_plots.class_prior_bars(priors, ["a", "b", "c"], ax=ax2, legend=False)
+    assert ax2.get_legend() is None
+    with pytest.raises(ValueError, match="sum to 1"):
+        shift_plots.class_prior_bars({"bad": [[0.5, 0.1, 0.1]]}, ["a", "b", "c"])
+    with pytest.raises(ValueError, match="at least one"):
+        shift_plots.class_prior_bars({}, ["a"])
+
+
+def plt_subplots():
+    import matplotlib.pyplot as plt
+
+    return plt.subplots()

@@ -1,6 +1,7 @@
-"""Figures of notebook 12 (:mod:`helpers.calibration.shift`): one metric of each model on several test sets
-(matplotlib only, Agg-safe). As in :mod:`helpers.plots.reliability`, compute and draw are separate, functions take
-``ax=None`` and return the Figure, and legends sit outside the data.
+"""Figures of notebook 12 (:mod:`helpers.calibration.shift`): one metric of each model on several test sets, and
+estimated class priors against the true one as grouped bars (matplotlib only, Agg-safe). As in
+:mod:`helpers.plots.reliability`, compute and draw are separate, functions take ``ax=None`` and return the Figure,
+and legends sit outside the data.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from helpers.metrics import stats
-from helpers.plots.style import figure_and_axes
+from helpers.plots.style import figure_and_axes, figure_styles, legend_beside
 
-__all__ = ["metric_across_test_sets"]
+__all__ = ["metric_across_test_sets", "class_prior_bars"]
 
 _MARKERS = ("o", "s", "D", "^")
 
@@ -62,4 +63,54 @@ def metric_across_test_sets(
     if title:
         ax.set_title(title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small", borderaxespad=0, title="test set")
+    return figure
+
+
+def class_prior_bars(
+    priors: Mapping[str, Sequence[Sequence[float]]],
+    class_names: Sequence[str],
+    ax: Axes | None = None,
+    title: str | None = None,
+    legend: bool = True,
+) -> Figure:
+    """Grouped bars of class priors: one group per class, one bar per entry of ``priors`` ({label: one share vector
+    per training seed, each summing to 1}, e.g. the true shares, the source prior π_s and each estimator's π̂_t of
+    :func:`helpers.calibration.shift.prior_vector_table`), in the order given. A bar is the seed mean in percent,
+    with ± 1 sd over seeds as an error bar where there is more than one seed. Colours come from
+    :func:`helpers.plots.style.figure_styles` (fallback colours for names that are not models); ``legend=False``
+    leaves the legend to the caller (one legend for several panels)."""
+    if not priors:
+        raise ValueError("pass at least one prior")
+    k = len(class_names)
+    vectors = {}
+    for label, per_seed in priors.items():
+        values = 100.0 * np.asarray(per_seed, dtype=float).reshape(-1, k)
+        if not np.allclose(values.sum(axis=1), 100.0, atol=1e-3):
+            raise ValueError(f"the shares of {label!r} do not sum to 1 in every seed")
+        vectors[label] = values
+    figure, ax = figure_and_axes(ax, (1.1 * k + 2.5, 3.6))
+    styles = figure_styles(list(vectors))
+    width = 0.8 / len(vectors)
+    groups = np.arange(k)
+    for index, (label, values) in enumerate(vectors.items()):
+        means = values.mean(axis=0)
+        errors = values.std(axis=0, ddof=1) if len(values) > 1 else None
+        ax.bar(
+            groups + (index - (len(vectors) - 1) / 2) * width,
+            means,
+            width,
+            yerr=errors,
+            capsize=2 if errors is not None else 0,
+            color=styles[label].color,
+            label=label,
+            error_kw={"elinewidth": 0.8},
+        )
+    ax.set_xticks(groups, list(class_names))
+    ax.set_ylabel("class share (%)")
+    ax.set_ylim(bottom=0)
+    ax.grid(axis="y", alpha=0.3)
+    if title:
+        ax.set_title(title)
+    if legend:
+        legend_beside(ax)
     return figure
