@@ -309,6 +309,12 @@ def test_the_class_prior_bars_draw_one_bar_per_class_and_prior_at_the_seed_mean(
     figure2, ax2 = plt_subplots()
     shift_plots.class_prior_bars(priors, ["a", "b", "c"], ax=ax2, legend=False)
     assert ax2.get_legend() is None
+    figure3, ax3 = plt_subplots()
+    shift_plots.class_prior_bars(priors, ["a", "b", "c"], ax=ax3, colors={"truth": "#01665E"})
+    faces = [matplotlib.colors.to_hex(c.patches[0].get_facecolor()) for c in ax3.containers if hasattr(c, "patches")]
+    assert faces[0] == "#01665e" and faces[1] not in ("#01665e",)  # given colour kept; the other a free fallback
+    with pytest.raises(ValueError, match="not priors"):
+        shift_plots.class_prior_bars(priors, ["a", "b", "c"], colors={"BBSE": "#000000"})
     with pytest.raises(ValueError, match="sum to 1"):
         shift_plots.class_prior_bars({"bad": [[0.5, 0.1, 0.1]]}, ["a", "b", "c"])
     with pytest.raises(ValueError, match="at least one"):
@@ -319,3 +325,39 @@ def plt_subplots():
     import matplotlib.pyplot as plt
 
     return plt.subplots()
+
+
+def test_the_across_test_sets_figure_can_colour_rows_by_their_loss_and_mark_test_sets_by_shape():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers.plots import shift_plots, style
+
+    summary = lambda mean: {"ece": {"per_seed": [mean], "mean": mean, "sd": 0.01}}  # noqa: E731
+    summaries = {
+        "r/cross-entropy + TS": {"a": summary(0.1), "b": summary(0.2)},
+        "r/LS α=0.1 + TS": {"a": summary(0.05), "b": summary(0.3)},
+        "r/oracle thing": {"a": summary(0.02)},
+    }
+    models = list(summaries)
+    figure = shift_plots.metric_across_test_sets(summaries, models, ["a", "b"], "ece", model_colors=True)
+    ax = figure.axes[0]
+    points = [line for line in ax.lines if line.get_marker() in ("o", "s")]
+    found = {
+        (round(float(line.get_xdata()[0]), 3), line.get_marker()): (
+            matplotlib.colors.to_hex(line.get_color()),
+            line.get_markerfacecolor()
+            if line.get_markerfacecolor() == "none"
+            else matplotlib.colors.to_hex(line.get_markerfacecolor()),
+        )
+        for line in points
+    }
+    ls_colour = style.model_style("LS").color.lower()
+    assert found[(5.0, "o")] == (ls_colour, ls_colour)  # LS + TS in LS's colour, first test set filled
+    assert found[(30.0, "s")][0] == ls_colour and found[(30.0, "s")][1] == "none"  # second test set hollow
+    assert found[(10.0, "o")][0] == "#000000"  # cross-entropy's black
+    assert found[(2.0, "o")][0] == "#000000"  # no loss named: black
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["a", "b"]
+    model_colours = {s.color.lower() for s in style.MODEL_STYLES.values()}
+    assert all(matplotlib.colors.to_hex(h.get_color()) not in model_colours for h in legend.legend_handles)
