@@ -66,31 +66,7 @@ def metric_across_test_sets(
         if not model_colors:
             ax.errorbar(xs, ys, xerr=errors, fmt=marker, markersize=6, capsize=2, label=label, zorder=2)
             continue
-        face = "none" if offset else None
-        for x, y, error, model in zip(xs, ys, errors, drawn):
-            color = _row_color(model)
-            ax.errorbar(
-                [x],
-                [y],
-                xerr=[error],
-                fmt=marker,
-                markersize=6,
-                capsize=2,
-                color=color,
-                markerfacecolor=face or color,
-                zorder=2,
-            )
-        handles.append(
-            Line2D(
-                [],
-                [],
-                marker=marker,
-                linestyle="none",
-                color=_LEGEND_GREY,
-                markerfacecolor=face or _LEGEND_GREY,
-                label=label,
-            )
-        )
+        handles.append(_draw_in_model_colors(ax, xs, ys, errors, drawn, marker, hollow=offset > 0, label=label))
     ax.set_yticks(rows, [(row_labels or {}).get(model, model) for model in models])
     unit = " (%)" if factor == 100.0 else ""
     ax.set_xlabel(f"{stats.METRIC_LABELS.get(metric, metric)}{unit}, mean ± sd over training seeds")
@@ -107,6 +83,25 @@ def metric_across_test_sets(
         title="test set",
     )
     return figure
+
+
+def _draw_in_model_colors(
+    ax: Axes,
+    xs: Sequence[float],
+    ys: Sequence[float],
+    errors: Sequence[float],
+    models: Sequence[str],
+    marker: str,
+    hollow: bool,
+    label: str,
+) -> Line2D:
+    """One test set's markers, each in its row's model colour (hollow or filled); returns its grey legend mark."""
+    for x, y, error, model in zip(xs, ys, errors, models):
+        color = _row_color(model)
+        face = "none" if hollow else color
+        ax.errorbar([x], [y], xerr=[error], fmt=marker, markersize=6, capsize=2, color=color, markerfacecolor=face)
+    face = "none" if hollow else _LEGEND_GREY
+    return Line2D([], [], marker=marker, linestyle="none", color=_LEGEND_GREY, markerfacecolor=face, label=label)
 
 
 def _row_color(model: str) -> str:
