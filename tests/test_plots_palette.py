@@ -280,7 +280,8 @@ def test_every_plot_function_that_draws_models_is_covered():
         "training_curves",  # metrics of one run
         "loss_and_ece_curves",  # one colour per seed
         "seed_spread_plot",  # one model's settings; its model named by argument (own test)
-        "metric_across_test_sets",  # rows are models, colours are test sets
+        "metric_across_test_sets",  # rows are models, colours are test sets (or the rows' models: own test)
+        "class_prior_bars",  # bars are priors (truth, estimators): fallback colours, never a model's (own test)
         "reliability_diagram",
         "reliability_grid",
         "smooth_reliability_grid",

@@ -276,3 +276,88 @@ def test_prior_vector_table_shows_every_class_against_the_truth_and_the_distance
     assert table.loc[("B", "r/CE + TS + prior (EM)"), "x"] == "60.0 ± 14.1"
     assert table.loc[("B", "r/CE + TS + prior (EM)"), "distance to truth (pp)"] == "10.0 ± 14.1"  # 0 and 20 pp
     assert table.loc[("B", "π_s: mean calibrated forecast, source"), "z"] == "10.0"
+
+
+def test_the_class_prior_bars_draw_one_bar_per_class_and_prior_at_the_seed_mean():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers.plots import shift_plots, style
+
+    priors = {"truth": [[0.5, 0.3, 0.2]], "EM": [[0.6, 0.4, 0.0], [0.8, 0.2, 0.0]]}
+    figure, ax = plt_subplots()
+    assert shift_plots.class_prior_bars(priors, ["a", "b", "c"], ax=ax, title="set") is figure
+    from matplotlib.container import BarContainer, ErrorbarContainer
+
+    bars = [patch for c in ax.containers if isinstance(c, BarContainer) for patch in c.patches]
+    heights = [round(bar.get_height(), 6) for bar in bars]
+    assert heights == [50.0, 30.0, 20.0, 70.0, 30.0, 0.0]  # truth, then EM's seed mean, in percent
+    centres = [round(bar.get_x() + bar.get_width() / 2, 6) for bar in bars]
+    assert centres == [-0.2, 0.8, 1.8, 0.2, 1.2, 2.2]  # two bars per class group, side by side
+    colours = style.figure_styles(["truth", "EM"])
+    assert matplotlib.colors.to_hex(bars[0].get_facecolor()) == colours["truth"].color.lower()
+    assert matplotlib.colors.to_hex(bars[3].get_facecolor()) == colours["EM"].color.lower()
+    assert colours["truth"].color != colours["EM"].color
+    errors = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    assert len(errors) == 1  # the error bar (sd over seeds) only on the prior with several seeds
+    segments = errors[0].lines[2][0].get_segments()
+    spread = 2 * 100 * np.std([0.6, 0.8], ddof=1)  # ± 1 sd: classes a and b vary over seeds, c does not
+    assert np.allclose([seg[1][1] - seg[0][1] for seg in segments], [spread, spread, 0.0])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["truth", "EM"]
+    assert ax.get_title() == "set"
+    figure2, ax2 = plt_subplots()
+    shift_plots.class_prior_bars(priors, ["a", "b", "c"], ax=ax2, legend=False)
+    assert ax2.get_legend() is None
+    figure3, ax3 = plt_subplots()
+    shift_plots.class_prior_bars(priors, ["a", "b", "c"], ax=ax3, colors={"truth": "#01665E"})
+    faces = [matplotlib.colors.to_hex(c.patches[0].get_facecolor()) for c in ax3.containers if hasattr(c, "patches")]
+    assert faces[0] == "#01665e" and faces[1] not in ("#01665e",)  # given colour kept; the other a free fallback
+    with pytest.raises(ValueError, match="not priors"):
+        shift_plots.class_prior_bars(priors, ["a", "b", "c"], colors={"BBSE": "#000000"})
+    with pytest.raises(ValueError, match="sum to 1"):
+        shift_plots.class_prior_bars({"bad": [[0.5, 0.1, 0.1]]}, ["a", "b", "c"])
+    with pytest.raises(ValueError, match="at least one"):
+        shift_plots.class_prior_bars({}, ["a"])
+
+
+def plt_subplots():
+    import matplotlib.pyplot as plt
+
+    return plt.subplots()
+
+
+def test_the_across_test_sets_figure_can_colour_rows_by_their_loss_and_mark_test_sets_by_shape():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers.plots import shift_plots, style
+
+    summary = lambda mean: {"ece": {"per_seed": [mean], "mean": mean, "sd": 0.01}}  # noqa: E731
+    summaries = {
+        "r/cross-entropy + TS": {"a": summary(0.1), "b": summary(0.2)},
+        "r/LS α=0.1 + TS": {"a": summary(0.05), "b": summary(0.3)},
+        "r/oracle thing": {"a": summary(0.02)},
+    }
+    models = list(summaries)
+    figure = shift_plots.metric_across_test_sets(summaries, models, ["a", "b"], "ece", model_colors=True)
+    ax = figure.axes[0]
+    points = [line for line in ax.lines if line.get_marker() in ("o", "s")]
+    found = {
+        (round(float(line.get_xdata()[0]), 3), line.get_marker()): (
+            matplotlib.colors.to_hex(line.get_color()),
+            line.get_markerfacecolor()
+            if line.get_markerfacecolor() == "none"
+            else matplotlib.colors.to_hex(line.get_markerfacecolor()),
+        )
+        for line in points
+    }
+    ls_colour = style.model_style("LS").color.lower()
+    assert found[(5.0, "o")] == (ls_colour, ls_colour)  # LS + TS in LS's colour, first test set filled
+    assert found[(30.0, "s")][0] == ls_colour and found[(30.0, "s")][1] == "none"  # second test set hollow
+    assert found[(10.0, "o")][0] == "#000000"  # cross-entropy's black
+    assert found[(2.0, "o")][0] == "#000000"  # no loss named: black
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["a", "b"]
+    model_colours = {s.color.lower() for s in style.MODEL_STYLES.values()}
+    assert all(matplotlib.colors.to_hex(h.get_color()) not in model_colours for h in legend.legend_handles)

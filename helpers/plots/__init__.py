@@ -11,8 +11,8 @@ size), :mod:`~helpers.plots.intervals` (bootstrap intervals, paired differences,
 minimisers, confidence maps, partial losses, links, weight functions, logit distances),
 :mod:`~helpers.plots.selective_prediction` (retention curves, confidence densities),
 :mod:`~helpers.plots.decision_plots` (one-vs-rest reliability, decision curves), :mod:`~helpers.plots.shift_plots`
-(a metric across test sets), and :mod:`~helpers.plots.style` (the course palette: one colour and marker per
-model, :func:`model_style`; the gap marks and the shared helpers).
+(a metric across test sets, class priors as grouped bars), and :mod:`~helpers.plots.style` (the course palette:
+one colour and marker per model, :func:`model_style`; the gap marks and the shared helpers).
 
 Imports :mod:`helpers.metrics`, :mod:`helpers.calibration` and :mod:`helpers.utils`."""
 
@@ -76,6 +76,7 @@ from helpers.plots.selective_prediction import (  # noqa: F401
     retention_curves,
 )
 from helpers.plots.shift_plots import (  # noqa: F401
+    class_prior_bars,
     metric_across_test_sets,
 )
 from helpers.plots.smooth_reliability import (  # noqa: F401
@@ -163,5 +164,6 @@ __all__ = [
     "one_vs_rest_reliability",
     "decision_curve_plot",
     "reliability_and_decision_curve",
+    "class_prior_bars",
     "metric_across_test_sets",
 ]
