@@ -27,6 +27,19 @@ def test_difference_plot_colours_by_verdict_and_direction():
     assert _point_colors(flipped)[:2] == [plots.GAP_COLOR.lower(), plots.BETTER_COLOR.lower()]
 
 
+def test_difference_plot_verdict_marks_write_the_verdict_and_use_no_verdict_colour():
+    """With a green model (SPA) in the figure, green must not also mean "better": the verdict goes into the label."""
+    rows = {"SPA+LPR": (0.02, 0.01, 0.03), "ASL": (-0.02, -0.03, -0.01), "SPA": (0.0, -0.01, 0.01)}
+    ax = plots.difference_plot(rows, higher_is_better=True, verdict_marks=True).axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["SPA+LPR · better", "ASL · worse", "SPA"]
+    assert _point_colors(ax) == [plots.VERDICT_COLOR.lower()] * 2 + [plots.NEUTRAL_COLOR.lower()]
+    points = [line for line in ax.get_lines() if line.get_marker() == "o"]
+    assert [line.get_markerfacecolor() for line in points][2] == "none"  # undecided: hollow
+    panels = plots.difference_panels([{"rows": rows, "higher_is_better": True}], verdict_marks=True)
+    assert [t.get_text() for t in panels.axes[0].get_yticklabels()][0] == "SPA+LPR · better"
+    assert plots.BETTER_COLOR.lower() not in _point_colors(panels.axes[0])
+
+
 def test_difference_plot_shows_an_estimate_outside_its_own_interval():
     """A percentile interval of a clipped statistic (debiased ECE) can exclude its point estimate; drawing the
     interval as error bars around the point then failed (negative error-bar lengths)."""

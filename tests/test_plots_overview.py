@@ -32,3 +32,16 @@ def test_class_counts_bars_equal_the_counts():
     figure = plots.class_counts({"train": np.array([0, 0, 1]), "test": np.array([[1, 0], [1, 1]])}, ["x", "y"])
     widths = [patch.get_width() for patch in figure.axes[0].patches]
     assert widths == [2, 1, 2, 1]
+
+
+def test_class_counts_non_model_colors_keep_model_colours_out():
+    """07 drew its splits in matplotlib's orange and green, which mean ASL and SPA in the same notebook."""
+    from matplotlib.colors import to_hex
+
+    splits = {"train": np.array([0, 0, 1]), "val": np.array([1]), "test": np.array([0, 1])}
+    figure = plots.class_counts(splits, ["x", "y"], non_model_colors=True)
+    colours = {to_hex(patch.get_facecolor()) for patch in figure.axes[0].patches}
+    expected = {style.color.lower() for style in plots.figure_styles(list(splits)).values()}
+    assert colours == expected and len(colours) == 3
+    model_colours = {style.color.lower() for style in plots.MODEL_STYLES.values()}
+    assert not colours & model_colours

@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from helpers.plots.style import figure_and_axes, label_axes, legend_below, to_numpy
+from helpers.plots.style import figure_and_axes, figure_styles, label_axes, legend_below, to_numpy
 
 __all__ = ["heatmap", "correlation_comparison", "image_grid", "class_counts"]
 
@@ -163,16 +163,21 @@ def class_counts(
     class_names: Sequence[str],
     ax: Axes | None = None,
     title: str | None = "images per class",
+    non_model_colors: bool = False,
 ) -> Figure:
     """Grouped horizontal bars: images per class in each split (multi-class integer labels or (N, T) multi-label),
-    the classes top to bottom in the order given (as :func:`image_grid` lists them)."""
+    the classes top to bottom in the order given (as :func:`image_grid` lists them). ``non_model_colors=True``
+    colours the splits with :func:`helpers.plots.style.figure_styles` (the course's colours for names that are not
+    models) instead of matplotlib's cycle, whose orange and green are ASL's and SPA's in the multi-label notebooks."""
     figure, ax = figure_and_axes(ax, (6, 0.5 + 0.45 * len(class_names)))
     positions = np.arange(len(class_names))
     height = 0.8 / max(len(labels_by_split), 1)
+    styles = figure_styles(list(labels_by_split)) if non_model_colors else {}
     for offset, (split, labels) in enumerate(labels_by_split.items()):
         values = to_numpy(labels)
         counts = values.sum(0) if values.ndim == 2 else np.bincount(values.astype(int), minlength=len(class_names))
-        ax.barh(positions + offset * height, counts, height=height, label=f"{split} ({len(values):,})")
+        color = styles[split].color if split in styles else None
+        ax.barh(positions + offset * height, counts, height=height, label=f"{split} ({len(values):,})", color=color)
     ax.set_yticks(positions + height * (len(labels_by_split) - 1) / 2, labels=list(class_names))
     ax.set_xscale("log")
     ax.invert_yaxis()  # the first class on top, as in the image grid beside it (notebook 00), each split in order

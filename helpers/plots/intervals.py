@@ -22,6 +22,7 @@ from helpers.plots.style import ACCURACY_COLOR, GAP_COLOR, ModelStyle, figure_an
 __all__ = [
     "BETTER_COLOR",
     "NEUTRAL_COLOR",
+    "VERDICT_COLOR",
     "AFTER_COLOR",
     "bootstrap_interval_plot",
     "interval_plot",
@@ -34,6 +35,9 @@ __all__ = [
 
 BETTER_COLOR = "#55A868"
 NEUTRAL_COLOR = "#8C8C8C"
+#: the colour of a resolved difference when the verdict is written out (``verdict_marks=True``): a dark grey that is
+#: no model's colour, so a figure whose models include a green one (SPA) does not give green a second meaning
+VERDICT_COLOR = "#333333"
 AFTER_COLOR = "#DD8452"
 
 
@@ -129,6 +133,7 @@ def difference_plot(
     xlabel: str = "",
     title: str | None = None,
     scale: float = 100.0,
+    verdict_marks: bool = False,
 ) -> Figure:
     """Paired differences (model − reference) with their intervals, one row per model, and a line at 0.
 
@@ -137,24 +142,33 @@ def difference_plot(
     metric's direction (``higher_is_better``), red when worse, grey when the interval contains 0. The estimate is
     drawn as a point and the interval as a bar of its own, so an estimate outside its interval shows as such; a
     point estimate without interval (NaN bounds, :data:`helpers.metrics.POINT_ESTIMATE_ONLY`) as a grey point
-    alone.
+    alone. ``verdict_marks=True`` writes the verdict into the row's label instead ("SPA+LPR · better",
+    "ASL · worse") and draws every resolved row in :data:`VERDICT_COLOR` with a filled point, an undecided one grey
+    and hollow: no colour carries the verdict, so model colours keep their one meaning.
     """
     names, values = _interval_rows(rows, scale)
     figure, ax = figure_and_axes(ax, (5.0, 0.8 + 0.32 * len(names)))
     positions = np.arange(len(names))[::-1]
     ax.axvline(0.0, color="black", linewidth=1)
-    for y, (estimate, low, high) in zip(positions, values):
+    labels = list(names)
+    for index, (y, (estimate, low, high)) in enumerate(zip(positions, values)):
+        face = None
         if low > 0 or high < 0:
-            color = BETTER_COLOR if (low > 0) == higher_is_better else GAP_COLOR
+            better = (low > 0) == higher_is_better
+            color = BETTER_COLOR if better else GAP_COLOR
+            if verdict_marks:
+                color = VERDICT_COLOR
+                labels[index] = f"{names[index]} · {'better' if better else 'worse'}"
         else:
             color = NEUTRAL_COLOR
+            face = "none" if verdict_marks else None
         # the interval and the point drawn apart: a percentile interval of a biased statistic can exclude its own
         # point estimate (e.g. a debiased ECE clipped at 0), which an error bar around the point cannot show
         if np.isfinite(low) and np.isfinite(high):  # no bar for a point estimate only (stats.POINT_ESTIMATE_ONLY)
             middle = (low + high) / 2
             ax.errorbar([middle], [y], xerr=[[middle - low], [high - middle]], fmt="none", capsize=3, ecolor=color)
-        ax.plot([estimate], [y], "o", color=color)
-    ax.set_yticks(positions, labels=names)
+        ax.plot([estimate], [y], "o", color=color, markerfacecolor=face)
+    ax.set_yticks(positions, labels=labels)
     ax.set_ylim(-0.6, len(names) - 0.4)
     ax.grid(axis="x", alpha=0.3)
     ax.set_xlabel(xlabel)
@@ -229,11 +243,16 @@ def outlier_rows(rows: Mapping[str, Any], ratio: float = 5.0) -> tuple[dict[str,
 
 
 def difference_panels(
-    panels: Sequence[Mapping[str, Any]], ratio: float = 5.0, scale: float = 100.0, width: float = 4.2
+    panels: Sequence[Mapping[str, Any]],
+    ratio: float = 5.0,
+    scale: float = 100.0,
+    width: float = 4.2,
+    verdict_marks: bool = False,
 ) -> Figure:
     """Paired-difference panels side by side (:func:`difference_plot`), each
     ``{"rows": {name: (estimate, low, high)}, "higher_is_better": bool, "xlabel": str, "title": str}``; a row that
-    dwarfs the others (:func:`outlier_rows`) is drawn in a panel of its own, on its own scale, right of its panel."""
+    dwarfs the others (:func:`outlier_rows`) is drawn in a panel of its own, on its own scale, right of its panel.
+    ``verdict_marks`` is passed to every :func:`difference_plot`."""
     if not panels:
         raise ValueError("panels is empty")
     drawn = []
@@ -252,7 +271,13 @@ def difference_panels(
     )
     for ax, (rows, panel, title) in zip(axes[0], drawn):
         difference_plot(
-            rows, panel["higher_is_better"], ax=ax, xlabel=panel.get("xlabel", ""), title=title, scale=scale
+            rows,
+            panel["higher_is_better"],
+            ax=ax,
+            xlabel=panel.get("xlabel", ""),
+            title=title,
+            scale=scale,
+            verdict_marks=verdict_marks,
         )
     return figure
 
