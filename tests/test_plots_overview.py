@@ -1,6 +1,7 @@
 """Data-overview figures of notebook 00."""
 
 import matplotlib
+import matplotlib.colors
 
 matplotlib.use("Agg")
 
@@ -32,3 +33,16 @@ def test_class_counts_bars_equal_the_counts():
     figure = plots.class_counts({"train": np.array([0, 0, 1]), "test": np.array([[1, 0], [1, 1]])}, ["x", "y"])
     widths = [patch.get_width() for patch in figure.axes[0].patches]
     assert widths == [2, 1, 2, 1]
+
+
+def test_class_counts_linear_axis_and_given_colours():
+    colours = ["#543005", "#01665E"]
+    figure = plots.class_counts(
+        {"train": np.array([0, 0, 1]), "test": np.array([1, 1])}, ["x", "y"], log_scale=False, colors=colours
+    )
+    ax = figure.axes[0]
+    assert ax.get_xscale() == "linear" and ax.get_xlabel() == "images"
+    drawn = [matplotlib.colors.to_hex(patch.get_facecolor()) for patch in ax.patches]
+    assert drawn == [colours[0].lower()] * 2 + [colours[1].lower()] * 2
+    with pytest.raises(ValueError, match="colours for 2 splits"):
+        plots.class_counts({"train": np.array([0]), "test": np.array([1])}, ["x", "y"], colors=colours[:1])
