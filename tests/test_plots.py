@@ -183,6 +183,21 @@ def test_loss_and_ece_curves_keep_the_ece_on_its_own_axis_in_percent():
         plots.loss_and_ece_curves({"one": {0: history(0)}}, ece_key="val_auroc")
 
 
+def test_loss_and_ece_curves_draw_every_seed_in_its_recipe_colour_when_asked():
+    history = [{"epoch": e, "train_loss": 1.0 / e, "val_nll": 0.8, "val_ece": 0.01 * e} for e in range(1, 4)]
+    histories = {"well-regularised": {0: history, 1: history}, "over-fitting": {0: history, 1: history}}
+    colours = {"well-regularised": "#543005", "over-fitting": "#01665E"}
+    figure = plots.loss_and_ece_curves(histories, recipe_colors=colours)
+    axes = np.asarray(figure.axes[:4]).reshape(2, 2)
+    for colour, row in zip(colours.values(), axes):
+        drawn = {line.get_color() for ax in row for line in ax.get_lines() if len(line.get_xdata())}
+        assert drawn == {colour}  # both seeds, both panels: the recipe's colour only
+    texts = {t.get_text() for t in figure.legends[0].get_texts()}
+    assert "seed 0" not in texts and "one line per training seed (2)" in texts
+    with pytest.raises(ValueError, match="no colour for"):
+        plots.loss_and_ece_curves(histories, recipe_colors={"over-fitting": "#01665E"})
+
+
 def test_heatmap():
     matrix = torch.tensor([[1.0, 0.25], [0.5, 0.125]])
     figure = plots.heatmap(matrix, ["a", "b"], ["x", "y"], title="co-occurrence")

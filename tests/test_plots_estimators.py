@@ -71,3 +71,11 @@ def test_binned_and_smooth_reliability_puts_each_models_two_diagrams_in_its_colu
         plots.smooth_reliability_grid({})
     with pytest.raises(ValueError, match="same models"):
         plots.binned_and_smooth_reliability(binned, {"sharp": smooth["sharp"]})
+
+
+def test_estimator_curves_avoid_colours_that_mean_something_else_in_the_notebook():
+    curves = {"ECE": ([0.1, 0.05], [0.01, 0.0]), "smooth ECE": ([0.08, 0.04], [0.01, 0.0])}
+    avoided = plots.FALLBACK_COLORS[:2]
+    ax = plots.estimator_curves([100, 1000], curves, avoid_colors=avoided).axes[0]
+    drawn = {container.get_label(): container[0].get_color() for container in ax.containers}
+    assert drawn == {"ECE": plots.FALLBACK_COLORS[2], "smooth ECE": plots.FALLBACK_COLORS[3]}

@@ -1,6 +1,7 @@
 """Data-overview figures of notebook 00."""
 
 import matplotlib
+import matplotlib.colors
 
 matplotlib.use("Agg")
 
@@ -45,3 +46,16 @@ def test_class_counts_non_model_colors_keep_model_colours_out():
     assert colours == expected and len(colours) == 3
     model_colours = {style.color.lower() for style in plots.MODEL_STYLES.values()}
     assert not colours & model_colours
+
+
+def test_class_counts_linear_axis_and_given_colours():
+    colours = ["#543005", "#01665E"]
+    figure = plots.class_counts(
+        {"train": np.array([0, 0, 1]), "test": np.array([1, 1])}, ["x", "y"], log_scale=False, colors=colours
+    )
+    ax = figure.axes[0]
+    assert ax.get_xscale() == "linear" and ax.get_xlabel() == "images"
+    drawn = [matplotlib.colors.to_hex(patch.get_facecolor()) for patch in ax.patches]
+    assert drawn == [colours[0].lower()] * 2 + [colours[1].lower()] * 2
+    with pytest.raises(ValueError, match="colours for 2 splits"):
+        plots.class_counts({"train": np.array([0]), "test": np.array([1])}, ["x", "y"], colors=colours[:1])

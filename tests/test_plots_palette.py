@@ -435,3 +435,13 @@ def test_side_by_side_decision_legends_do_not_overlap():
     left, right = (ax.get_legend().get_window_extent() for ax in figure.axes[:2])
     assert left.x1 <= right.x0
     plt.close(figure)
+
+
+def test_figure_styles_avoid_leaves_the_named_fallback_colours_to_other_meanings():
+    recipes = style.FALLBACK_COLORS[:2]  # a notebook's recipes are brown and teal
+    styles = style.figure_styles(["ECE, 5 bins", "ECE, 15 bins", "LS"], avoid=recipes)
+    assert [styles["ECE, 5 bins"].color, styles["ECE, 15 bins"].color] == list(style.FALLBACK_COLORS[2:4])
+    assert styles["LS"] == style.model_style("LS")  # a model keeps its colour
+    assert style.figure_styles(["a", "b"]) == style.figure_styles(["a", "b"], avoid=())  # default unchanged
+    with pytest.raises(ValueError, match="not fallback colours"):
+        style.figure_styles(["a"], avoid=["#123456"])

@@ -118,11 +118,15 @@ def loss_and_ece_curves(
     axes: Any = None,
     loss_keys: Sequence[str] = ("train_loss", "val_nll"),
     ece_key: str = "val_ece",
+    recipe_colors: Mapping[str, str] | None = None,
 ) -> Figure:
     """The training curves of notebook 01: for each recipe a row of two panels, the losses per epoch (training loss
     solid, validation NLL dashed) and the validation ECE per epoch in %, one colour per training seed, so a metric
     in [0, 1] never shares an axis with one that is not. ``histories`` is {recipe: {seed: TrainedRun.history}};
-    ``axes`` a (n_recipes, 2) array of axes (default: a new figure). One legend below the figure, off the data."""
+    ``axes`` a (n_recipes, 2) array of axes (default: a new figure). One legend below the figure, off the data.
+    ``recipe_colors`` ({recipe: colour}, every recipe): every seed of a recipe drawn in its recipe's colour, so a
+    notebook whose other figures colour the recipes keeps one meaning per colour (the seeds are then not told apart).
+    """
     if not histories or not all(histories.values()):
         raise ValueError("histories is empty; pass {recipe: {seed: TrainedRun.history}}")
     n_recipes = len(histories)
@@ -133,15 +137,19 @@ def loss_and_ece_curves(
         if axes.shape[0] != n_recipes:
             raise ValueError(f"axes has {axes.shape[0]} rows for {n_recipes} recipes")
         figure = axes[0, 0].figure
+    missing = [recipe for recipe in histories if recipe_colors is not None and recipe not in recipe_colors]
+    if missing:
+        raise ValueError(f"recipe_colors has no colour for {missing}; give one for every recipe or pass None")
     styles = ("-", "--", ":", "-.")
     for (recipe, by_seed), (loss_ax, ece_ax) in zip(histories.items(), axes):
         for index, (seed, history) in enumerate(by_seed.items()):
-            colour = FALLBACK_COLORS[index % len(FALLBACK_COLORS)]
+            colour = FALLBACK_COLORS[index % len(FALLBACK_COLORS)] if recipe_colors is None else recipe_colors[recipe]
             for style, key in zip(styles, loss_keys):
                 epochs, values = _history_points(history, key)
                 loss_ax.plot(epochs, values, color=colour, linestyle=style, linewidth=1.2)
             epochs, values = _history_points(history, ece_key)
-            ece_ax.plot(epochs, 100 * np.asarray(values), color=colour, linewidth=1.2, label=f"seed {seed}")
+            label = f"seed {seed}" if recipe_colors is None else None
+            ece_ax.plot(epochs, 100 * np.asarray(values), color=colour, linewidth=1.2, label=label)
         words = [HISTORY_LABELS.get(key, key) for key in loss_keys]
         loss_ax.set(xlabel="epoch", ylabel="loss (nats per image)", title=f"{recipe}: {' and '.join(words)}")
         ece_ax.set(xlabel="epoch", ylabel=f"{HISTORY_LABELS.get(ece_key, ece_key)} (%)", title=f"{recipe}: calibration")
@@ -150,7 +158,11 @@ def loss_and_ece_curves(
             ax.grid(alpha=0.3)
     for style, key in zip(styles, loss_keys):
         axes[0, 0].plot([], [], color="black", linestyle=style, label=HISTORY_LABELS.get(key, key))
-    figure_legend_below(figure, [axes[0, 0], axes[0, 1]], ncols=len(loss_keys) + len(next(iter(histories.values()))))
+    n_seeds = len(next(iter(histories.values())))
+    if recipe_colors is not None:  # the colour is the recipe's (the row titles name it); one line per seed
+        axes[0, 0].plot([], [], color="none", label=f"one line per training seed ({n_seeds})")
+    ncols = len(loss_keys) + (1 if recipe_colors is not None else n_seeds)
+    figure_legend_below(figure, [axes[0, 0], axes[0, 1]], ncols=ncols)
     return figure
 
 
@@ -290,13 +302,15 @@ def estimator_curves(
     ax: Axes | None = None,
     title: str | None = None,
     ylabel: str = "estimate (mean ± sd over draws)",
+    avoid_colors: Sequence[str] = (),
 ) -> Figure:
     """Mean ± sd of calibration-error estimates against the test-set size (log x), one line per estimator.
 
     ``curves`` is {estimator name: (means, sds)}, one value per entry of ``sample_sizes``; ``references`` is
     {name: value} of the quantities they estimate (e.g. the exact calibration error of a synthetic model), drawn
     as dashed horizontal lines, so the bias is the gap between a curve and its line. The legend sits below the
-    axes, off the data.
+    axes, off the data. ``avoid_colors``: fallback colours left to other meanings of the notebook
+    (:func:`helpers.plots.style.figure_styles`).
     """
     sizes = np.asarray(sample_sizes, dtype=float)
     if sizes.ndim != 1 or sizes.size == 0:
@@ -304,7 +318,7 @@ def estimator_curves(
     if not curves:
         raise ValueError("curves is empty; pass {estimator name: (means, sds)}")
     figure, ax = figure_and_axes(ax, (5.6, 4.0))
-    styles = figure_styles(list(curves))
+    styles = figure_styles(list(curves), avoid=avoid_colors)
     for name, (means, sds) in curves.items():
         means, sds = to_numpy(means).astype(float), to_numpy(sds).astype(float)
         if means.shape != sizes.shape or sds.shape != sizes.shape:

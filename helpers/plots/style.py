@@ -288,13 +288,15 @@ def model_style(name: str) -> ModelStyle:
 _REPEAT_LINESTYLES = ("-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)))
 
 
-def figure_styles(names: Sequence[str]) -> dict[str, ModelStyle]:
+def figure_styles(names: Sequence[str], avoid: Sequence[str] = ()) -> dict[str, ModelStyle]:
     """{name: style} for the curves of one figure: a model gets its :func:`model_style`; any other name (a seed,
     an estimator, a link, a recipe) the next of :data:`FALLBACK_COLORS` not used by a model of the figure, in the
     order given, with markers "o", "s", "^", ... — deterministic, so the same names in the same order look the
     same. A post-hoc variant of another name ("well-regularised + TS") takes that name's colour and marker, dashed;
     the second, third, ... setting of one model ("LS α=0.05", "LS α=0.3" after "LS α=0.1") keeps the model's
-    colour and marker with a line style of its own (dash-dot, dotted, ...)."""
+    colour and marker with a line style of its own (dash-dot, dotted, ...). ``avoid``: fallback colours this figure
+    must not use because they mean something else in the same notebook (a notebook's recipes brown and teal, its
+    estimators then from the colours after them); models keep their colours."""
     styles: dict[str, ModelStyle] = {}
     seen: dict[tuple[str | None, str | None], int] = {}
     for name in names:
@@ -308,7 +310,10 @@ def figure_styles(names: Sequence[str]) -> dict[str, ModelStyle]:
                     styles[name], linestyle=_REPEAT_LINESTYLES[(repeat - 1) % len(_REPEAT_LINESTYLES)]
                 )
     taken = {style.color for style in styles.values()}
-    free = [color for color in FALLBACK_COLORS if color not in taken] or list(FALLBACK_COLORS)
+    unknown = [color for color in avoid if color not in FALLBACK_COLORS]
+    if unknown:
+        raise ValueError(f"avoid names colours that are not fallback colours: {unknown}; see FALLBACK_COLORS")
+    free = [color for color in FALLBACK_COLORS if color not in taken and color not in avoid] or list(FALLBACK_COLORS)
     bases: dict[str, ModelStyle] = {}
     for name in names:
         if name in styles:
