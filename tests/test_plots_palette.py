@@ -64,6 +64,14 @@ def test_the_exact_posteriors_are_not_drawn_in_the_grey_of_the_perfect_calibrati
     assert np.linalg.norm(_lab(style.MODEL_STYLES[reference].color) - _lab("grey")) >= 25
 
 
+@pytest.mark.parametrize("reference", ["oracle", "exact marginals"])
+def test_the_exact_posteriors_stand_apart_from_every_multilabel_model(reference):
+    """A purple Bayes curve read as focal's pink in 11's reliability diagram (issue 28)."""
+    for model in style.MULTILABEL_MODELS:
+        distance = np.linalg.norm(_lab(style.MODEL_STYLES[reference].color) - _lab(style.MODEL_STYLES[model].color))
+        assert distance >= 30, (reference, model, round(float(distance), 1))
+
+
 @pytest.mark.parametrize("family", [style.MULTICLASS_MODELS, style.MULTILABEL_MODELS])
 def test_colours_and_markers_are_unique_within_a_family(family):
     colours = [style.MODEL_STYLES[name].color for name in family]
