@@ -40,6 +40,16 @@ def test_difference_plot_verdict_marks_write_the_verdict_and_use_no_verdict_colo
     assert plots.BETTER_COLOR.lower() not in _point_colors(panels.axes[0])
 
 
+def test_difference_panels_write_the_verdict_words_given():
+    """A notebook whose tables say "beats" must be able to say "beats" in its figure too (08 c34)."""
+    rows = {"SPA+LPR": (0.02, 0.01, 0.03), "ASL": (-0.02, -0.03, -0.01), "SPA": (0.0, -0.01, 0.01)}
+    panels = plots.difference_panels(
+        [{"rows": rows, "higher_is_better": True}], verdict_marks=True, verdict_words=("beats", "worse")
+    )
+    labels = [t.get_text() for t in panels.axes[0].get_yticklabels()]
+    assert labels == ["SPA+LPR · beats", "ASL · worse", "SPA"]
+
+
 def test_difference_plot_shows_an_estimate_outside_its_own_interval():
     """A percentile interval of a clipped statistic (debiased ECE) can exclude its point estimate; drawing the
     interval as error bars around the point then failed (negative error-bar lengths)."""

@@ -134,6 +134,7 @@ def difference_plot(
     title: str | None = None,
     scale: float = 100.0,
     verdict_marks: bool = False,
+    verdict_words: tuple[str, str] = ("better", "worse"),
 ) -> Figure:
     """Paired differences (model − reference) with their intervals, one row per model, and a line at 0.
 
@@ -144,7 +145,8 @@ def difference_plot(
     point estimate without interval (NaN bounds, :data:`helpers.metrics.POINT_ESTIMATE_ONLY`) as a grey point
     alone. ``verdict_marks=True`` writes the verdict into the row's label instead ("SPA+LPR · better",
     "ASL · worse") and draws every resolved row in :data:`VERDICT_COLOR` with a filled point, an undecided one grey
-    and hollow: no colour carries the verdict, so model colours keep their one meaning.
+    and hollow: no colour carries the verdict, so model colours keep their one meaning. ``verdict_words`` are the
+    (better, worse) words written, e.g. ``("beats", "worse")`` to match a table's verdict column.
     """
     names, values = _interval_rows(rows, scale)
     figure, ax = figure_and_axes(ax, (5.0, 0.8 + 0.32 * len(names)))
@@ -158,7 +160,7 @@ def difference_plot(
             color = BETTER_COLOR if better else GAP_COLOR
             if verdict_marks:
                 color = VERDICT_COLOR
-                labels[index] = f"{names[index]} · {'better' if better else 'worse'}"
+                labels[index] = f"{names[index]} · {verdict_words[0] if better else verdict_words[1]}"
         else:
             color = NEUTRAL_COLOR
             face = "none" if verdict_marks else None
@@ -248,11 +250,12 @@ def difference_panels(
     scale: float = 100.0,
     width: float = 4.2,
     verdict_marks: bool = False,
+    verdict_words: tuple[str, str] = ("better", "worse"),
 ) -> Figure:
     """Paired-difference panels side by side (:func:`difference_plot`), each
     ``{"rows": {name: (estimate, low, high)}, "higher_is_better": bool, "xlabel": str, "title": str}``; a row that
     dwarfs the others (:func:`outlier_rows`) is drawn in a panel of its own, on its own scale, right of its panel.
-    ``verdict_marks`` is passed to every :func:`difference_plot`."""
+    ``verdict_marks`` and ``verdict_words`` are passed to every :func:`difference_plot`."""
     if not panels:
         raise ValueError("panels is empty")
     drawn = []
@@ -278,6 +281,7 @@ def difference_panels(
             title=title,
             scale=scale,
             verdict_marks=verdict_marks,
+            verdict_words=verdict_words,
         )
     return figure
 
