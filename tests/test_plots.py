@@ -240,3 +240,18 @@ def test_seed_spread_plot_marks_mean_and_reference():
     assert any(np.allclose(line.get_ydata(), 2.5) for line in ax.get_lines() if line.get_linestyle() == "--")
     with pytest.raises(ValueError):
         plots.seed_spread_plot(["1"], [[1.0], [2.0]])
+
+
+def test_seed_spread_plot_draws_the_reference_seeds_as_their_own_column():
+    fig = plots.seed_spread_plot(
+        ["1", "2"], [[1.0, 2.0], [4.0, 4.0]], reference=6.0, reference_per_seed=[5.0, 7.0], reference_setting="∞"
+    )
+    ax = fig.axes[0]
+    assert [tick.get_text() for tick in ax.get_xticklabels()] == ["1", "2", "∞"]
+    dots = np.vstack([collection.get_offsets() for collection in ax.collections if len(collection.get_offsets())])
+    assert {(float(x), float(y)) for x, y in dots} >= {(2.0, 5.0), (2.0, 7.0)}
+    means = [line.get_ydata()[0] for line in ax.get_lines() if line.get_marker() in ("D", "s")]
+    assert means == pytest.approx([1.5, 4.0, 6.0])
+    with pytest.raises(ValueError, match="reference"):
+        plots.seed_spread_plot(["1"], [[1.0]], reference_per_seed=[1.0])
+    plt.close(fig)

@@ -89,3 +89,21 @@ def test_heatmap_keeps_cells_square_when_asked():
     plots.heatmap(np.eye(3), ["a", "b", "c"], ["a", "b", "c"], ax=ax, aspect="equal")
     assert ax.get_aspect() == 1.0
     plt.close(fig)
+
+
+def test_distance_histograms_share_an_x_range_and_tell_models_apart_by_line_style():
+    distances = {"cross-entropy": np.array([1.0, 2.0, 30.0, 40.0]), "MbLS": np.array([1.0, 3.0])}
+    figure, ax = plt.subplots()
+    plots.distance_histograms(distances, ax=ax, margin=10, x_max=25, bins=5, linestyles={"cross-entropy": ":"})
+    assert ax.get_xlim() == pytest.approx((0, 25))
+    ce, mbls = ax.patches[0], ax.patches[1]
+    assert ce.get_linestyle()[1] is not None and mbls.get_linestyle()[1] is None  # dotted vs solid
+    # two of cross-entropy's four distances lie beyond x_max: its drawn density still counts them (area 0.5)
+    heights = ce.get_path().vertices[:, 1]
+    assert heights.max() == pytest.approx(2 / (4 * 5.0))
+    assert mbls.get_path().vertices[:, 1].max() == pytest.approx(2 / (2 * 5.0))
+    plt.close(figure)
+    with pytest.raises(ValueError, match="x_max"):
+        plots.distance_histograms(distances, x_max=0)
+    with pytest.raises(ValueError, match="linestyles"):
+        plots.distance_histograms(distances, linestyles={"focal": ":"})

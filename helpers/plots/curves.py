@@ -266,27 +266,38 @@ def seed_spread_plot(
     reference_label: str = "reference",
     model: str | None = None,
     reference_model: str | None = None,
+    reference_per_seed: Sequence[float] | None = None,
+    reference_setting: str | None = None,
 ) -> Figure:
     """One column per setting (e.g. an MbLS margin): each training seed as a dot, the mean as a bar-free marker
     with ± sd whiskers; an optional horizontal reference line (e.g. a baseline's mean). ``model`` / ``reference_model``
-    name the models (e.g. "MbLS", "cross-entropy"), drawn in their course colours (black without a name)."""
+    name the models (e.g. "MbLS", "cross-entropy"), drawn in their course colours (black without a name).
+    ``reference_per_seed``: the reference's own seeds, drawn as one more column (tick ``reference_setting``, by
+    default ``reference_label``) with its mean ± sd marker in the reference model's style."""
     if len(settings) != len(per_seed) or not settings:
         raise ValueError(f"{len(settings)} settings for {len(per_seed)} lists of per-seed values")
+    if reference_per_seed is not None and reference is None:
+        raise ValueError("reference_per_seed needs reference (the value of the horizontal line)")
     figure, ax = figure_and_axes(ax, (5.0, 3.6))
-    positions = np.arange(len(settings))
     mean_style = model_style(model) if model else ModelStyle("black", "D")
-    for position, values in zip(positions, per_seed):
+    columns = [(values, mean_style) for values in per_seed]
+    tick_labels = list(settings)
+    if reference_per_seed is not None:
+        columns.append(
+            (reference_per_seed, model_style(reference_model) if reference_model else ModelStyle("black", "s"))
+        )
+        tick_labels.append(reference_setting or reference_label)
+    positions = np.arange(len(columns))
+    for position, (values, style) in zip(positions, columns):
         values = to_numpy(values).astype(float).ravel()
         ax.scatter(np.full(values.size, position), values, color="grey", s=14, zorder=2)
         sd = values.std(ddof=1) if values.size > 1 else 0.0
-        ax.errorbar(
-            position, values.mean(), yerr=sd, fmt=mean_style.marker, color=mean_style.color, capsize=4, zorder=3
-        )
+        ax.errorbar(position, values.mean(), yerr=sd, fmt=style.marker, color=style.color, capsize=4, zorder=3)
     if reference is not None:
         colour = model_style(reference_model).color if reference_model else "black"
         ax.axhline(reference, color=colour, linestyle="--", linewidth=1, label=reference_label)
         ax.legend(fontsize="small")
-    ax.set_xticks(positions, labels=list(settings))
+    ax.set_xticks(positions, labels=tick_labels)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:

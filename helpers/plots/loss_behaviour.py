@@ -205,18 +205,43 @@ def distance_histograms(
     margin: float | None = None,
     bins: int = 60,
     title: str | None = None,
+    x_max: float | None = None,
+    linestyles: Mapping[str, Any] | None = None,
 ) -> Figure:
     """Step histograms (densities) of the non-winning logit distances of each model (notebook 03), with an
-    optional vertical line at the MbLS margin m."""
+    optional vertical line at the MbLS margin m.
+
+    ``x_max`` fixes the right end of the bins and the x axis (e.g. the same for two panels, so the margin line sits
+    at the same place); distances beyond it are left out of the drawing but not of the density's normalisation.
+    ``linestyles`` ({model name: matplotlib line style}) tells apart models whose colours are close (solid by
+    default)."""
     if not distances_by_model:
         raise ValueError("distances_by_model is empty; pass {model name: logit_analysis.logit_distances(logits)}")
+    if x_max is not None and not x_max > 0:
+        raise ValueError(f"x_max must be positive, got {x_max}")
+    unknown = set(linestyles or {}) - set(distances_by_model)
+    if unknown:
+        raise ValueError(f"linestyles names models not drawn: {sorted(unknown)}")
     figure, ax = figure_and_axes(ax, (5.6, 3.6))
     high = max(float(np.max(to_numpy(d))) for d in distances_by_model.values())
-    edges = np.linspace(0, max(high, margin or 0) * 1.02 + 1e-9, bins + 1)
+    right = float(x_max) if x_max is not None else max(high, margin or 0) * 1.02 + 1e-9
+    edges = np.linspace(0, right, bins + 1)
     styles = figure_styles(list(distances_by_model))
     for name, distances in distances_by_model.items():
         values = to_numpy(distances).ravel()
-        ax.hist(values, bins=edges, density=True, histtype="step", linewidth=1.5, label=name, color=styles[name].color)
+        weights = np.full(values.size, 1.0 / (values.size * (edges[1] - edges[0])))  # density over all distances
+        ax.hist(
+            values,
+            bins=edges,
+            weights=weights,
+            histtype="step",
+            linewidth=1.5,
+            label=name,
+            color=styles[name].color,
+            linestyle=(linestyles or {}).get(name, "-"),
+        )
+    if x_max is not None:
+        ax.set_xlim(0, right)
     if margin is not None:
         ax.axvline(margin, color="black", linestyle="--", linewidth=1, label=f"margin m = {margin:g}")
     label_axes(
