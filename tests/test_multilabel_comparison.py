@@ -142,6 +142,18 @@ def test_query_level_error_sees_images_that_pooled_and_per_label_errors_do_not()
     assert levels.loc["flat", "query-level error (findings per image)"] == pytest.approx(0.0)
 
 
+def test_calibration_levels_print_the_ece_to_two_decimals_like_the_other_tables():
+    # one forecast for every image: the ECE is |forecast − frequency|, here not a round number of percent
+    labels = torch.zeros(100, 1)
+    labels[:13] = 1.0  # frequency 0.13 against a forecast of 0.1234: ECE 0.66 %
+    probs = {"m": [torch.full((100, 1), 0.1234)]}
+    levels = mc.calibration_levels(probs, labels, ["m"])
+    assert levels.loc["m", "ECE pooled (%)"] == pytest.approx(0.66)
+    assert mc.calibration_levels(probs, labels, ["m"], digits=1).loc["m", "ECE pooled (%)"] == pytest.approx(0.7)
+    with pytest.raises(ValueError, match="digits"):
+        mc.calibration_levels(probs, labels, ["m"], digits=-1)
+
+
 def test_summarise_adds_the_smooth_ece_to_every_model():
     data = fake_data(n=300)
     probs = {"a": [data.true_posteriors["test"]] * 2, "b": [torch.full((300, 3), 0.3)]}

@@ -208,6 +208,22 @@ def test_pooled_reliability_curves_on_log_axes_leave_out_bins_without_a_positive
     plt.close(fig)
 
 
+def test_pooled_reliability_curves_can_put_the_legend_beside_with_larger_markers():
+    x = np.array([0.01, 0.1, 0.5])
+    curves = {"focal": {"mean_predicted": x, "frequency": x}, "focal+φ": {"mean_predicted": x, "frequency": x}}
+    fig = plots.pooled_reliability_curves(curves, legend="beside", markersize=6)
+    ax = fig.axes[0]
+    lines = ax.get_lines()
+    assert [line.get_markersize() for line in lines[:2]] == [6, 6]
+    assert lines[1].get_markerfacecolor() == "none"  # the post-hoc variant's markers are hollow
+    fig.canvas.draw()
+    legend_box = ax.get_legend().get_window_extent()
+    assert legend_box.x0 > ax.get_window_extent().x1  # to the right of the axes, not below them
+    with pytest.raises(ValueError, match="legend"):
+        plots.pooled_reliability_curves(curves, legend="above")
+    plt.close("all")
+
+
 def test_risk_minimiser_plot_staggers_markers_of_curves_on_the_diagonal():
     eta = np.linspace(0.01, 0.99, 99)
     fig = plots.risk_minimiser_plot(eta, {"a": eta, "b": eta}, markers=10, legend_below=True)

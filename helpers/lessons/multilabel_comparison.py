@@ -238,10 +238,13 @@ def query_level_error(probs: torch.Tensor, labels: torch.Tensor, n_bins: int = 1
 
 
 def calibration_levels(
-    probs: Mapping[str, Sequence[torch.Tensor]], labels: torch.Tensor, models: Sequence[str]
+    probs: Mapping[str, Sequence[torch.Tensor]], labels: torch.Tensor, models: Sequence[str], digits: int = 2
 ) -> pd.DataFrame:
-    """Rows = ``models``; the pooled and per-label 15-bin ECE and ACE (percent) and the query-level error
-    (findings per image), each the mean over the model's training seeds."""
+    """Rows = ``models``; the pooled and per-label 15-bin ECE and ACE (percent, rounded to ``digits`` decimals, as
+    the course's other ECE tables) and the query-level error (findings per image, 3 decimals), each the mean over
+    the model's training seeds."""
+    if not isinstance(digits, int) or digits < 0:
+        raise ValueError(f"digits must be a non-negative whole number of decimals, got {digits!r}")
 
     def mean(fn: Callable[..., float], model: str) -> float:
         return float(sum(fn(p, labels) for p in probs[model]) / len(probs[model]))
@@ -260,7 +263,7 @@ def calibration_levels(
     return (
         pd.DataFrame(rows)
         .T.rename_axis("model")
-        .round({**dict.fromkeys(list(rows[models[0]])[:4], 1), "query-level error (findings per image)": 3})
+        .round({**dict.fromkeys(list(rows[models[0]])[:4], digits), "query-level error (findings per image)": 3})
     )
 
 

@@ -237,15 +237,24 @@ def reliability_overlay(
 
 
 def pooled_reliability_curves(
-    curves: Mapping[str, Mapping[str, Any]], ax: Axes | None = None, title: str | None = None, log: bool = True
+    curves: Mapping[str, Mapping[str, Any]],
+    ax: Axes | None = None,
+    title: str | None = None,
+    log: bool = True,
+    legend: str = "below",
+    markersize: float = 4.0,
 ) -> Figure:
     """Multi-label reliability where the forecasts are: observed frequency of "present" against the mean predicted
     probability in equal-mass bins of the pooled (image, finding) forecasts
     (:func:`helpers.lessons.equal_mass_reliability`), one line per model, both axes log-scaled, the
     diagonal of perfect calibration, legend below. A bin without a positive has no point on a log scale and is
-    left out. ``curves``: name -> {"mean_predicted": (B,), "frequency": (B,)}."""
+    left out. ``curves``: name -> {"mean_predicted": (B,), "frequency": (B,)}. ``legend``: "below" the axes or
+    "beside" them (no gap under a tall legend); ``markersize``: larger markers show a post-hoc variant's hollow
+    ones apart from its loss's filled ones."""
     if not curves:
         raise ValueError("curves is empty; pass {model: equal_mass_reliability(probs, labels)}")
+    if legend not in ("below", "beside"):
+        raise ValueError(f'legend must be "below" or "beside", got {legend!r}')
     figure, ax = figure_and_axes(ax, (5.0, 4.6))
     low, high = 1.0, 0.0
     styles = figure_styles(list(curves))
@@ -253,7 +262,7 @@ def pooled_reliability_curves(
         x = to_numpy(curve["mean_predicted"]).astype(float)
         y = to_numpy(curve["frequency"]).astype(float)
         keep = (x > 0) & (y > 0) if log else np.ones_like(x, dtype=bool)
-        ax.plot(x[keep], y[keep], markersize=4, label=name, **styles[name].line_kwargs())
+        ax.plot(x[keep], y[keep], markersize=markersize, label=name, **styles[name].line_kwargs())
         low, high = min(low, x[keep].min(), y[keep].min()), max(high, x[keep].max(), y[keep].max())
     ax.plot([low, high], [low, high], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
     if log:
@@ -264,7 +273,10 @@ def pooled_reliability_curves(
     ax.set_ylabel(f'observed frequency of "present"{scaled}')
     ax.set_title(title or "pooled reliability, equal-mass bins")
     ax.grid(alpha=0.3)
-    legend_below(ax)
+    if legend == "beside":
+        legend_beside(ax)
+    else:
+        legend_below(ax)
     return figure
 
 
