@@ -284,7 +284,9 @@ def test_clean_folds_the_solutions_on_the_site_and_keeps_their_code():
     cleaned, report = output_cleanup.clean_notebook(nb)
     assert rules.solutions_collapsed(nb) and rules.solutions_collapsed(cleaned) == []
     assert cleaned["cells"][-1]["metadata"]["tags"] == ["solution", "hide-input"]
-    assert cleaned["cells"][-1]["source"] == "answer = 42" and report["site_tags_added"] == 1
+    # the tag, and JupyterLab's fold of the code (the site folds it too)
+    assert cleaned["cells"][-1]["source"] == "answer = 42" and report["site_tags_added"] == 2
+    assert cleaned["cells"][-1]["metadata"]["jupyter"] == {"source_hidden": True}
     assert output_cleanup.clean_notebook(cleaned)[1]["site_tags_added"] == 0
 
 
@@ -490,6 +492,18 @@ def test_clean_folds_a_hidden_machinery_cell_in_jupyterlab_as_the_site_does():
     nb["cells"].append(code("from helpers import course", [], tags=["hide-cell"]))
     cleaned, _ = output_cleanup.clean_notebook(nb)
     assert cleaned["cells"][-1]["metadata"]["jupyter"] == {"source_hidden": True, "outputs_hidden": True}
+
+
+def test_clean_folds_the_code_of_a_hide_input_cell_in_jupyterlab_and_keeps_its_outputs_open():
+    """A ``hide-input`` cell (a table printed by machinery code) shows only its output on the website; JupyterLab
+    showed its code too, so a student reading there met code the site hides (issue 28)."""
+    nb = good_notebook()
+    nb["cells"].append(code("show_table(results)", [stream("LS − CE: +4.4\n")], tags=["hide-input"]))
+    cleaned, changes = output_cleanup.clean_notebook(nb)
+    assert cleaned["cells"][-1]["metadata"]["jupyter"] == {"source_hidden": True}
+    assert cleaned["cells"][-1]["outputs"] == nb["cells"][-1]["outputs"]
+    again, _ = output_cleanup.clean_notebook(cleaned)
+    assert again == cleaned
 
 
 #: the rules of issue 16's two layers, switched on for the committed notebooks once every notebook is restructured

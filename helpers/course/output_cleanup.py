@@ -7,7 +7,8 @@ stderr outputs, saved widget state, the executing checkout's absolute path prefi
 an execution writes into the metadata: papermill's ``input_path``, ``output_path``, start and end times and
 duration (notebook and cells) and Jupyter's per-cell ``execution`` timestamps. It also tags the parameter
 cells ``remove-cell`` (MyST-NB leaves them off the website), the solution cells ``hide-input`` (folded there) and
-the expert code cells ``hide-cell`` (source and outputs folded on the website, and in JupyterLab).
+the expert code cells ``hide-cell`` (source and outputs folded on the website, and in JupyterLab); JupyterLab also
+folds the code of a ``hide-input`` cell, whose outputs the website shows.
 ``course publish`` cleans every notebook this way and points the injected ``results_path`` at the committed results
 JSON (``settle_injected_results_path``), so the committed notebooks stay free of machine paths, run folders and
 timestamps after each re-execution.
@@ -59,7 +60,8 @@ PUBLISHED_RESULTS_PATH = "../results/reference/{stem}.json"
 
 def _tag_for_the_site(cell: dict) -> int:
     """Add the tags that hide a parameter cell, fold a solution and fold an expert code cell on the website, and
-    fold every code cell the website folds (expert or ``hide-cell``) in JupyterLab too; how many were added."""
+    fold every code cell the website folds (expert or ``hide-cell``) in JupyterLab too, and the code of a ``hide-input``
+    cell; how many were added."""
     wanted = [HIDDEN_TAG] if set(PARAMETER_TAGS) & set(cell_tags(cell)) else []
     wanted += [COLLAPSED_TAG] if SOLUTION_TAG in cell_tags(cell) else []
     expert = EXPERT_TAG in cell_tags(cell) and cell.get("cell_type") == "code"
@@ -71,6 +73,12 @@ def _tag_for_the_site(cell: dict) -> int:
         folded = cell.setdefault("metadata", {}).setdefault("jupyter", {})
         changed = not (folded.get("source_hidden") and folded.get("outputs_hidden"))
         folded.update(source_hidden=True, outputs_hidden=True)
+        return len(missing) + changed
+    if COLLAPSED_TAG in cell_tags(cell) and cell.get("cell_type") == "code":
+        # the website shows only the outputs of a ``hide-input`` cell: fold its code in JupyterLab too
+        folded = cell.setdefault("metadata", {}).setdefault("jupyter", {})
+        changed = not folded.get("source_hidden")
+        folded["source_hidden"] = True
         return len(missing) + changed
     return len(missing)
 
