@@ -20,7 +20,7 @@ from helpers import metrics, plots  # noqa: E402
 from helpers.metrics import decisions  # noqa: E402
 from helpers.plots import style  # noqa: E402
 
-GAP_COLOURS = (style.ACCURACY_COLOR, style.GAP_COLOR, style.UNDER_GAP_COLOR)
+GAP_COLOURS = (style.ACCURACY_COLOR, style.GAP_COLOR, style.OVER_GAP_COLOR, style.UNDER_GAP_COLOR)
 
 
 def _lab(colour):
@@ -453,3 +453,21 @@ def test_figure_styles_avoid_leaves_the_named_fallback_colours_to_other_meanings
     assert style.figure_styles(["a", "b"]) == style.figure_styles(["a", "b"], avoid=())  # default unchanged
     with pytest.raises(ValueError, match="not fallback colours"):
         style.figure_styles(["a"], avoid=["#123456"])
+
+
+def test_the_gap_marks_of_a_reliability_diagram_are_colourless():
+    """Readers of 01, 02 and 06 named the gap marks (red and orange) "focal's pink" and "FLSD-53's orange": a gap
+    mark is told apart by its hatch and its place on the bar, so both are drawn in greys, which no model uses."""
+    over = metrics.reliability_bins(
+        torch.tensor([[0.9, 0.1], [0.8, 0.2], [0.6, 0.4]]), torch.tensor([1, 0, 0]), n_bins=5
+    )
+    figure, ax = plt.subplots()
+    plots.reliability_diagram(over, ax=ax, legend=False)
+    handles = dict(zip(*reversed(ax.get_legend_handles_labels())))
+    for label, hatch in ((plots.OVER_GAP_LABEL, "//"), (plots.UNDER_GAP_LABEL, "\\\\")):
+        mark = handles[label]
+        patch = mark.patches[0] if hasattr(mark, "patches") and mark.patches else mark
+        assert patch.get_hatch() == hatch, label
+        lab = _lab(patch.get_facecolor()[:3])
+        assert np.hypot(lab[1], lab[2]) < 3, (label, to_hex(patch.get_facecolor()))  # a grey (or white): no hue
+    plt.close(figure)

@@ -6,8 +6,8 @@ Compute and draw are separate: the diagrams take the :class:`helpers.metrics.Rel
 accepts ``ax=None`` (or ``axes=None``), draws on the axes it is given (or on a new figure) and returns the Figure.
 
 Reliability diagram (DeGroot & Fienberg 1983; the form of Guo et al. 2017, Fig. 1): bars of per-bin accuracy,
-a gap bar between the accuracy and the mean confidence of the bin -- red, hatched ``//``, above the accuracy where
-the bin is over-confident; orange, hatched ``\\``, the top of the accuracy bar where it is under-confident (both
+a gap bar between the accuracy and the mean confidence of the bin -- grey, hatched ``//``, above the accuracy where
+the bin is over-confident; white, hatched ``\\``, the top of the accuracy bar where it is under-confident (both
 named in the legend, which sits beside the axes, off the data) -- the diagonal of perfect calibration, and
 underneath a histogram of the fraction of samples per bin, which shows how much weight each bar carries in the ECE.
 The colours and legend names of the gap marks are in :mod:`helpers.plots.style`.
@@ -27,7 +27,8 @@ from matplotlib.figure import Figure
 from helpers.metrics import POOLED, ReliabilityBins
 from helpers.plots.style import (
     ACCURACY_COLOR,
-    GAP_COLOR,
+    GAP_EDGE_COLOR,
+    OVER_GAP_COLOR,
     OVER_GAP_LABEL,
     UNDER_GAP_COLOR,
     UNDER_GAP_LABEL,
@@ -75,8 +76,8 @@ def _draw_accuracy_bars(ax: Axes, left: np.ndarray, width: np.ndarray, accuracy:
 
 
 def _draw_gap_bars(ax: Axes, left: np.ndarray, width: np.ndarray, accuracy: np.ndarray, confidence: np.ndarray) -> None:
-    """The gap marks of the non-empty bins: a red ``//`` bar from the accuracy up to the confidence where the bin is
-    over-confident, an orange ``\\\\`` bar from the confidence up to the accuracy where it is under-confident. A
+    """The gap marks of the non-empty bins: a grey ``//`` bar from the accuracy up to the confidence where the bin is
+    over-confident, a white ``\\\\`` bar from the confidence up to the accuracy where it is under-confident. A
     mark that no bin has is still named in the legend, by a drawn placeholder patch."""
     over = confidence > accuracy
     ax.bar(
@@ -85,10 +86,9 @@ def _draw_gap_bars(ax: Axes, left: np.ndarray, width: np.ndarray, accuracy: np.n
         bottom=accuracy[over],
         width=width[over],
         align="edge",
-        color=GAP_COLOR,
-        alpha=0.35,
+        color=OVER_GAP_COLOR,
         hatch="//",
-        edgecolor=GAP_COLOR,
+        edgecolor=GAP_EDGE_COLOR,
         linewidth=0.5,
         label=OVER_GAP_LABEL,
     )
@@ -100,7 +100,7 @@ def _draw_gap_bars(ax: Axes, left: np.ndarray, width: np.ndarray, accuracy: np.n
         align="edge",
         color=UNDER_GAP_COLOR,
         hatch="\\\\",
-        edgecolor="black",
+        edgecolor=GAP_EDGE_COLOR,
         linewidth=0.5,
         label=UNDER_GAP_LABEL,
     )
@@ -131,8 +131,8 @@ def reliability_diagram(
 
     One accuracy bar and one gap bar per NON-EMPTY bin (empty bins have no accuracy to draw); the title gives
     the ECE of these bins (equal to ``metrics.ece`` / ``metrics.multilabel_ece`` on the same data). The gap of an
-    over-confident bin (mean confidence above accuracy) is a red ``//`` bar from the accuracy up to the confidence;
-    that of an under-confident bin an orange ``\\\\`` bar from the confidence up to the accuracy, over the top of
+    over-confident bin (mean confidence above accuracy) is a grey ``//`` bar from the accuracy up to the confidence;
+    that of an under-confident bin a white ``\\\\`` bar from the confidence up to the accuracy, over the top of
     the accuracy bar. Both are named in the legend (:data:`helpers.plots.OVER_GAP_LABEL`,
     :data:`helpers.plots.UNDER_GAP_LABEL`), drawn beside the axes, off the data (``legend=False``: none, e.g. for
     one shared figure legend). With ``show_histogram`` a small axis below ``ax`` (sharing x) shows the fraction of

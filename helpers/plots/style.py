@@ -22,6 +22,8 @@ __all__ = [
     "ACCURACY_COLOR",
     "GAP_COLOR",
     "UNDER_GAP_COLOR",
+    "OVER_GAP_COLOR",
+    "GAP_EDGE_COLOR",
     "OVER_GAP_LABEL",
     "UNDER_GAP_LABEL",
     "ModelStyle",
@@ -36,8 +38,12 @@ __all__ = [
 ]
 
 ACCURACY_COLOR = "#4C72B0"
-GAP_COLOR = "#C44E52"
-UNDER_GAP_COLOR = "#DD8452"
+GAP_COLOR = "#C44E52"  # "worse" in the interval plots, "incorrect" in selective prediction
+#: the two gap marks of a reliability diagram are greys, told apart by hatch and place: no model is grey, so no
+#: reader takes a gap for a model (red and orange gaps were read as focal's pink and FLSD-53's orange)
+OVER_GAP_COLOR = "#E0E0E0"
+UNDER_GAP_COLOR = "#FFFFFF"
+GAP_EDGE_COLOR = "#4D4D4D"
 #: legend names of the two gap marks of a reliability diagram
 OVER_GAP_LABEL = "over-confident gap (confidence above accuracy)"
 UNDER_GAP_LABEL = "under-confident gap (accuracy above confidence)"
@@ -78,9 +84,9 @@ def gap_patch(label: str, linewidth: float = 0.5) -> Rectangle:
     gap): a legend handle, or, with no size and ``linewidth=0``, a placeholder on axes whose bars have none of that
     gap."""
     if label == OVER_GAP_LABEL:
-        style = {"facecolor": GAP_COLOR, "alpha": 0.35, "hatch": "//", "edgecolor": GAP_COLOR}
+        style = {"facecolor": OVER_GAP_COLOR, "hatch": "//", "edgecolor": GAP_EDGE_COLOR}
     else:
-        style = {"facecolor": UNDER_GAP_COLOR, "hatch": "\\\\", "edgecolor": "black"}
+        style = {"facecolor": UNDER_GAP_COLOR, "hatch": "\\\\", "edgecolor": GAP_EDGE_COLOR}
     return Rectangle((0.0, 0.0), 0.0, 0.0, linewidth=linewidth, label=label, **style)
 
 
