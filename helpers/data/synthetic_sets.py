@@ -93,7 +93,7 @@ def load_synthetic(name: str, data_dir: str | os.PathLike | None = None, seed: i
                 f"(or data_dir) at a writable folder"
             ) from error
     regenerate = f"Delete {folder} to regenerate it."
-    bundle = read_medmnist_file(flag, 28, path, regenerate)
+    bundle = read_medmnist_file(flag, 28, path, regenerate, generated=True)
     extra_keys = [f"{split}_posteriors" for split in SPLITS]
     posteriors_file = posteriors_path(path)
     arrays = read_npz(posteriors_file, extra_keys, regenerate)
