@@ -35,12 +35,13 @@ def test_class_counts_bars_equal_the_counts():
     assert widths == [2, 1, 2, 1]
 
 
-def test_class_counts_non_model_colors_keep_model_colours_out():
-    """07 drew its splits in matplotlib's orange and green, which mean ASL and SPA in the same notebook."""
+def test_class_counts_colour_the_splits_with_non_model_colours_by_default():
+    """07 drew its splits in matplotlib's orange and green, which mean ASL and SPA in the same notebook; a flag
+    (``non_model_colors=True``) fixed it for 07 alone, beside a second way (``colors=``) that 00 used."""
     from matplotlib.colors import to_hex
 
     splits = {"train": np.array([0, 0, 1]), "val": np.array([1]), "test": np.array([0, 1])}
-    figure = plots.class_counts(splits, ["x", "y"], non_model_colors=True)
+    figure = plots.class_counts(splits, ["x", "y"])
     colours = {to_hex(patch.get_facecolor()) for patch in figure.axes[0].patches}
     expected = {style.color.lower() for style in plots.figure_styles(list(splits)).values()}
     assert colours == expected and len(colours) == 3

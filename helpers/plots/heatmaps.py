@@ -163,26 +163,25 @@ def class_counts(
     class_names: Sequence[str],
     ax: Axes | None = None,
     title: str | None = "images per class",
-    non_model_colors: bool = False,
     log_scale: bool = True,
     colors: Sequence[str] | None = None,
 ) -> Figure:
     """Grouped horizontal bars: images per class in each split (multi-class integer labels or (N, T) multi-label),
-    the classes top to bottom in the order given (as :func:`image_grid` lists them). ``non_model_colors=True``
-    colours the splits with :func:`helpers.plots.style.figure_styles` (the course's colours for names that are not
-    models) instead of matplotlib's cycle, whose orange and green are ASL's and SPA's in the multi-label notebooks;
-    ``colors`` (one per split) gives the colours outright. ``log_scale=False`` draws the counts on a linear axis,
+    the classes top to bottom in the order given (as :func:`image_grid` lists them). The splits take the course's
+    colours for names that are not models (:func:`helpers.plots.style.figure_styles`), never matplotlib's cycle,
+    whose orange and green are ASL's and SPA's in the multi-label notebooks; ``colors`` (one per split) gives the
+    colours outright. ``log_scale=False`` draws the counts on a linear axis,
     where an imbalance looks as large as it is."""
     if colors is not None and len(colors) < len(labels_by_split):
         raise ValueError(f"colors has {len(colors)} colours for {len(labels_by_split)} splits")
     figure, ax = figure_and_axes(ax, (6, 0.5 + 0.45 * len(class_names)))
     positions = np.arange(len(class_names))
     height = 0.8 / max(len(labels_by_split), 1)
-    styles = figure_styles(list(labels_by_split)) if non_model_colors else {}
+    styles = figure_styles(list(labels_by_split))
     for offset, (split, labels) in enumerate(labels_by_split.items()):
         values = to_numpy(labels)
         counts = values.sum(0) if values.ndim == 2 else np.bincount(values.astype(int), minlength=len(class_names))
-        color = colors[offset] if colors is not None else styles[split].color if split in styles else None
+        color = colors[offset] if colors is not None else styles[split].color
         ax.barh(positions + offset * height, counts, height=height, label=f"{split} ({len(values):,})", color=color)
     ax.set_yticks(positions + height * (len(labels_by_split) - 1) / 2, labels=list(class_names))
     if log_scale:
