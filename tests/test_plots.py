@@ -224,6 +224,23 @@ def test_confidence_maps_draws_each_map_and_the_diagonal():
         plots.confidence_maps(q, {"bad": q[:5]})
 
 
+def test_confidence_maps_diagonal_has_a_line_style_no_map_gets():
+    # readers took the dotted diagonal for a dotted loss variant (LS α=0.3, focal γ=5 are drawn dotted)
+    q = torch.linspace(0.2, 0.99, 30)
+    names = ["LS α=0.05", "LS α=0.1", "LS α=0.3", "focal γ=1", "focal γ=3", "focal γ=5"]
+    fig = plots.confidence_maps(q, {name: q * (1 - 0.1 * i) for i, name in enumerate(names)})
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    diagonal = lines.pop("θ = q (proper)")
+    assert all(
+        (line.get_linestyle(), line.get_linewidth()) != (diagonal.get_linestyle(), diagonal.get_linewidth())
+        for line in lines.values()
+    )
+    assert all(
+        line.get_linestyle() != diagonal.get_linestyle() for line in lines.values() if line.get_linestyle() != "-"
+    )
+    assert diagonal.get_linewidth() > max(line.get_linewidth() for line in lines.values())
+
+
 def test_seed_band_curves_plots_the_mean_and_the_seed_range():
     fig, ax = plt.subplots()
     assert plots.seed_band_curves({"CE": [[1.0, 2.0, 3.0], [3.0, 4.0, 5.0]]}, ax=ax) is fig

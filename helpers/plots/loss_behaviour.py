@@ -82,12 +82,14 @@ def confidence_maps(
     dashed: Sequence[str] = (),
 ) -> Figure:
     """θ(q) of each loss against the true top-class probability q (``helpers.lessons.optimal_confidence`` or
-    ``stationary_confidence``), with the diagonal θ = q of a proper loss; names in ``dashed`` drawn dashed."""
+    ``stationary_confidence``), with the diagonal θ = q of a proper loss as a wide pale band; names in ``dashed``
+    drawn dashed."""
     q = to_numpy(true_top_probability).ravel()
     if not maps:
         raise ValueError("maps is empty; pass {loss name: θ for each q}")
     figure, ax = figure_and_axes(ax, (5.2, 4.4))
-    ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle=":", label="θ = q (proper)")
+    # a wide pale band, not a dotted line: variants of a loss are drawn dotted or dash-dotted (figure_styles)
+    ax.plot([0, 1], [0, 1], color="0.82", linewidth=4, linestyle="-", zorder=1, label="θ = q (proper)")
     styles = figure_styles(list(maps))
     for name, theta in maps.items():
         theta = to_numpy(theta).ravel()
