@@ -272,3 +272,22 @@ def test_seed_spread_plot_draws_the_reference_seeds_as_their_own_column():
     with pytest.raises(ValueError, match="reference"):
         plots.seed_spread_plot(["1"], [[1.0]], reference_per_seed=[1.0])
     plt.close(fig)
+
+
+def test_reliability_grid_can_share_the_histogram_scale():
+    # two models whose largest bin fractions differ a lot: shared, every histogram axis gets the same top
+    spread = metrics.reliability_bins(*multiclass_data(seed=0, scale=1.0))
+    peaked = metrics.reliability_bins(*multiclass_data(seed=1, scale=8.0))
+    tops = [float((b.counts / b.n_samples).max()) for b in (spread, peaked)]
+    assert max(tops) > 1.5 * min(tops)
+    figure = plots.reliability_grid({"spread": spread, "peaked": peaked}, shared_histogram=True)
+    histograms = [ax for ax in figure.axes if ax.get_ylabel() == "fraction"]
+    assert len(histograms) == 2
+    assert histograms[0].get_ylim() == histograms[1].get_ylim()
+    assert histograms[0].get_ylim()[1] >= max(tops)
+    # the default keeps each panel's own scale
+    figure = plots.reliability_grid({"spread": spread, "peaked": peaked})
+    histograms = [ax for ax in figure.axes if ax.get_ylabel() == "fraction"]
+    assert histograms[0].get_ylim() != histograms[1].get_ylim()
+    with pytest.raises(ValueError, match="histogram"):
+        plots.reliability_grid({"spread": spread}, show_histogram=False, shared_histogram=True)

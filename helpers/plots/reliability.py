@@ -110,10 +110,15 @@ def _draw_gap_bars(ax: Axes, left: np.ndarray, width: np.ndarray, accuracy: np.n
             ax.add_patch(gap_patch(label, linewidth=0.0))
 
 
-def _draw_bin_fractions(ax: Axes, left: np.ndarray, width: np.ndarray, fraction: np.ndarray, x_label: str) -> None:
-    """The fraction of samples in each non-empty bin, as grey bars on a short axis under ``ax`` (sharing x)."""
+def _draw_bin_fractions(
+    ax: Axes, left: np.ndarray, width: np.ndarray, fraction: np.ndarray, x_label: str, top: float | None = None
+) -> None:
+    """The fraction of samples in each non-empty bin, as grey bars on a short axis under ``ax`` (sharing x); ``top``
+    fixes the top of its y-axis (else matplotlib's own)."""
     histogram_ax = axis_below(ax)
     histogram_ax.bar(left, fraction, width=width, align="edge", color="grey", edgecolor="black", linewidth=0.5)
+    if top is not None:
+        histogram_ax.set_ylim(0, top)
     histogram_ax.set_ylabel("fraction")
     histogram_ax.set_xlabel(x_label)
     ax.tick_params(labelbottom=False)
@@ -126,6 +131,7 @@ def reliability_diagram(
     show_histogram: bool = True,
     label: str | None = None,
     legend: bool = True,
+    histogram_top: float | None = None,
 ) -> Figure:
     """Reliability diagram of one model from ``metrics.reliability_bins(probs, labels, n_bins, multilabel)``.
 
@@ -136,8 +142,8 @@ def reliability_diagram(
     the accuracy bar. Both are named in the legend (:data:`helpers.plots.OVER_GAP_LABEL`,
     :data:`helpers.plots.UNDER_GAP_LABEL`), drawn beside the axes, off the data (``legend=False``: none, e.g. for
     one shared figure legend). With ``show_histogram`` a small axis below ``ax`` (sharing x) shows the fraction of
-    samples in each bin. Pooled multi-label bins are labelled as such: x is the forecast P(present), y the frequency
-    of "present".
+    samples in each bin (``histogram_top``: the top of its y-axis, e.g. one scale for several diagrams). Pooled
+    multi-label bins are labelled as such: x is the forecast P(present), y the frequency of "present".
     """
     if not isinstance(bins, ReliabilityBins):
         raise TypeError(
@@ -163,7 +169,7 @@ def reliability_diagram(
 
     if show_histogram:
         fraction = to_numpy(bins.counts)[nonempty] / max(bins.n_samples, 1)
-        _draw_bin_fractions(ax, left, width, fraction, x_label)
+        _draw_bin_fractions(ax, left, width, fraction, x_label, top=histogram_top)
     else:
         ax.set_xlabel(x_label)
     return figure
@@ -175,11 +181,19 @@ def reliability_grid(
     show_histogram: bool = True,
     axes: Sequence[Axes] | None = None,
     suptitle: str | None = None,
+    shared_histogram: bool = False,
 ) -> Figure:
     """One reliability diagram per model, side by side (``ncols`` per row); ``axes`` to draw on given axes. One
-    legend for all of them (accuracy, both gap marks, the diagonal) sits below the figure, off the data."""
+    legend for all of them (accuracy, both gap marks, the diagonal) sits below the figure, off the data.
+    ``shared_histogram``: every histogram gets the same y-axis (0 to the largest bin fraction of any model, plus
+    5 %), so the panels' bin masses compare by eye; by default each histogram has its own scale."""
     if not bins_by_model:
         raise ValueError("bins_by_model is empty; pass {model name: metrics.reliability_bins(...)}")
+    if shared_histogram and not show_histogram:
+        raise ValueError("shared_histogram=True needs show_histogram=True (there is no histogram to share)")
+    histogram_top = None
+    if shared_histogram:
+        histogram_top = 1.05 * max(float(b.counts.max()) / max(b.n_samples, 1) for b in bins_by_model.values())
     if ncols < 1:
         raise ValueError(f"ncols must be >= 1, got {ncols}")
     n_models = len(bins_by_model)
@@ -198,7 +212,9 @@ def reliability_grid(
             raise ValueError(f"{len(axes)} axes given for {n_models} models")
         figure = axes[0].figure
     for ax, (name, bins) in zip(axes, bins_by_model.items()):
-        reliability_diagram(bins, ax=ax, title=name, show_histogram=show_histogram, legend=False)
+        reliability_diagram(
+            bins, ax=ax, title=name, show_histogram=show_histogram, legend=False, histogram_top=histogram_top
+        )
     if suptitle:
         figure.suptitle(suptitle, y=1.0, va="bottom")
     figure.subplots_adjust(wspace=0.35, hspace=0.45)
