@@ -111,13 +111,14 @@ def test_reliability_grid_and_overlay():
     single = plots.reliability_grid({"over-confident only": over_only})
     handles = dict(zip([t.get_text() for t in single.legends[0].get_texts()], single.legends[0].legend_handles))
     assert handles[plots.UNDER_GAP_LABEL].get_hatch() == "\\\\"
-    assert matplotlib.colors.same_color(handles[plots.UNDER_GAP_LABEL].get_facecolor(), plots.UNDER_GAP_COLOR)
+    assert matplotlib.colors.same_color(handles[plots.UNDER_GAP_LABEL].get_facecolor(), plots.ACCURACY_COLOR)
+    assert matplotlib.colors.same_color(handles[plots.UNDER_GAP_LABEL].get_edgecolor(), plots.UNDER_GAP_COLOR)
     # the same for a legend built from the axes' own handles (notebook 06 collects them for one figure legend)
     _, ax = plt.subplots()
     plots.reliability_diagram(over_only, ax=ax, legend=False)
     own = dict(zip(*reversed(ax.get_legend_handles_labels())))
     assert {plots.OVER_GAP_LABEL, plots.UNDER_GAP_LABEL} <= set(own)
-    assert matplotlib.colors.same_color(own[plots.UNDER_GAP_LABEL].get_facecolor(), plots.UNDER_GAP_COLOR)
+    assert matplotlib.colors.same_color(own[plots.UNDER_GAP_LABEL].get_facecolor(), plots.ACCURACY_COLOR)
     main_axes = [ax for ax in figure.axes if ax.get_title()]
     assert len(main_axes) == 3
     for ax, (name, bins) in zip(main_axes, bins_by_model.items()):

@@ -455,19 +455,27 @@ def test_figure_styles_avoid_leaves_the_named_fallback_colours_to_other_meanings
         style.figure_styles(["a"], avoid=["#123456"])
 
 
-def test_the_gap_marks_of_a_reliability_diagram_are_colourless():
-    """Readers of 01, 02 and 06 named the gap marks (red and orange) "focal's pink" and "FLSD-53's orange": a gap
-    mark is told apart by its hatch and its place on the bar, so both are drawn in greys, which no model uses."""
-    over = metrics.reliability_bins(
-        torch.tensor([[0.9, 0.1], [0.8, 0.2], [0.6, 0.4]]), torch.tensor([1, 0, 0]), n_bins=5
-    )
+def test_the_gap_marks_add_no_hue_and_every_bin_shows_its_accuracy_as_a_full_bar():
+    """Readers of 01, 02 and 06 named the gap marks (red and orange) "focal's pink" and "FLSD-53's orange"; then a
+    white under-confidence mark covered the top of the accuracy bar, so its visible bar stopped at the confidence
+    and a reader of 02 took under-confident bins for over-confident ones. Now the over-confidence gap is a grey
+    hatched box above the bar, and the under-confidence gap is the top of the accuracy bar itself (its colour),
+    hatched in white: in every bin the bar in the accuracy colour reaches the accuracy."""
+    probs = torch.tensor([[0.9, 0.1], [0.8, 0.2], [0.6, 0.4], [0.55, 0.45], [0.52, 0.48]])
+    bins = metrics.reliability_bins(probs, torch.tensor([1, 0, 0, 0, 0]), n_bins=5)
+    assert (bins.confidence > bins.accuracy).any() and (bins.confidence < bins.accuracy).any()
     figure, ax = plt.subplots()
-    plots.reliability_diagram(over, ax=ax, legend=False)
+    plots.reliability_diagram(bins, ax=ax, legend=False)
     handles = dict(zip(*reversed(ax.get_legend_handles_labels())))
-    for label, hatch in ((plots.OVER_GAP_LABEL, "//"), (plots.UNDER_GAP_LABEL, "\\\\")):
-        mark = handles[label]
-        patch = mark.patches[0] if hasattr(mark, "patches") and mark.patches else mark
-        assert patch.get_hatch() == hatch, label
+    over, under = handles[plots.OVER_GAP_LABEL], handles[plots.UNDER_GAP_LABEL]
+    for patch in over.patches:
         lab = _lab(patch.get_facecolor()[:3])
-        assert np.hypot(lab[1], lab[2]) < 3, (label, to_hex(patch.get_facecolor()))  # a grey (or white): no hue
+        assert patch.get_hatch() == "//" and np.hypot(lab[1], lab[2]) < 3  # a grey: no hue
+    for patch in under.patches:
+        assert patch.get_hatch() == "\\\\"
+        assert to_hex(patch.get_facecolor()) == to_hex(style.ACCURACY_COLOR)  # the bar's own colour
+        assert to_hex(patch.get_edgecolor()) == "#ffffff"
+    legend = {label: style.gap_patch(label) for label in (plots.OVER_GAP_LABEL, plots.UNDER_GAP_LABEL)}
+    assert to_hex(legend[plots.UNDER_GAP_LABEL].get_facecolor()) == to_hex(style.ACCURACY_COLOR)
+    assert legend[plots.OVER_GAP_LABEL].get_hatch() == "//"
     plt.close(figure)

@@ -7,7 +7,7 @@ accepts ``ax=None`` (or ``axes=None``), draws on the axes it is given (or on a n
 
 Reliability diagram (DeGroot & Fienberg 1983; the form of Guo et al. 2017, Fig. 1): bars of per-bin accuracy,
 a gap bar between the accuracy and the mean confidence of the bin -- grey, hatched ``//``, above the accuracy where
-the bin is over-confident; white, hatched ``\\``, the top of the accuracy bar where it is under-confident (both
+the bin is over-confident; the top of the accuracy bar hatched ``\\`` in white where it is under-confident (both
 named in the legend, which sits beside the axes, off the data) -- the diagonal of perfect calibration, and
 underneath a histogram of the fraction of samples per bin, which shows how much weight each bar carries in the ECE.
 The colours and legend names of the gap marks are in :mod:`helpers.plots.style`.
@@ -77,7 +77,8 @@ def _draw_accuracy_bars(ax: Axes, left: np.ndarray, width: np.ndarray, accuracy:
 
 def _draw_gap_bars(ax: Axes, left: np.ndarray, width: np.ndarray, accuracy: np.ndarray, confidence: np.ndarray) -> None:
     """The gap marks of the non-empty bins: a grey ``//`` bar from the accuracy up to the confidence where the bin is
-    over-confident, a white ``\\\\`` bar from the confidence up to the accuracy where it is under-confident. A
+    over-confident; where it is under-confident, the top of the accuracy bar, from the confidence up to the accuracy,
+    hatched ``\\\\`` in white (so the bar in the accuracy colour reaches the accuracy in every bin). A
     mark that no bin has is still named in the legend, by a drawn placeholder patch."""
     over = confidence > accuracy
     ax.bar(
@@ -98,9 +99,9 @@ def _draw_gap_bars(ax: Axes, left: np.ndarray, width: np.ndarray, accuracy: np.n
         bottom=confidence[~over],
         width=width[~over],
         align="edge",
-        color=UNDER_GAP_COLOR,
+        color=ACCURACY_COLOR,  # the top of the accuracy bar itself: the bar reaches the accuracy in every bin
         hatch="\\\\",
-        edgecolor=GAP_EDGE_COLOR,
+        edgecolor=UNDER_GAP_COLOR,
         linewidth=0.5,
         label=UNDER_GAP_LABEL,
     )
@@ -138,8 +139,8 @@ def reliability_diagram(
     One accuracy bar and one gap bar per NON-EMPTY bin (empty bins have no accuracy to draw); the title gives
     the ECE of these bins (equal to ``metrics.ece`` / ``metrics.multilabel_ece`` on the same data). The gap of an
     over-confident bin (mean confidence above accuracy) is a grey ``//`` bar from the accuracy up to the confidence;
-    that of an under-confident bin a white ``\\\\`` bar from the confidence up to the accuracy, over the top of
-    the accuracy bar. Both are named in the legend (:data:`helpers.plots.OVER_GAP_LABEL`,
+    that of an under-confident bin is the top of the accuracy bar, from the confidence up to the accuracy, hatched
+    ``\\\\`` in white. Both are named in the legend (:data:`helpers.plots.OVER_GAP_LABEL`,
     :data:`helpers.plots.UNDER_GAP_LABEL`), drawn beside the axes, off the data (``legend=False``: none, e.g. for
     one shared figure legend). With ``show_histogram`` a small axis below ``ax`` (sharing x) shows the fraction of
     samples in each bin (``histogram_top``: the top of its y-axis, e.g. one scale for several diagrams). Pooled

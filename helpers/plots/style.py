@@ -39,8 +39,9 @@ __all__ = [
 
 ACCURACY_COLOR = "#4C72B0"
 GAP_COLOR = "#C44E52"  # "worse" in the interval plots, "incorrect" in selective prediction
-#: the two gap marks of a reliability diagram are greys, told apart by hatch and place: no model is grey, so no
-#: reader takes a gap for a model (red and orange gaps were read as focal's pink and FLSD-53's orange)
+#: the two gap marks of a reliability diagram add no hue, so no reader takes a gap for a model (red and orange gaps
+#: were read as focal's pink and FLSD-53's orange): the over-confidence gap is a grey hatched box above the bar, the
+#: under-confidence gap the top of the accuracy bar hatched in white (UNDER_GAP_COLOR is that hatch's colour)
 OVER_GAP_COLOR = "#E0E0E0"
 UNDER_GAP_COLOR = "#FFFFFF"
 GAP_EDGE_COLOR = "#4D4D4D"
@@ -86,7 +87,7 @@ def gap_patch(label: str, linewidth: float = 0.5) -> Rectangle:
     if label == OVER_GAP_LABEL:
         style = {"facecolor": OVER_GAP_COLOR, "hatch": "//", "edgecolor": GAP_EDGE_COLOR}
     else:
-        style = {"facecolor": UNDER_GAP_COLOR, "hatch": "\\\\", "edgecolor": GAP_EDGE_COLOR}
+        style = {"facecolor": ACCURACY_COLOR, "hatch": "\\\\", "edgecolor": UNDER_GAP_COLOR}
     return Rectangle((0.0, 0.0), 0.0, 0.0, linewidth=linewidth, label=label, **style)
 
 
