@@ -29,5 +29,21 @@ def test_every_site_recipe_and_model_of_the_code_has_words_and_no_word_is_a_code
 def test_an_unknown_kind_or_key_is_a_clear_error():
     with pytest.raises(KeyError, match="no display name for the dataset 'dermamnst'.*known dataset keys: dermamnist"):
         display_name("dataset", "dermamnst")
-    with pytest.raises(KeyError, match="no display names of kind 'loss'; kinds: dataset, site, recipe, model"):
+    with pytest.raises(
+        KeyError, match="no display names of kind 'loss'; kinds: dataset, site, recipe, model, class_short"
+    ):
         display_name("loss", "BCE")
+
+
+def test_short_class_names_are_one_word_per_dermamnist_class_and_nevi_for_melanocytic_nevi():
+    """04 and 05 built the short class names of their tables inline, three times ("the first word, but nevi")."""
+    from medmnist import INFO
+
+    from helpers.utils import short_class_names
+
+    full = list(INFO["dermamnist"]["label"].values())
+    short = short_class_names(full)
+    assert short == ["actinic", "basal", "benign", "dermatofibroma", "melanoma", "nevi", "vascular"]
+    assert len(set(short)) == len(full)
+    with pytest.raises(KeyError, match="no display name for the class_short 'pneumonia'"):
+        short_class_names(["pneumonia"])

@@ -9,7 +9,7 @@ from helpers.utils.atomic import (  # noqa: F401
     write_bytes_atomically,
     write_text_atomically,
 )
-from helpers.utils.names import DISPLAY_NAMES, display_name  # noqa: F401
+from helpers.utils.names import DISPLAY_NAMES, display_name, short_class_names  # noqa: F401
 from helpers.utils.paths import (  # noqa: F401
     DATA_DIR_ENV,
     REPO_ROOT,
@@ -29,6 +29,7 @@ from helpers.utils.progress import (  # noqa: F401
 __all__ = [
     "DISPLAY_NAMES",
     "display_name",
+    "short_class_names",
     "move_folder_into_place",
     "write_atomically_with",
     "write_bytes_atomically",

@@ -53,12 +53,22 @@ DISPLAY_NAMES: dict[str, dict[str, str]] = {
         "resnet18": "ResNet-18",
         "resnet50": "ResNet-50",
     },
+    # one word per DermaMNIST class (medmnist's label names), for table columns and heatmap axes (04, 05)
+    "class_short": {
+        "actinic keratoses and intraepithelial carcinoma": "actinic",
+        "basal cell carcinoma": "basal",
+        "benign keratosis-like lesions": "benign",
+        "dermatofibroma": "dermatofibroma",
+        "melanoma": "melanoma",
+        "melanocytic nevi": "nevi",
+        "vascular lesions": "vascular",
+    },
 }
 
 
 def display_name(kind: str, key: str) -> str:
-    """The words for ``key`` of ``kind`` ("dataset", "site", "recipe" or "model"); a ``KeyError`` naming the kind
-    and the known keys for an unknown kind or key."""
+    """The words for ``key`` of ``kind`` ("dataset", "site", "recipe", "class_short" or "model"); a ``KeyError``
+    naming the kind and the known keys for an unknown kind or key."""
     if kind not in DISPLAY_NAMES:
         raise KeyError(f"no display names of kind {kind!r}; kinds: {', '.join(DISPLAY_NAMES)}")
     names: Mapping[str, str] = DISPLAY_NAMES[kind]
@@ -68,3 +78,9 @@ def display_name(kind: str, key: str) -> str:
             f"(known {kind} keys: {', '.join(names)})"
         )
     return names[key]
+
+
+def short_class_names(class_names: list[str]) -> list[str]:
+    """One word per class for table columns and heatmap axes ("melanocytic nevi" → "nevi"); a ``KeyError`` for a
+    class the table does not know."""
+    return [display_name("class_short", name) for name in class_names]
