@@ -81,6 +81,6 @@ def display_name(kind: str, key: str) -> str:
 
 
 def short_class_names(class_names: list[str]) -> list[str]:
-    """One word per class for table columns and heatmap axes ("melanocytic nevi" → "nevi"); a ``KeyError`` for a
-    class the table does not know."""
-    return [display_name("class_short", name) for name in class_names]
+    """One word per class for table columns and heatmap axes ("melanocytic nevi" → "nevi"). A class the table does not
+    shorten keeps its name: MedMNIST's class names are words already (another data set's "normal", "pneumonia")."""
+    return [DISPLAY_NAMES["class_short"].get(name, name) for name in class_names]
