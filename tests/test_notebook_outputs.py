@@ -543,3 +543,19 @@ def test_committed_notebook_file_holds_no_timestamp_or_execution_path(path):
     assert not rules.TIMESTAMP.search(text), f"{path.name}: {rules.TIMESTAMP.search(text).group()} in the file"
     for key in ("input_path", "output_path", "start_time", "end_time", "iopub.execute_input"):
         assert f'"{key}"' not in text, f"{path.name} stores {key}: python -m helpers.course clean-outputs"
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda path: path.stem[:2])
+def test_committed_notebook_has_no_tex_in_a_details_summary(path):
+    """The website leaves TeX inside a ``<summary>`` raw ("$g_\\gamma$" on the page): 09 and then 02 broke it, and
+    only CI's browser test caught it. Write the symbol in Unicode there (g_γ → "gγ", p² …)."""
+    import re
+
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    summaries = [
+        summary
+        for cell in cells
+        if cell["cell_type"] == "markdown"
+        for summary in re.findall(r"<summary>(.*?)</summary>", "".join(cell["source"]), flags=re.S)
+    ]
+    assert not [summary for summary in summaries if "$" in summary], f"{path.name}: TeX in a <summary>"
