@@ -208,3 +208,23 @@ def test_the_phi_readouts_of_the_tuned_focal_rows_name_phi_before_the_value():
     assert mc.raw_readout("focal+φ γ⁻=2 (tuned)") == "focal γ⁻=2 (tuned)"
     expected = base[("focal", 0)].loss.recovered_proba(base[("focal", 0)].test_logits)
     torch.testing.assert_close(probs["focal+φ γ⁻=2 (tuned)"][0], expected)
+
+
+def test_posthoc_rows_report_the_findings_whose_platt_map_reverses_the_ranking():
+    """Notebook 11's per-label Platt row reversed one finding in one seed (slope −0.58, 3 calibration positives)
+    without a word; with ``reversals=`` the fits that reverse a finding come back as records, else they warn."""
+    data = fake_data()
+    data.class_names = ["a", "b", "c"]
+    runs = fake_runs(data)
+    _, calibration = posthoc.split_calibration(100, seed=0)
+    for seed in (0, 1):  # findings 0 and 1 follow their logits; finding 2 runs against it in seed 1 only
+        sign = torch.tensor([1.0, 1.0, -1.0 if seed == 1 else 1.0])
+        runs[("BCE", seed)].val_logits = 4.0 * sign * (data.val.labels - 0.5) + runs[("BCE", seed)].val_logits
+    reversals = []
+    rows, _ = mc.posthoc_probabilities(runs, data, "BCE", {"Platt": posthoc.PerLabelPlatt}, [0, 1], reversals=reversals)
+    assert [(r["training seed"], r["finding"]) for r in reversals] == [(1, "c")]
+    assert reversals[0]["slope"] < 0
+    assert reversals[0]["calibration positives"] == int(data.val.labels[calibration, 2].sum())
+    assert len(rows["Platt"]) == 2
+    with pytest.warns(posthoc.RankingReversedWarning, match=r"labels \[2\]"):
+        mc.posthoc_probabilities(runs, data, "BCE", {"Platt": posthoc.PerLabelPlatt}, [1])

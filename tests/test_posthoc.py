@@ -24,6 +24,7 @@ from helpers.calibration import (
     PerLabelIsotonic,
     PerLabelPlatt,
     PerLabelTemperatureScaling,
+    RankingReversedWarning,
     TemperatureScaling,
     VectorScaling,
     split_calibration,
@@ -425,3 +426,21 @@ def test_per_label_platt_warns_on_one_valued_or_separable_labels():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         PerLabelPlatt().fit(z[:, :1], labels[:, :1])
+
+
+def test_per_label_platt_names_labels_whose_fitted_slope_reverses_their_ranking():
+    """Notebook 11, seed 3: per-label Platt fitted a slope of −0.58 on a finding with 3 positives in the
+    calibration half, which reversed that finding's ranking (BCE's macro AUROC 77.7 → 74.3) without a word."""
+    generator = torch.Generator().manual_seed(2)
+    z = torch.randn(400, 2, generator=generator, dtype=torch.float64)
+    labels = torch.bernoulli(torch.sigmoid(2.0 * z), generator=generator)  # label 0: increasing in its logit
+    labels[:, 1] = torch.bernoulli(torch.sigmoid(-1.5 * z[:, 1] - 2.0), generator=generator)  # decreasing
+    with pytest.warns(RankingReversedWarning, match=r"labels \[1\]: fitted slopes \[-1\.\d\d\].*reverses") as caught:
+        platt = PerLabelPlatt().fit(z, labels)
+    assert len(caught) == 1
+    assert platt.reversed_labels == [1]
+    positives = int(labels[:, 1].sum())
+    assert f"{positives} positives" in str(caught[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert PerLabelPlatt().fit(z[:, :1], labels[:, :1]).reversed_labels == []

@@ -18,6 +18,7 @@ from helpers.calibration.posthoc import (  # noqa: F401
     PerLabelIsotonic,
     PerLabelPlatt,
     PerLabelTemperatureScaling,
+    RankingReversedWarning,
     VectorScaling,
     split_calibration,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "IsotonicCalibration",
     "PerLabelTemperatureScaling",
     "PerLabelPlatt",
+    "RankingReversedWarning",
     "PerLabelIsotonic",
     "split_calibration",
     "CE",

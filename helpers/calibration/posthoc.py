@@ -23,7 +23,9 @@ Multi-label (logits (N, T), labels (N, T) in {0, 1}; a sigmoid link as in Temper
 
 * :class:`PerLabelTemperatureScaling` -- q_t = σ(z_t / T_t), one temperature per label;
 * :class:`PerLabelPlatt` -- q_t = σ(a_t z_t + b_t) (Platt 1999; plain 0/1 targets, without Platt's smoothed
-  targets); the shared-temperature baseline is ``TemperatureScaling(task="multi-label")``;
+  targets; the slope is not constrained, so a negative fitted a_t reverses label t's ranking, and the fit says so
+  with a :class:`RankingReversedWarning`); the shared-temperature baseline is
+  ``TemperatureScaling(task="multi-label")``;
 * :class:`PerLabelIsotonic` -- q_t = g_t(z_t), one isotonic regression of y_t on its own logit per label (Zadrozny
   & Elkan 2002), clipped away from 0 and 1 so that the NLL of a test set stays finite.
 
@@ -67,6 +69,7 @@ __all__ = [
     "IsotonicCalibration",
     "PerLabelTemperatureScaling",
     "PerLabelPlatt",
+    "RankingReversedWarning",
     "PerLabelIsotonic",
     "split_calibration",
 ]
@@ -395,9 +398,19 @@ def _warn_labels_without_interior_minimum(z: torch.Tensor, y: torch.Tensor) -> N
         )
 
 
+class RankingReversedWarning(RuntimeWarning):
+    """A fitted per-label map decreases in the logit, so it reverses that label's ranking (its AUROC becomes
+    1 − AUROC of the raw logits)."""
+
+
 class PerLabelPlatt(_LogitCalibrator):
     """q_t = σ(a_t z_t + b_t), a slope and an intercept per label (Platt scaling per label), fitted by the mean
-    binary NLL; ``slope`` and ``intercept`` are (T,) tensors. Starts from a = 1, b = 0."""
+    binary NLL; ``slope`` and ``intercept`` are (T,) tensors. Starts from a = 1, b = 0.
+
+    The slope is left free, as in Platt (1999) and scikit-learn's ``CalibratedClassifierCV(method="sigmoid")``: where
+    a label has few positives in the calibration data its fitted slope can come out negative, and the map then
+    reverses that label's ranking (notebook 11: a slope of −0.58 on a finding with 3 calibration positives).
+    ``reversed_labels`` lists those labels and the fit warns (:class:`RankingReversedWarning`)."""
 
     task = "multi-label"
 
@@ -433,6 +446,27 @@ class PerLabelPlatt(_LogitCalibrator):
                     RuntimeWarning,
                     stacklevel=4,
                 )
+        self._warn_if_ranking_reversed(y)
+
+    @property
+    def reversed_labels(self) -> list[int]:
+        """The labels whose fitted slope is negative: the map reverses their ranking."""
+        self._check_fitted()
+        return [t for t in range(self.n_columns) if float(self.slope[t]) < 0]
+
+    def _warn_if_ranking_reversed(self, y: torch.Tensor) -> None:
+        reversed_labels = self.reversed_labels
+        if reversed_labels:
+            slopes = [round(float(self.slope[t]), 2) for t in reversed_labels]
+            positives = ", ".join(f"{int(y[:, t].sum())} positives" for t in reversed_labels)
+            warnings.warn(
+                f"per-label Platt scaling, labels {reversed_labels}: fitted slopes {slopes} are negative, so the "
+                f"map reverses the ranking of those labels (their AUROC becomes 1 − AUROC); the calibration data "
+                f"has {positives} for them. With few positives this is more likely noise than signal: use a larger "
+                "calibration split, or a per-label temperature (which keeps every label's ranking)",
+                RankingReversedWarning,
+                stacklevel=5,
+            )
 
     def __repr__(self) -> str:
         return f"PerLabelPlatt(fitted={self.fitted})"

@@ -20,6 +20,7 @@ calibration.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -102,18 +103,39 @@ def posthoc_probabilities(
     calibrators: Mapping[str, Callable[[], Any]],
     seeds: Sequence[int],
     split_seed: int = 0,
+    reversals: list[dict[str, Any]] | None = None,
 ) -> tuple[dict[str, list[torch.Tensor]], int]:
     """({row: [test probabilities per seed]}, number of calibration images): each calibrator (a factory of an
     object with ``fit(logits, labels)`` / ``transform(logits)``) fitted on ``model``'s validation logits of the
     calibration half (``posthoc.split_calibration(len(val), seed=split_seed)``, the same half for every seed) and
-    applied to its test logits. The test set takes part in no fit."""
+    applied to its test logits. The test set takes part in no fit.
+
+    A fitted map that reverses a label's ranking (a per-label Platt slope below 0) warns
+    (:class:`helpers.calibration.RankingReversedWarning`); pass a list as ``reversals`` to receive those fits as
+    records instead ({"map", "training seed", "finding", "slope", "calibration positives"}), for a table that says
+    which findings were reversed."""
     _, calibration = posthoc.split_calibration(len(data.val.labels), seed=split_seed)
+    labels = data.val.labels[calibration]
     rows: dict[str, list[torch.Tensor]] = {}
     for row, make in calibrators.items():
         rows[row] = []
         for seed in seeds:
             run = runs[(model, seed)]
-            calibrator = make().fit(run.val_logits[calibration], data.val.labels[calibration])
+            with warnings.catch_warnings():
+                if reversals is not None:
+                    warnings.simplefilter("ignore", posthoc.RankingReversedWarning)
+                calibrator = make().fit(run.val_logits[calibration], labels)
+            if reversals is not None:
+                reversals.extend(
+                    {
+                        "map": row,
+                        "training seed": seed,
+                        "finding": data.class_names[t],
+                        "slope": float(calibrator.slope[t]),
+                        "calibration positives": int(labels[:, t].sum()),
+                    }
+                    for t in getattr(calibrator, "reversed_labels", [])
+                )
             rows[row].append(calibrator.transform(run.test_logits).float())
     return rows, int(calibration.numel())
 
