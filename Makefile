@@ -123,6 +123,7 @@ bench: venv
 	$(PY) bench/bench_metrics.py
 	$(PY) bench/bench_multilabel_losses.py
 	$(PY) bench/bench_paired_bootstrap.py
+	$(PY) bench/bench_seed_interval_coverage.py
 	$(PY) bench/bench_determinism.py
 
 clean:

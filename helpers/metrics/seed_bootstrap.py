@@ -23,7 +23,10 @@ nested data the same two-stage scheme is Davison & Hinkley (1997, §3.8) and Ren
 bootstrapping for hierarchical data", J. Appl. Stat. 37(9)). Assumptions: the seeds are exchangeable draws of the
 training randomness, the test images exchangeable draws of the test distribution. With 3–5 seeds the seed stage is
 coarse (a bootstrap of the mean of 5 values has only 126 distinct seed multisets, and understates their spread by a
-factor √((S − 1)/S)): the interval is a better statement than one that ignores seeds, not an exact one.
+factor √((S − 1)/S)): the interval is a better statement than one that ignores seeds, not an exact one. Measured
+(``bench/bench_seed_interval_coverage.py``, 1,000 simulated crossed designs, one interval): where the seed effect
+dominates, a 95 % interval covers 75 % of the time with 3 seeds and 86 % with 5; where it does not, 96–98 %. A
+t-interval over the seeds (with the image-bootstrap variance added) covers ≥ 96 % there, 1.6–2.7 times wider.
 
 Multiplicity. A table of K intervals at 95 % each would show about 0.05·K "differences" by chance.
 :func:`max_t_adjust` replaces each row's interval by a simultaneous one: with each row's bootstrap standard error
