@@ -225,6 +225,14 @@ def test_confidence_maps_draws_each_map_and_the_diagonal():
         plots.confidence_maps(q, {"bad": q[:5]})
 
 
+def test_confidence_maps_names_the_diagonal_band_as_asked():
+    # notebook 02 draws cross-entropy as the band itself: a reader must find it by name in the legend
+    q = torch.linspace(0.2, 0.99, 30)
+    fig = plots.confidence_maps(q, {"LS α=0.1": 0.9 * q + 0.1 / 7}, proper_label="cross-entropy (θ = q)")
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert labels == ["cross-entropy (θ = q)", "LS α=0.1"]
+
+
 def test_confidence_maps_diagonal_has_a_line_style_no_map_gets():
     # readers took the dotted diagonal for a dotted loss variant (LS α=0.3, focal γ=5 are drawn dotted)
     q = torch.linspace(0.2, 0.99, 30)

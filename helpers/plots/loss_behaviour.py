@@ -80,16 +80,18 @@ def confidence_maps(
     ax: Axes | None = None,
     title: str | None = None,
     dashed: Sequence[str] = (),
+    proper_label: str = "θ = q (proper)",
 ) -> Figure:
     """θ(q) of each loss against the true top-class probability q (``helpers.lessons.optimal_confidence`` or
-    ``stationary_confidence``), with the diagonal θ = q of a proper loss as a wide pale band; names in ``dashed``
+    ``stationary_confidence``), with the diagonal θ = q of a proper loss as a wide pale band, labelled
+    ``proper_label`` (e.g. "cross-entropy (θ = q)" where cross-entropy's map is that band); names in ``dashed``
     drawn dashed."""
     q = to_numpy(true_top_probability).ravel()
     if not maps:
         raise ValueError("maps is empty; pass {loss name: θ for each q}")
     figure, ax = figure_and_axes(ax, (5.2, 4.4))
     # a wide pale band, not a dotted line: variants of a loss are drawn dotted or dash-dotted (figure_styles)
-    ax.plot([0, 1], [0, 1], color="0.82", linewidth=4, linestyle="-", zorder=1, label="θ = q (proper)")
+    ax.plot([0, 1], [0, 1], color="0.82", linewidth=4, linestyle="-", zorder=1, label=proper_label)
     styles = figure_styles(list(maps))
     for name, theta in maps.items():
         theta = to_numpy(theta).ravel()
