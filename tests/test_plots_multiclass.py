@@ -51,6 +51,16 @@ def test_confidence_densities_use_no_model_colour_for_correct_and_incorrect(prob
     plt.close(figure)
 
 
+def test_confidence_densities_outlines_keep_the_two_colours_unmixed(probs_labels):
+    figure, ax = plt.subplots()
+    plots.confidence_densities(*confidence_by_correctness(*probs_labels), ax=ax, bins=10, filled=False)
+    assert len(ax.patches) == 2  # one step outline per histogram, no filled bars
+    assert [patch.get_fill() for patch in ax.patches] == [False, False]
+    edges = [to_hex(patch.get_edgecolor()[:3]).lower() for patch in ax.patches]
+    assert edges == [style.ACCURACY_COLOR.lower(), style.GAP_COLOR.lower()]
+    plt.close(figure)
+
+
 def test_distance_histograms_and_interval_plot():
     figure = plots.distance_histograms({"a": torch.tensor([0.5, 1.0, 3.0]), "b": np.array([2.0, 4.0])}, margin=10)
     assert figure.axes[0].get_xlim()[1] >= 10

@@ -46,11 +46,17 @@ def retention_curves(curves: Mapping[str, tuple[Any, Any]], ax: Axes | None = No
 
 
 def confidence_densities(
-    correct: Any, incorrect: Any, ax: Axes | None = None, title: str | None = None, bins: int = 20
+    correct: Any,
+    incorrect: Any,
+    ax: Axes | None = None,
+    title: str | None = None,
+    bins: int = 20,
+    filled: bool = True,
 ) -> Figure:
     """Density histograms of the top-label confidence of correct (blue, the accuracy colour) and incorrect (red,
     the gap colour) predictions (LS+ paper Fig. 2); each histogram integrates to 1. Neither is a model colour, so a
-    figure beside a per-model one does not reuse a model's colour for "correct"."""
+    figure beside a per-model one does not reuse a model's colour for "correct". ``filled=False`` draws outlines
+    (step histograms) instead, so where the two overlap no third, mixed colour appears."""
     correct, incorrect = to_numpy(correct).ravel(), to_numpy(incorrect).ravel()
     if correct.size + incorrect.size == 0:
         raise ValueError("no confidences to plot; pass selective.confidence_by_correctness(probs, labels)")
@@ -58,7 +64,8 @@ def confidence_densities(
     edges = np.linspace(0, 1, bins + 1)
     for values, color, label in ((correct, ACCURACY_COLOR, "correct"), (incorrect, GAP_COLOR, "incorrect")):
         if values.size:
-            ax.hist(values, bins=edges, density=True, color=color, alpha=0.5, label=f"{label} (n={values.size})")
+            style = dict(alpha=0.5) if filled else dict(histtype="step", linewidth=1.8)
+            ax.hist(values, bins=edges, density=True, color=color, label=f"{label} (n={values.size})", **style)
     ax.set_xlim(0, 1)
     label_axes(ax, "confidence (top-label probability)", "density", title)
     return figure
