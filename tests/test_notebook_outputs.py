@@ -118,6 +118,9 @@ BROKEN = {
         source='# Parameters\nresults_path = "../runs/s5-ref/results/99_x.json"\nprofile = "quick"\n'
     ),
     "solutions_collapsed": lambda nb: nb["cells"].append(code("answer = 42", tags=["solution"])),
+    "main_flow_outputs_open": lambda nb: nb["cells"][4]["metadata"].update(
+        jupyter={"source_hidden": True, "outputs_hidden": True}
+    ),
     "parameters_hidden": lambda nb: nb["cells"][2]["metadata"].update(tags=["parameters"]),
     "main_flow_words": lambda nb: nb["cells"].extend(markdown("word " * 320) for _ in range(8)),
     "main_flow_cells": lambda nb: nb["cells"].append(markdown("word " * (rules.MAX_CELL_WORDS + 1))),
@@ -504,6 +507,22 @@ def test_clean_folds_the_code_of_a_hide_input_cell_in_jupyterlab_and_keeps_its_o
     assert cleaned["cells"][-1]["outputs"] == nb["cells"][-1]["outputs"]
     again, _ = output_cleanup.clean_notebook(cleaned)
     assert again == cleaned
+
+
+def test_clean_opens_the_outputs_of_a_cell_retagged_from_hide_cell_to_hide_input():
+    """A cell folded whole (``hide-cell``) and later moved into the main flow as ``hide-input`` kept JupyterLab's
+    ``outputs_hidden`` flag: the website showed the result, JupyterLab hid it (01's training curves, 04's verdict
+    table, 12's decision figure). The flags follow the tags; a cell with neither tag is unfolded."""
+    nb = good_notebook()
+    folded = {"source_hidden": True, "outputs_hidden": True}
+    nb["cells"].append(code("show_table(results)", [stream("LS − CE: +4.4\n")], tags=["hide-input"], jupyter=folded))
+    nb["cells"].append(code("plot(results)", [stream("figure\n")], jupyter=dict(folded)))
+    assert rules.main_flow_outputs_open(nb)
+    cleaned, changes = output_cleanup.clean_notebook(nb)
+    assert cleaned["cells"][-2]["metadata"]["jupyter"] == {"source_hidden": True}
+    assert "jupyter" not in cleaned["cells"][-1]["metadata"]
+    assert not rules.main_flow_outputs_open(cleaned)
+    assert changes["site_tags_added"] >= 2
 
 
 #: the rules of issue 16's two layers, switched on for the committed notebooks once every notebook is restructured

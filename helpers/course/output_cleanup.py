@@ -69,18 +69,33 @@ def _tag_for_the_site(cell: dict) -> int:
     missing = [tag for tag in wanted if tag not in cell_tags(cell)]
     if missing:
         cell.setdefault("metadata", {})["tags"] = [*cell_tags(cell), *missing]
-    if expert or (EXPERT_SITE_TAG in cell_tags(cell) and cell.get("cell_type") == "code"):
-        folded = cell.setdefault("metadata", {}).setdefault("jupyter", {})
-        changed = not (folded.get("source_hidden") and folded.get("outputs_hidden"))
-        folded.update(source_hidden=True, outputs_hidden=True)
-        return len(missing) + changed
-    if COLLAPSED_TAG in cell_tags(cell) and cell.get("cell_type") == "code":
-        # the website shows only the outputs of a ``hide-input`` cell: fold its code in JupyterLab too
-        folded = cell.setdefault("metadata", {}).setdefault("jupyter", {})
-        changed = not folded.get("source_hidden")
-        folded["source_hidden"] = True
-        return len(missing) + changed
-    return len(missing)
+    if cell.get("cell_type") != "code":
+        return len(missing)
+    return len(missing) + _fold_in_jupyterlab(cell, expert or EXPERT_SITE_TAG in cell_tags(cell))
+
+
+def _fold_in_jupyterlab(cell: dict, folded_whole: bool) -> int:
+    """Set JupyterLab's folding flags of a code cell from its tags, as the website folds it: a ``hide-cell`` (or
+    expert) cell folded whole; a ``hide-input`` cell its code only, its outputs open; any other cell open (a flag left
+    from an earlier tag would hide a main-flow result in JupyterLab only). 1 where the flags changed."""
+    wanted = (
+        {"source_hidden": True, "outputs_hidden": True}
+        if folded_whole
+        else {"source_hidden": True}
+        if COLLAPSED_TAG in cell_tags(cell)
+        else {}
+    )
+    metadata = cell.setdefault("metadata", {})
+    flags = metadata.get("jupyter", {})
+    current = {key: True for key in ("source_hidden", "outputs_hidden") if flags.get(key)}
+    if current == wanted:
+        return 0
+    others = {key: value for key, value in flags.items() if key not in ("source_hidden", "outputs_hidden")}
+    if wanted or others:
+        metadata["jupyter"] = {**others, **wanted}
+    else:
+        metadata.pop("jupyter", None)
+    return 1
 
 
 def _summary_of_bars(texts: list[str]) -> str | None:

@@ -30,6 +30,9 @@ Rules (``check_notebook`` returns the problems per rule; ``tests/test_notebook_o
                               website does not show them (``clean_notebook`` adds the tag)
 ``solutions_collapsed``       every cell tagged ``solution`` is also tagged ``hide-input``: the website shows its code
                               folded under a "Show code cell source" toggle (``clean_notebook`` adds the tag)
+``main_flow_outputs_open``    no main-flow code cell has its outputs folded in JupyterLab (``jupyter.outputs_hidden``):
+                              a cell retagged from ``hide-cell`` to ``hide-input`` kept the flag, and JupyterLab hid a
+                              result the website shows (``clean_notebook`` sets the flags from the tags)
 ``main_flow_words``           at most ``MAX_MAIN_FLOW_WORDS`` words of main-flow markdown (``MAX_MAIN_FLOW_WORDS_00`` in
                               notebook 00): prose inside an expert block (``<details>`` … ``</details>``) does not count
 ``main_flow_cells``           no main-flow markdown cell over ``MAX_CELL_WORDS`` words
@@ -131,6 +134,7 @@ RULES = (
     "no_run_folder_injected",
     "parameters_hidden",
     "solutions_collapsed",
+    "main_flow_outputs_open",
     "main_flow_words",
     "main_flow_cells",
     "no_printed_lists",
@@ -433,6 +437,21 @@ def solutions_collapsed(nb: dict) -> list[str]:
         if SOLUTION_TAG in cell_tags(cell) and COLLAPSED_TAG not in cell_tags(cell)
     ]
     return [f"solution cells {shown} are not tagged {COLLAPSED_TAG!r} (clean-outputs adds it)"] if shown else []
+
+
+def main_flow_outputs_open(nb: dict) -> list[str]:
+    folded = [
+        i
+        for i, cell in enumerate(nb["cells"])
+        if cell.get("cell_type") == "code"
+        and not set(MAIN_FLOW_HIDDEN_TAGS) & set(cell_tags(cell))
+        and cell.get("metadata", {}).get("jupyter", {}).get("outputs_hidden")
+    ]
+    return (
+        [f"main-flow code cells {folded} have their outputs folded in JupyterLab (clean-outputs unfolds them)"]
+        if folded
+        else []
+    )
 
 
 def _notebook_number(nb: dict) -> str | None:
