@@ -231,3 +231,13 @@ def test_risk_minimiser_plot_staggers_markers_of_curves_on_the_diagonal():
     assert lines[0].get_marker() != lines[1].get_marker()
     assert lines[0].get_markevery() != lines[1].get_markevery()
     plt.close(fig)
+
+
+def test_risk_minimiser_diagonal_stays_visible_under_a_curve_on_it():
+    # BCE's curve lies on the diagonal: the diagonal must be a wider band drawn below it, or readers cannot see it
+    eta = np.linspace(0.01, 0.99, 99)
+    fig = plots.risk_minimiser_plot(eta, {"BCE": eta})
+    diagonal, curve = fig.axes[0].get_lines()
+    assert diagonal.get_zorder() < curve.get_zorder()
+    assert diagonal.get_linewidth() > curve.get_linewidth()
+    plt.close(fig)

@@ -51,7 +51,8 @@ def risk_minimiser_plot(
         raise ValueError("estimates is empty; pass {loss name: estimate at the risk minimiser for each eta}")
     eta = to_numpy(eta).astype(float)
     figure, ax = figure_and_axes(ax, (4.8, 4.4))
-    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="η̂ = η (strictly proper)")
+    # a wide pale band under the curves, not a thin dashed line: a curve on the diagonal (BCE) must not hide it
+    ax.plot([0, 1], [0, 1], color="0.82", linewidth=4, linestyle="-", zorder=1, label="η̂ = η (strictly proper)")
     course = figure_styles(list(estimates))
     for index, (name, values) in enumerate(estimates.items()):
         values = to_numpy(values).astype(float)
