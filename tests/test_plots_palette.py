@@ -72,6 +72,15 @@ def test_the_exact_posteriors_stand_apart_from_every_multilabel_model(reference)
         assert distance >= 30, (reference, model, round(float(distance), 1))
 
 
+def test_the_exact_joint_and_the_exact_marginals_are_told_apart():
+    """10's retrieval figure drew the exact joint and the product of the exact marginals in one teal (a reader took
+    a curve for missing where the two coincide); a notebook then recoloured one inline, outside the palette."""
+    joint, marginals = style.model_style("exact joint"), style.model_style("exact marginals")
+    assert np.linalg.norm(_lab(joint.color) - _lab(marginals.color)) >= 20
+    for fallback in style.FALLBACK_COLORS:
+        assert np.linalg.norm(_lab(marginals.color) - _lab(fallback)) >= 15, fallback
+
+
 @pytest.mark.parametrize("family", [style.MULTICLASS_MODELS, style.MULTILABEL_MODELS])
 def test_colours_and_markers_are_unique_within_a_family(family):
     colours = [style.MODEL_STYLES[name].color for name in family]

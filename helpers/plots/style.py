@@ -146,7 +146,8 @@ def figure_legend_below(figure: Figure, axes: Sequence[Axes], ncols: int = 2) ->
 # olive #999933, wine #882255, teal #44AA99, green #117733, cyan #88CCEE), an ochre #997700 and matplotlib's brown
 # #8C564B. Within a family no two models are closer than CIELAB ΔE 20 (focal's pink and a mauve FLSD-53 were one
 # colour to readers); the exact posteriors are teal: not the grey of the perfect-calibration diagonal, and not a
-# purple that readers took for focal's pink.
+# purple that readers took for focal's pink. The product of the exact marginals is a dark olive #666633, told apart
+# from the exact joint's teal (10's retrieval figure drew both).
 # Okabe-Ito blue #0072B2 and vermillion #D55E00 are left out: they are within CIELAB ΔE 30 of ACCURACY_COLOR and of
 # the gap colours, which belong to the reliability diagram alone (``MIN_GAP_DISTANCE``).
 
@@ -195,7 +196,7 @@ MODEL_STYLES: dict[str, ModelStyle] = {
     "FLSD-53": ModelStyle("#E69F00", "h"),
     "class prior": ModelStyle("#999999", "x", ":"),
     "oracle": ModelStyle("#44AA99", "+", "-."),
-    "exact marginals": ModelStyle("#44AA99", "x", ":"),
+    "exact marginals": ModelStyle("#666633", "x", ":"),
 }
 MULTICLASS_MODELS = ("cross-entropy", "LS", "focal", "FLSD-53", "MbLS", "LS+", "CCL-Net", "DCA", "MDCA")
 #: the multi-label "focal" is asymmetric focal with (γ⁺, γ⁻) = (0, 4) (:func:`helpers.lessons.course_losses`): one
