@@ -509,6 +509,18 @@ def test_clean_folds_the_code_of_a_hide_input_cell_in_jupyterlab_and_keeps_its_o
     assert again == cleaned
 
 
+def test_a_matplotlib_font_fallback_message_is_a_raw_warning():
+    """08 and 00 were published with "findfont: Font family ['STIXGeneral'] not found" on stderr (a stale font
+    cache on the executing machine); the rule looked for the word "Warning" only."""
+    nb = good_notebook()
+    nb["cells"][4]["outputs"].append(
+        stream("findfont: Font family ['STIXGeneral'] not found. Falling back to DejaVu Sans.\n", "stderr")
+    )
+    assert rules.no_raw_warnings(nb) == [
+        "cell 4 (stderr): findfont: Font family ['STIXGeneral'] not found. Falling back to DejaVu Sans."
+    ]
+
+
 def test_clean_opens_the_outputs_of_a_cell_retagged_from_hide_cell_to_hide_input():
     """A cell folded whole (``hide-cell``) and later moved into the main flow as ``hide-input`` kept JupyterLab's
     ``outputs_hidden`` flag: the website showed the result, JupyterLab hid it (01's training curves, 04's verdict

@@ -8,7 +8,8 @@ Rules (``check_notebook`` returns the problems per rule; ``tests/test_notebook_o
                               (``helpers.utils.paths``), cell sources, notebook, cell and output metadata (not images)
 ``no_timestamps``             no date-and-time anywhere in the notebook's JSON (papermill's and Jupyter's execution
                               times in the metadata are removed by ``clean_notebook``)
-``no_raw_warnings``           no stderr output containing "Warning", no ``file.py:12: UserWarning`` line anywhere
+``no_raw_warnings``           no stderr output containing "Warning" or matplotlib's "findfont: " font fallback, no
+                              ``file.py:12: UserWarning`` line anywhere
 ``no_long_lines``             no printed line longer than ``MAX_LINE`` characters (tables: DataFrames or markdown)
 ``no_widget_state``           no saved ipywidgets state (``metadata.widgets``)
 ``outputs_size``              at most ``MAX_OUTPUT_BYTES`` of stored outputs
@@ -81,6 +82,8 @@ TQDM_BAR = re.compile(r"\d+%\|[^|\n]*\|\s*\d+/\d+|\[\d+:\d+(?::\d+)?<|\d(?:it/s|
 ABSOLUTE_PATH = re.compile(r"(?<![\w.~$/:-])/(?:[\w.+-]+/)+[\w.+-]*|\b[A-Za-z]:\\\\?[\w.-]+\\")
 LICENCE = re.compile(r"licen[cs]e|\bCC[- ]BY|\bCC0\b|\bMIT\b", re.IGNORECASE)
 RAW_WARNING = re.compile(r"\.py:\d+: \w*Warning")
+#: matplotlib's message when a font of its cache is missing (a stale font cache on the executing machine)
+FONT_FALLBACK = "findfont: "
 # a date and a time, as papermill and Jupyter write them ("2026-11-22T20:37:32.775667+00:00") or printed
 TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
 
@@ -280,8 +283,8 @@ def no_timestamps(nb: dict) -> list[str]:
 def no_raw_warnings(nb: dict) -> list[str]:
     problems = []
     for index, _, kind, text in text_outputs(nb):
-        if (kind == "stderr" and "Warning" in text) or RAW_WARNING.search(text):
-            first = next(line for line in text.splitlines() if "Warning" in line)
+        if (kind == "stderr" and ("Warning" in text or FONT_FALLBACK in text)) or RAW_WARNING.search(text):
+            first = next(line for line in text.splitlines() if "Warning" in line or FONT_FALLBACK in line)
             problems.append(f"cell {index} ({kind}): {first[:100]}")
     return problems
 
