@@ -31,6 +31,12 @@ __all__ = [
 ]
 
 
+def _proper_diagonal(ax: Axes, label: str) -> None:
+    """The diagonal a proper loss follows, as a wide pale band under the curves: not a thin dashed or dotted line,
+    which a curve lying on the diagonal hides (BCE in 07) or a dotted loss variant resembles (02)."""
+    ax.plot([0, 1], [0, 1], color="0.82", linewidth=4, linestyle="-", zorder=1, label=label)
+
+
 def risk_minimiser_plot(
     eta: Any,
     estimates: Mapping[str, Any],
@@ -51,8 +57,7 @@ def risk_minimiser_plot(
         raise ValueError("estimates is empty; pass {loss name: estimate at the risk minimiser for each eta}")
     eta = to_numpy(eta).astype(float)
     figure, ax = figure_and_axes(ax, (4.8, 4.4))
-    # a wide pale band under the curves, not a thin dashed line: a curve on the diagonal (BCE) must not hide it
-    ax.plot([0, 1], [0, 1], color="0.82", linewidth=4, linestyle="-", zorder=1, label="η̂ = η (strictly proper)")
+    _proper_diagonal(ax, "η̂ = η (strictly proper)")
     course = figure_styles(list(estimates))
     for index, (name, values) in enumerate(estimates.items()):
         values = to_numpy(values).astype(float)
@@ -91,8 +96,7 @@ def confidence_maps(
     if not maps:
         raise ValueError("maps is empty; pass {loss name: θ for each q}")
     figure, ax = figure_and_axes(ax, (5.2, 4.4))
-    # a wide pale band, not a dotted line: variants of a loss are drawn dotted or dash-dotted (figure_styles)
-    ax.plot([0, 1], [0, 1], color="0.82", linewidth=4, linestyle="-", zorder=1, label=proper_label)
+    _proper_diagonal(ax, proper_label)
     styles = figure_styles(list(maps))
     for name, theta in maps.items():
         theta = to_numpy(theta).ravel()
