@@ -343,11 +343,15 @@ def takeaway_cell(nb: dict) -> list[str]:
     return [] if headed else ["no markdown cell headed 'Takeaway'"]
 
 
+def _in_main_flow(cell: dict) -> bool:
+    """Whether a cell is not tagged ``expert``, ``hide-cell`` or ``remove-cell``: the reader sees it unfolded."""
+    return not set(MAIN_FLOW_HIDDEN_TAGS) & set(cell_tags(cell))
+
+
 def main_flow_outputs(nb: dict) -> Iterator[tuple[int, str]]:
-    """(cell index, text) of every text output of a main-flow code cell: a cell not tagged ``expert``,
-    ``hide-cell`` or ``remove-cell`` (the reader sees it unfolded)."""
+    """(cell index, text) of every text output of a main-flow code cell (:func:`_in_main_flow`)."""
     for index, _, _, text in text_outputs(nb):
-        if not set(MAIN_FLOW_HIDDEN_TAGS) & set(cell_tags(nb["cells"][index])):
+        if _in_main_flow(nb["cells"][index]):
             yield index, text
 
 
@@ -447,7 +451,7 @@ def main_flow_outputs_open(nb: dict) -> list[str]:
         i
         for i, cell in enumerate(nb["cells"])
         if cell.get("cell_type") == "code"
-        and not set(MAIN_FLOW_HIDDEN_TAGS) & set(cell_tags(cell))
+        and _in_main_flow(cell)
         and cell.get("metadata", {}).get("jupyter", {}).get("outputs_hidden")
     ]
     return (
