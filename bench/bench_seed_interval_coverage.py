@@ -13,7 +13,8 @@ images) with a known difference of 0:
 and reports, for one interval (no multiplicity adjustment), the share of simulations whose 95 % interval covers 0:
 
 * **two-way bootstrap** -- :func:`helpers.metrics.two_stage_samples` on :func:`helpers.metrics.seed_counts` draws and
-  shared image resamples, percentile interval (the library's method);
+  shared image resamples, the percentile interval of :func:`helpers.metrics.stats.percentile_result` (the
+  library's method);
 * **seed t + images** -- mean ± t_{S−1, 0.975} · √(s²_seeds / S + v_images), with s²_seeds the sample variance of the
   per-seed mean differences and v_images the image-bootstrap variance of the seed-averaged difference (the image
   effect w is shared by every seed, so the per-seed spread cannot see it).
@@ -32,6 +33,7 @@ import torch
 from scipy import stats as scipy_stats
 
 from helpers import metrics
+from helpers.metrics import stats
 
 SCENARIOS = {  # (σ_u seed, σ_w image, σ_e noise) of the per-image difference
     "seed effect dominates": (1.0, 2.0, 2.0),
@@ -51,7 +53,8 @@ def one_simulation(n_seeds: int, n_images: int, n: int, sigmas, generator: torch
     )
     per_seed = (d @ image_counts.T) / n_images  # (S, n): each seed's mean difference on each image resample
     samples = metrics.two_stage_samples(per_seed, torch.zeros_like(per_seed), metrics.seed_counts(n_seeds, n, sim))
-    low, high = torch.quantile(samples, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+    interval = stats.percentile_result(0.0, samples, 0.95, (n_seeds, n_seeds), "difference", ("a", "b"))
+    low, high = interval.low, interval.high
     seed_means = d.mean(1)
     se = float((seed_means.var() / n_seeds + per_seed.mean(0).var()).sqrt())
     half = float(scipy_stats.t.ppf(0.975, n_seeds - 1)) * se
