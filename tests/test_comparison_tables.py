@@ -34,7 +34,7 @@ def test_summary_tables_name_every_column_in_words_and_keep_the_numbers():
     groups = [{"accuracy": M.accuracy, "auroc_ovr": M.auroc_ovr}, {"mean_confidence": C.mean_confidence, "ece": M.ece}]
     summaries, tables = C.summary_tables(by_model, labels, groups, scale={"mean_confidence": 100})
     assert summaries == stats.seed_summaries(by_model, labels, {**groups[0], **groups[1]})
-    assert list(tables[0].columns) == ["accuracy (%)", "AUROC (one-vs-rest) (%)"]
+    assert list(tables[0].columns) == ["accuracy (%)", "AUROC (%)"]
     assert list(tables[1].columns) == ["mean confidence (%)", "ECE (%)"]
     for table in tables:
         assert not any(output_rules.RAW_KEY.match(column) for column in table.columns)

@@ -79,6 +79,35 @@ def test_reliability_diagram_draws_one_bar_per_nonempty_bin_and_the_ece():
     assert sum(bar.get_height() for bar in histogram_ax.patches) == pytest.approx(1.0)
 
 
+def test_reliability_diagram_outlines_bins_below_min_count_without_a_gap_mark():
+    probs, labels = multiclass_data(n=60)
+    bins = metrics.reliability_bins(probs, labels, n_bins=15)
+    counts = bins.counts[bins.nonempty].numpy()
+    min_count = int(np.median(counts)) + 1  # some bins below it, some at or above
+    sparse = counts < min_count
+    assert 0 < sparse.sum() < len(counts)
+    figure = plots.reliability_diagram(bins, min_count=min_count)
+    main_ax = figure.axes[0]
+    outlined = bar_container(main_ax, plots.sparse_bin_label(min_count))
+    accuracy = bins.accuracy[bins.nonempty].numpy()
+    # the sparse bins: an outline to their accuracy; the others: an accuracy bar and one gap mark each
+    assert np.allclose([bar.get_height() for bar in outlined], accuracy[sparse])
+    assert np.allclose([bar.get_height() for bar in bar_container(main_ax, "accuracy")], accuracy[~sparse])
+    marks = {plots.OVER_GAP_LABEL, plots.UNDER_GAP_LABEL}  # a mark no bin has is named "_<label>"
+    gaps = sum(len(c) for c in main_ax.containers if c.get_label().lstrip("_") in marks)
+    assert gaps == int((~sparse).sum())
+    # the title still gives the ECE of every bin, and the histogram every non-empty bin
+    assert abs(ece_in_title(main_ax) - metrics.ece(probs, labels)) <= 0.5e-4 + 1e-12
+    assert len(figure.axes[1].patches) == len(counts)
+    # by default nothing is outlined; a negative count is an error
+    default = plots.reliability_diagram(bins).axes[0]
+    assert all(c.get_label() != plots.sparse_bin_label(0) for c in default.containers)
+    with pytest.raises(ValueError, match="min_count"):
+        plots.reliability_diagram(bins, min_count=-1)
+    grid = plots.reliability_grid({"a": bins}, min_count=min_count)
+    assert plots.sparse_bin_label(min_count) in {text.get_text() for text in grid.legends[0].get_texts()}
+
+
 def test_reliability_diagram_draws_on_a_given_axis():
     probs, labels = multiclass_data()
     bins = metrics.reliability_bins(probs, labels)

@@ -111,7 +111,7 @@ PERCENT_METRICS = frozenset(
 #: column headers in words for the metric keys of the tables (pass ``labels=METRIC_LABELS`` to the table builders)
 METRIC_LABELS: dict[str, str] = {
     "accuracy": "accuracy",
-    "auroc_ovr": "AUROC (one-vs-rest)",
+    "auroc_ovr": "AUROC",  # one-vs-rest; a header gets " (%)", so no parentheses here
     "macro_f1": "macro F1",
     "cohen_kappa": "Cohen's κ",
     "melanoma_recall": "melanoma recall",

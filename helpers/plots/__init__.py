@@ -66,6 +66,7 @@ from helpers.plots.reliability import (  # noqa: F401
     reliability_diagram,
     reliability_grid,
     reliability_overlay,
+    sparse_bin_label,
 )
 from helpers.plots.retrieval import (  # noqa: F401
     image_row,
@@ -127,6 +128,7 @@ __all__ = [
     "reliability_diagram",
     "reliability_grid",
     "reliability_overlay",
+    "sparse_bin_label",
     "training_curves",
     "heatmap",
     "image_grid",

@@ -50,6 +50,7 @@ __all__ = [
     "reliability_overlay",
     "pooled_reliability_curves",
     "binned_output_plot",
+    "sparse_bin_label",
 ]
 
 
@@ -125,6 +126,28 @@ def _draw_bin_fractions(
     ax.tick_params(labelbottom=False)
 
 
+def _draw_sparse_bins(ax: Axes, left: np.ndarray, width: np.ndarray, accuracy: np.ndarray, min_count: int) -> None:
+    """The bins with fewer than ``min_count`` samples: a dotted outline up to their accuracy, no gap mark (their
+    accuracy is mostly sampling noise); named in the legend only when there is one."""
+    if len(left):
+        ax.bar(
+            left,
+            accuracy,
+            width=width,
+            align="edge",
+            color="none",
+            edgecolor="grey",
+            linestyle=":",
+            linewidth=0.8,
+            label=sparse_bin_label(min_count),
+        )
+
+
+def sparse_bin_label(min_count: int) -> str:
+    """The legend name of the bins :func:`reliability_diagram` draws as outlines (fewer than ``min_count`` samples)."""
+    return f"bin with fewer than {min_count} images: accuracy outlined, no gap drawn"
+
+
 def reliability_diagram(
     bins: ReliabilityBins,
     ax: Axes | None = None,
@@ -133,6 +156,7 @@ def reliability_diagram(
     label: str | None = None,
     legend: bool = True,
     histogram_top: float | None = None,
+    min_count: int = 0,
 ) -> Figure:
     """Reliability diagram of one model from ``metrics.reliability_bins(probs, labels, n_bins, multilabel)``.
 
@@ -145,20 +169,27 @@ def reliability_diagram(
     one shared figure legend). With ``show_histogram`` a small axis below ``ax`` (sharing x) shows the fraction of
     samples in each bin (``histogram_top``: the top of its y-axis, e.g. one scale for several diagrams). Pooled
     multi-label bins are labelled as such: x is the forecast P(present), y the frequency of "present".
+    ``min_count``: a bin with fewer samples is drawn as a dotted outline up to its accuracy, with no gap mark, so a
+    near-empty bin does not draw the eye (the title's ECE still counts it, with its small weight).
     """
     if not isinstance(bins, ReliabilityBins):
         raise TypeError(
             f"bins must be a helpers.metrics.ReliabilityBins (from reliability_bins), got {type(bins).__name__}"
         )
+    if min_count < 0:
+        raise ValueError(f"min_count must be >= 0, got {min_count}")
     figure, ax = figure_and_axes(ax, (6.4, 5.0) if show_histogram else (6.4, 4.2))
     edges = to_numpy(bins.edges)
     nonempty = to_numpy(bins.nonempty)
     left, width = edges[:-1][nonempty], np.diff(edges)[nonempty]
     accuracy, confidence = to_numpy(bins.accuracy)[nonempty], to_numpy(bins.confidence)[nonempty]
     pooled = bins.kind == POOLED
+    sparse = to_numpy(bins.counts)[nonempty] < min_count
 
-    _draw_accuracy_bars(ax, left, width, accuracy, label or ("frequency" if pooled else "accuracy"))
-    _draw_gap_bars(ax, left, width, accuracy, confidence)
+    kept = ~sparse
+    _draw_accuracy_bars(ax, left[kept], width[kept], accuracy[kept], label or ("frequency" if pooled else "accuracy"))
+    _draw_gap_bars(ax, left[kept], width[kept], accuracy[kept], confidence[kept])
+    _draw_sparse_bins(ax, left[sparse], width[sparse], accuracy[sparse], min_count)
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
@@ -183,9 +214,11 @@ def reliability_grid(
     axes: Sequence[Axes] | None = None,
     suptitle: str | None = None,
     shared_histogram: bool = False,
+    min_count: int = 0,
 ) -> Figure:
     """One reliability diagram per model, side by side (``ncols`` per row); ``axes`` to draw on given axes. One
     legend for all of them (accuracy, both gap marks, the diagonal) sits below the figure, off the data.
+    ``min_count``: bins with fewer samples are outlined, without a gap mark (:func:`reliability_diagram`).
     ``shared_histogram``: every histogram gets the same y-axis (0 to the largest bin fraction of any model, plus
     5 %), so the panels' bin masses compare by eye; by default each histogram has its own scale."""
     if not bins_by_model:
@@ -214,7 +247,13 @@ def reliability_grid(
         figure = axes[0].figure
     for ax, (name, bins) in zip(axes, bins_by_model.items()):
         reliability_diagram(
-            bins, ax=ax, title=name, show_histogram=show_histogram, legend=False, histogram_top=histogram_top
+            bins,
+            ax=ax,
+            title=name,
+            show_histogram=show_histogram,
+            legend=False,
+            histogram_top=histogram_top,
+            min_count=min_count,
         )
     if suptitle:
         figure.suptitle(suptitle, y=1.0, va="bottom")
