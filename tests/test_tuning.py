@@ -30,6 +30,7 @@ from helpers.losses import (
     LabelSmoothing,
     LSPlus,
     MbLS,
+    phi_recovery,
 )
 from helpers.training import run_keys, run_store
 
@@ -472,3 +473,59 @@ def test_the_contest_table_shows_every_tuned_loss_raw_and_after_ts_against_ce_pl
     ]
     assert table.index.name == "loss − (cross-entropy + TS)"
     assert (R, "verdict") in table.columns and table[(R, "verdict")].str.len().gt(0).all()
+
+
+# ------------------------------------------------------------------------------- focal and ASL chosen through φ
+def _phi_grid_runs():
+    """Focal's and ASL's grids at seeds 0 and 1 on 2,000 × 3 multi-label images whose labels are drawn from
+    η = φ(z; γ⁻ = 4): the focal γ⁻ = 4 run outputs z itself (its φ read-out is the posterior), every other focal
+    and ASL point the same z, and the BCE point a noisy logit of η (a probability, but a poor one)."""
+    generator = torch.Generator().manual_seed(0)
+    z = 0.05 + 0.9 * torch.rand(2000, 3, generator=generator, dtype=torch.float64)
+    eta = phi_recovery(z, 0.0, 4.0)
+    labels = torch.bernoulli(eta, generator=generator)
+    bce_logits = torch.logit(eta) + 1.5 * torch.randn(2000, 3, generator=generator, dtype=torch.float64)
+    runs = {}
+    for loss in ("focal", "ASL"):
+        for point in tuning.MULTILABEL_GRIDS[loss].points:
+            for seed in (0, 1):
+                if point is LIMIT:
+                    run = types.SimpleNamespace(loss=BCE(), val_logits=bce_logits, source="stored")
+                else:
+                    run = types.SimpleNamespace(
+                        loss=tuning.multilabel_loss(loss, point), val_logits=torch.logit(z), source="stored"
+                    )
+                run.val_probs = run.loss.predict_proba(run.val_logits)
+                runs[(loss, point, seed)] = run
+    return labels, runs
+
+
+def test_the_phi_readout_is_phi_for_focal_and_asl_and_the_sigmoid_for_bce():
+    logits = torch.linspace(-4.0, 4.0, 9, dtype=torch.float64).reshape(3, 3)
+    focal, asl = tuning.multilabel_loss("focal", 2.0), tuning.multilabel_loss("ASL", 6.0)
+    assert torch.allclose(tuning.phi_readout(focal, logits), phi_recovery(torch.sigmoid(logits), 0.0, 2.0).float())
+    assert torch.allclose(tuning.phi_readout(asl, logits), phi_recovery(torch.sigmoid(logits), 0.0, 6.0, 0.05).float())
+    assert torch.allclose(tuning.phi_readout(BCE(), logits), torch.sigmoid(logits).float())
+    with pytest.raises(ValueError, match="φ"):  # SPA has its own inverse link, no φ
+        tuning.phi_readout(tuning.multilabel_loss("SPA", 1.0), logits)
+
+
+def test_focal_and_asl_chosen_by_the_phi_readout_nll_can_leave_the_bce_point_the_sigmoid_nll_picks():
+    labels, runs = _phi_grid_runs()
+    _, by_sigmoid = tuning.grid_table(runs, tuning.MULTILABEL_GRIDS, labels, lambda run: run.val_probs, True, [0, 1])
+    assert by_sigmoid == {"focal": LIMIT, "ASL": LIMIT}  # the sigmoid read-out of γ⁻ > 0 is biased by design
+    table, by_phi = tuning.phi_grid_table(runs, tuning.MULTILABEL_GRIDS, labels, [0, 1])
+    assert by_phi["focal"] == 4.0  # its φ read-out is the posterior itself
+    assert list(table["loss"].unique()) == ["focal", "ASL"]
+    focal = table[table["loss"] == "focal"].set_index("hyper-parameter")["selection NLL"]
+    assert focal["γ⁻=4"] == focal.min() and focal["γ⁻=4"] < focal["γ⁻=0 (BCE)"]
+    bce_nll = tuning.selection_nll(torch.sigmoid(runs[("focal", LIMIT, 0)].val_logits), labels, True)
+    assert focal["γ⁻=0 (BCE)"] == pytest.approx(bce_nll)  # the BCE point is read through its sigmoid
+
+
+def test_the_phi_grid_skips_other_losses_and_grids_with_a_planned_run():
+    labels, runs = _phi_grid_runs()
+    runs[("SPA", 1.0, 0)] = types.SimpleNamespace(loss=tuning.multilabel_loss("SPA", 1.0), source="stored")
+    runs[("ASL", 2.0, 1)] = types.SimpleNamespace(loss=None, val_logits=None, source="planned")
+    table, by_phi = tuning.phi_grid_table(runs, tuning.MULTILABEL_GRIDS, labels, [0, 1])
+    assert set(by_phi) == {"focal"} and set(table["loss"]) == {"focal"}

@@ -116,6 +116,8 @@ from helpers.lessons.tuning import (  # noqa: F401
     grid_table,
     mean_scores,
     multilabel_loss,
+    phi_grid_table,
+    phi_readout,
     point_label,
     selection_nll,
     tuned_label,
@@ -221,6 +223,8 @@ __all__ = [
     "selection_nll",
     "choose",
     "multilabel_loss",
+    "phi_grid_table",
+    "phi_readout",
     "Contest",
     "grid_table",
 ]

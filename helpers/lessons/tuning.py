@@ -247,6 +247,24 @@ def choose(scores: Mapping[Point, float], grid: Grid) -> Point:
 
 
 # ---------------------------------------------------------------------------------------------------- losses
+#: the multi-label losses whose sigmoid output is biased by design (focusing weight, margin) and that φ maps back to
+#: a posterior (notebook 07; Cheng & Vasconcelos 2024, eqs. 13–15)
+PHI_LOSSES = ("focal", "ASL")
+
+
+def phi_readout(loss: nn.Module, logits: torch.Tensor) -> torch.Tensor:
+    """A grid run's probabilities read through φ: ``loss.recovered_proba`` (eqs. 13–15) for focal and ASL, the
+    sigmoid for BCE (φ at γ⁻ = γ⁺ = 0, m = 0 is the identity: the BCE point of their grids). Another loss (SPA has
+    its own inverse link, eq. 17) is refused."""
+    base = loss.base if isinstance(loss, Composite) else loss
+    with torch.no_grad():
+        if isinstance(base, ASL):
+            return base.recovered_proba(logits).float()
+        if isinstance(base, BCE):
+            return base.predict_proba(logits).float()
+    raise ValueError(f"no φ read-out for {type(base).__name__}: φ inverts focal and ASL (the sigmoid for BCE)")
+
+
 def multilabel_loss(name: str, value: float | None = None) -> nn.Module:
     """A multi-label course loss with its grid's hyper-parameter at ``value`` (the paper default when ``value`` is
     None); the other parameters as :func:`helpers.lessons.course_losses`. The grid's BCE point is not built here:
@@ -369,3 +387,28 @@ def grid_table(
         if point in scores[loss]
     ]
     return pd.DataFrame(rows), choices
+
+
+def phi_grid_table(
+    grid_runs: Mapping[tuple[str, Point, int], Any],
+    grids: Mapping[str, Grid],
+    labels: torch.Tensor,
+    seeds: Sequence[int],
+    split_seed: int = 0,
+) -> tuple[pd.DataFrame, dict[str, Point]]:
+    """:func:`grid_table` for focal and ASL (:data:`PHI_LOSSES`) with every run read through φ
+    (:func:`phi_readout`) instead of its sigmoid. The sigmoid read-out of γ⁻ > 0 is biased by design, so its NLL
+    favours the BCE point by construction; φ's read-out is the one notebooks 07 and 13 (section 1) score these losses
+    by. The course's addition, not a paper's protocol: a post-hoc choice on the grid runs' validation logits, which
+    every run keeps, so it needs no new training. A loss whose grid lacks a run at a seed, or holds a run that is
+    only planned, is skipped."""
+    ready = {key: run for key, run in grid_runs.items() if getattr(run, "source", "") != "planned"}
+    complete = [
+        loss
+        for loss in PHI_LOSSES
+        if loss in grids and all((loss, point, seed) in ready for point in grids[loss].points for seed in seeds)
+    ]
+    runs = {key: run for key, run in ready.items() if key[0] in complete}
+    if not runs:
+        return pd.DataFrame(), {}
+    return grid_table(runs, grids, labels, lambda run: phi_readout(run.loss, run.val_logits), True, seeds, split_seed)
