@@ -97,6 +97,40 @@ def test_answer_table_says_yes_only_for_better_calibration_without_worse_ranking
         mc.answer_table(differences, "BCE", ["multilabel_brier"], ["map_per_class"])
 
 
+def test_answer_table_needs_a_proper_score_to_say_yes():
+    # an ECE alone is no evidence of better probabilities (the constant predictor has the lowest ECE): a "yes" needs
+    # a proper score (NLL, Brier, or the RMS error against the exact posteriors) better, and no calibration column worse
+    calibration = ["multilabel_nll", "multilabel_ece"]
+    differences = {
+        "ECE only": {
+            "multilabel_nll": result(0.0, -0.01, 0.01),
+            "multilabel_ece": result(-0.01, -0.02, -0.005),
+            "map_per_class": result(0.0, -0.01, 0.01),
+        },
+        "NLL better, ECE worse": {
+            "multilabel_nll": result(-0.01, -0.02, -0.005),
+            "multilabel_ece": result(0.01, 0.005, 0.02),
+            "map_per_class": result(0.0, -0.01, 0.01),
+        },
+        "NLL better": {
+            "multilabel_nll": result(-0.01, -0.02, -0.005),
+            "multilabel_ece": result(0.0, -0.01, 0.01),
+            "map_per_class": result(0.0, -0.01, 0.01),
+        },
+    }
+    answers = mc.answer_table(differences, "BCE", calibration, ["map_per_class"]).table.iloc[:, -1].to_dict()
+    assert answers == {
+        "ECE only": "no difference detected",
+        "NLL better, ECE worse": "no: worse calibrated",
+        "NLL better": "yes",
+    }
+    assert mc.answer_record(differences, "BCE", calibration, ["map_per_class"])["models"]["ECE only"]["answer"] == (
+        "no difference detected"
+    )
+    with pytest.raises(ValueError, match="proper score"):
+        mc.answer_table(differences, "BCE", ["multilabel_ece"], ["map_per_class"])
+
+
 def test_per_label_view_shows_what_pooling_cancels():
     # label 0 over-forecast, label 1 under-forecast by the same amount at the same probability: the pooled ECE
     # of these forecasts is 0, each label's own ECE is not

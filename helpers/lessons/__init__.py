@@ -67,6 +67,7 @@ from helpers.lessons.multilabel_analysis import (  # noqa: F401
 from helpers.lessons.multilabel_comparison import (  # noqa: F401
     COMPARISON_METRICS,
     ECE_METRICS,
+    PROPER_SCORES,
     answer_record,
     answer_table,
     calibration_levels,
@@ -180,6 +181,7 @@ __all__ = [
     "evaluate_against_bce",
     "evaluation_tables",
     "COMPARISON_METRICS",
+    "PROPER_SCORES",
     "ECE_METRICS",
     "comparison_metrics",
     "trained_probabilities",

@@ -10,7 +10,7 @@ calibration.
   each calibrator fitted on the calibration half of validation (:func:`helpers.calibration.split_calibration`) and
   applied to the test logits.
 * :func:`answer_table` -- the primary question's table: paired differences to a reference model on calibration
-  and ranking metrics, and an "answer" column (better calibrated without worse ranking?).
+  and ranking metrics, and an "answer" column (a proper score better, nothing worse?).
 * :func:`per_label_view` -- per label: prevalence, mean forecast, 15-bin ECE, so that a reader sees what the pooled
   diagram averages away; :func:`query_level_error` -- calibration of each image's predicted number of findings;
   :func:`calibration_levels` -- pooled, per-label and query-level errors side by side.
@@ -35,6 +35,7 @@ from helpers.metrics import PairedBootstrapResult, stats
 
 __all__ = [
     "COMPARISON_METRICS",
+    "PROPER_SCORES",
     "trained_probabilities",
     "reference_probabilities",
     "posthoc_probabilities",
@@ -60,6 +61,9 @@ COMPARISON_METRICS: dict[str, Callable[..., float]] = {
     "multilabel_brier": metrics.multilabel_brier,
     "multilabel_nll": metrics.multilabel_nll,
 }
+#: the proper scores among the comparison metrics -- and the RMS error against the exact posteriors, whose square
+#: is the Brier score's excess over the Bayes model's: an answer of "yes" needs one of them better
+PROPER_SCORES = ("true_rms", "multilabel_nll", "multilabel_brier")
 #: the pooled (every (image, label) forecast in one diagram) and per-label (each label's diagram, averaged) ECE
 ECE_METRICS: dict[str, Callable[..., float]] = {
     "multilabel_ece": metrics.multilabel_ece,
@@ -158,9 +162,17 @@ def _answer(row: Mapping[str, PairedBootstrapResult], calibration: Sequence[str]
         return "no: worse calibrated"
     if ranking_worse:
         return "no: ranks worse"
-    if calibration_better:
+    if any(name in PROPER_SCORES for name in calibration_better):
         return "yes"
     return "no difference detected"
+
+
+def _require_proper_score(calibration: Sequence[str]) -> None:
+    if not any(name in PROPER_SCORES for name in calibration):
+        raise ValueError(
+            f"the calibration metrics {list(calibration)} hold no proper score ({', '.join(PROPER_SCORES)}): "
+            "an ECE alone cannot answer 'better probabilities'"
+        )
 
 
 def answer_table(
@@ -175,11 +187,16 @@ def answer_table(
     metric → paired bootstrap against ``reference``) on the ``calibration`` and ``ranking`` metrics, and a last
     column "better calibrated, ranking kept?":
 
-    * "yes" -- at least one calibration metric better (interval excludes 0), none worse, no ranking metric worse;
+    * "yes" -- at least one proper score of :data:`PROPER_SCORES` among ``calibration`` better (interval excludes
+      0), no calibration metric worse (an ECE included), no ranking metric worse. An ECE alone never earns a "yes":
+      a constant predictor can have the lowest ECE of all (notebook 11, section 3);
     * "no: worse calibrated" -- some calibration interval excludes 0 on the worse side;
     * "no: ranks worse" -- calibration not worse, but some ranking interval excludes 0 on the worse side;
-    * "no difference detected" -- no interval excludes 0 on either side.
+    * "no difference detected" -- otherwise (no proper score better, nothing worse).
+
+    ``calibration`` must hold at least one proper score (``ValueError`` otherwise).
     """
+    _require_proper_score(calibration)
     columns = [*calibration, *ranking]
     missing = [(m, c) for m, row in differences.items() for c in columns if c not in row]
     if missing:
@@ -197,7 +214,8 @@ def answer_record(
     ranking: Sequence[str],
 ) -> dict[str, Any]:
     """The answer table as JSON: reference, metric lists, and per model every difference
-    (:func:`helpers.metrics.difference_record`) and the answer."""
+    (:func:`helpers.metrics.difference_record`) and the answer (the rule of :func:`answer_table`)."""
+    _require_proper_score(calibration)
     return {
         "reference": reference,
         "calibration_metrics": list(calibration),
