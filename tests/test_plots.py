@@ -79,7 +79,7 @@ def test_reliability_diagram_draws_one_bar_per_nonempty_bin_and_the_ece():
     assert sum(bar.get_height() for bar in histogram_ax.patches) == pytest.approx(1.0)
 
 
-def test_reliability_diagram_outlines_bins_below_min_count_without_a_gap_mark():
+def test_reliability_diagram_leaves_out_bins_below_min_count_and_says_so():
     probs, labels = multiclass_data(n=60)
     bins = metrics.reliability_bins(probs, labels, n_bins=15)
     counts = bins.counts[bins.nonempty].numpy()
@@ -88,20 +88,31 @@ def test_reliability_diagram_outlines_bins_below_min_count_without_a_gap_mark():
     assert 0 < sparse.sum() < len(counts)
     figure = plots.reliability_diagram(bins, min_count=min_count)
     main_ax = figure.axes[0]
-    outlined = bar_container(main_ax, plots.sparse_bin_label(min_count))
+    left = bins.edges[:-1][bins.nonempty].numpy()
     accuracy = bins.accuracy[bins.nonempty].numpy()
-    # the sparse bins: an outline to their accuracy; the others: an accuracy bar and one gap mark each
-    assert np.allclose([bar.get_height() for bar in outlined], accuracy[sparse])
+    # the sparse bins: nothing drawn over their x-range (no bar, outline or gap mark of any size)
+    drawn = [p for p in main_ax.patches if p.get_width() > 0 and p.get_height() != 0]
+    drawn_left = np.array([p.get_x() for p in drawn])
+    assert not any(np.isclose(drawn_left, x).any() for x in left[sparse])
+    # the others: an accuracy bar and one gap mark each
     assert np.allclose([bar.get_height() for bar in bar_container(main_ax, "accuracy")], accuracy[~sparse])
     marks = {plots.OVER_GAP_LABEL, plots.UNDER_GAP_LABEL}  # a mark no bin has is named "_<label>"
     gaps = sum(len(c) for c in main_ax.containers if c.get_label().lstrip("_") in marks)
     assert gaps == int((~sparse).sum())
+    # the legend says they are left out, with a handle that draws nothing
+    legend = main_ax.get_legend()
+    texts = [text.get_text() for text in legend.get_texts()]
+    assert plots.sparse_bin_label(min_count) in texts
+    assert str(min_count) in plots.sparse_bin_label(min_count)
+    note = [p for p in main_ax.patches if p.get_label() == plots.sparse_bin_label(min_count)]
+    assert len(note) == 1 and note[0].get_width() == 0 and note[0].get_facecolor()[3] == 0
     # the title still gives the ECE of every bin, and the histogram every non-empty bin
     assert abs(ece_in_title(main_ax) - metrics.ece(probs, labels)) <= 0.5e-4 + 1e-12
     assert len(figure.axes[1].patches) == len(counts)
-    # by default nothing is outlined; a negative count is an error
+    # by default every bin is drawn and there is no note; a negative count is an error
     default = plots.reliability_diagram(bins).axes[0]
-    assert all(c.get_label() != plots.sparse_bin_label(0) for c in default.containers)
+    assert np.allclose([bar.get_height() for bar in bar_container(default, "accuracy")], accuracy)
+    assert plots.sparse_bin_label(0) not in [p.get_label() for p in default.patches]
     with pytest.raises(ValueError, match="min_count"):
         plots.reliability_diagram(bins, min_count=-1)
     grid = plots.reliability_grid({"a": bins}, min_count=min_count)

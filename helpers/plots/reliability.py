@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from helpers.metrics import POOLED, ReliabilityBins
 from helpers.plots.style import (
@@ -126,26 +127,19 @@ def _draw_bin_fractions(
     ax.tick_params(labelbottom=False)
 
 
-def _draw_sparse_bins(ax: Axes, left: np.ndarray, width: np.ndarray, accuracy: np.ndarray, min_count: int) -> None:
-    """The bins with fewer than ``min_count`` samples: a dotted outline up to their accuracy, no gap mark (their
-    accuracy is mostly sampling noise); named in the legend only when there is one."""
-    if len(left):
-        ax.bar(
-            left,
-            accuracy,
-            width=width,
-            align="edge",
-            color="none",
-            edgecolor="grey",
-            linestyle=":",
-            linewidth=0.8,
-            label=sparse_bin_label(min_count),
+def _name_omitted_bins(ax: Axes, n_omitted: int, min_count: int) -> None:
+    """The bins with fewer than ``min_count`` samples are not drawn on ``ax`` (an accuracy of a handful of images is
+    mostly sampling noise, and any bar or outline of it reads as a calibration gap); when there is one, the legend
+    says so by an entry with an invisible handle."""
+    if n_omitted:
+        ax.add_patch(
+            Rectangle((0.0, 0.0), 0.0, 0.0, facecolor="none", edgecolor="none", label=sparse_bin_label(min_count))
         )
 
 
 def sparse_bin_label(min_count: int) -> str:
-    """The legend name of the bins :func:`reliability_diagram` draws as outlines (fewer than ``min_count`` samples)."""
-    return f"bin with fewer than {min_count} images: accuracy outlined, no gap drawn"
+    """The legend note of :func:`reliability_diagram` on the bins it leaves out (fewer than ``min_count`` samples)."""
+    return f"bins with fewer than {min_count} images: not drawn (too few to read)"
 
 
 def reliability_diagram(
@@ -169,8 +163,9 @@ def reliability_diagram(
     one shared figure legend). With ``show_histogram`` a small axis below ``ax`` (sharing x) shows the fraction of
     samples in each bin (``histogram_top``: the top of its y-axis, e.g. one scale for several diagrams). Pooled
     multi-label bins are labelled as such: x is the forecast P(present), y the frequency of "present".
-    ``min_count``: a bin with fewer samples is drawn as a dotted outline up to its accuracy, with no gap mark, so a
-    near-empty bin does not draw the eye (the title's ECE still counts it, with its small weight).
+    ``min_count``: a bin with fewer samples is left out of the diagram (no bar, no gap mark), and the legend says
+    so, because a near-empty bin's accuracy is mostly noise and any mark of it reads as a gap; the title's ECE and
+    the histogram below still count it, with its small weight.
     """
     if not isinstance(bins, ReliabilityBins):
         raise TypeError(
@@ -189,7 +184,7 @@ def reliability_diagram(
     kept = ~sparse
     _draw_accuracy_bars(ax, left[kept], width[kept], accuracy[kept], label or ("frequency" if pooled else "accuracy"))
     _draw_gap_bars(ax, left[kept], width[kept], accuracy[kept], confidence[kept])
-    _draw_sparse_bins(ax, left[sparse], width[sparse], accuracy[sparse], min_count)
+    _name_omitted_bins(ax, int(sparse.sum()), min_count)
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
@@ -218,7 +213,8 @@ def reliability_grid(
 ) -> Figure:
     """One reliability diagram per model, side by side (``ncols`` per row); ``axes`` to draw on given axes. One
     legend for all of them (accuracy, both gap marks, the diagonal) sits below the figure, off the data.
-    ``min_count``: bins with fewer samples are outlined, without a gap mark (:func:`reliability_diagram`).
+    ``min_count``: bins with fewer samples are left out of the diagrams, not of the histograms
+    (:func:`reliability_diagram`).
     ``shared_histogram``: every histogram gets the same y-axis (0 to the largest bin fraction of any model, plus
     5 %), so the panels' bin masses compare by eye; by default each histogram has its own scale."""
     if not bins_by_model:
