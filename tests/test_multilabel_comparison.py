@@ -82,11 +82,11 @@ def test_answer_table_says_yes_only_for_better_calibration_without_worse_ranking
         "null": {"multilabel_nll": result(0.0, -0.01, 0.01), "map_per_class": result(0.0, -0.01, 0.01)},
     }
     table = mc.answer_table(differences, "BCE", ["multilabel_nll"], ["map_per_class"], labels=stats.METRIC_LABELS)
-    answers = table.table["better calibrated, ranking kept?"].to_dict()
+    answers = table.table["better probabilities, ranking kept?"].to_dict()
     assert answers == {
         "better": "yes",
         "ranks worse": "no: ranks worse",
-        "worse": "no: worse calibrated",
+        "worse": "no: worse probabilities",
         "null": "no difference detected",
     }
     assert list(table.table.columns)[:2] == ["NLL", "mAP@y (%)"] and table.n_comparisons == 8
@@ -97,38 +97,68 @@ def test_answer_table_says_yes_only_for_better_calibration_without_worse_ranking
         mc.answer_table(differences, "BCE", ["multilabel_brier"], ["map_per_class"])
 
 
-def test_answer_table_needs_a_proper_score_to_say_yes():
-    # an ECE alone is no evidence of better probabilities (the constant predictor has the lowest ECE): a "yes" needs
-    # a proper score (NLL, Brier, or the RMS error against the exact posteriors) better, and no calibration column worse
+def test_answer_table_lets_an_ece_neither_earn_a_yes_nor_veto_one():
+    # an ECE alone is no evidence of better probabilities (the constant predictor has the lowest ECE), so it is no
+    # evidence of worse ones either: "yes" and "worse" are decided by the proper scores (NLL, Brier, the RMS error
+    # against the exact posteriors); a worse ECE is reported beside the verdict, never decides it
     calibration = ["multilabel_nll", "multilabel_ece"]
+    null, better, worse = result(0.0, -0.01, 0.01), result(-0.01, -0.02, -0.005), result(0.01, 0.005, 0.02)
+    rows = {
+        "ECE only better": (null, better),
+        "ECE only worse": (null, worse),
+        "NLL better, ECE worse": (better, worse),
+        "NLL better": (better, null),
+        "NLL worse, ECE better": (worse, better),
+    }
     differences = {
-        "ECE only": {
-            "multilabel_nll": result(0.0, -0.01, 0.01),
-            "multilabel_ece": result(-0.01, -0.02, -0.005),
-            "map_per_class": result(0.0, -0.01, 0.01),
-        },
-        "NLL better, ECE worse": {
-            "multilabel_nll": result(-0.01, -0.02, -0.005),
-            "multilabel_ece": result(0.01, 0.005, 0.02),
-            "map_per_class": result(0.0, -0.01, 0.01),
-        },
-        "NLL better": {
-            "multilabel_nll": result(-0.01, -0.02, -0.005),
-            "multilabel_ece": result(0.0, -0.01, 0.01),
-            "map_per_class": result(0.0, -0.01, 0.01),
-        },
+        model: {"multilabel_nll": nll, "multilabel_ece": ece, "map_per_class": null}
+        for model, (nll, ece) in rows.items()
     }
     answers = mc.answer_table(differences, "BCE", calibration, ["map_per_class"]).table.iloc[:, -1].to_dict()
     assert answers == {
-        "ECE only": "no difference detected",
-        "NLL better, ECE worse": "no: worse calibrated",
+        "ECE only better": "no difference detected",
+        "ECE only worse": "not better (ECE worse)",
+        "NLL better, ECE worse": "yes (ECE worse)",
         "NLL better": "yes",
+        "NLL worse, ECE better": "no: worse probabilities",
     }
-    assert mc.answer_record(differences, "BCE", calibration, ["map_per_class"])["models"]["ECE only"]["answer"] == (
-        "no difference detected"
-    )
+    record = mc.answer_record(differences, "BCE", calibration, ["map_per_class"])["models"]
+    assert {model: entry["answer"] for model, entry in record.items()} == answers
     with pytest.raises(ValueError, match="proper score"):
         mc.answer_table(differences, "BCE", ["multilabel_ece"], ["map_per_class"])
+
+
+def test_answer_table_a_worse_proper_score_outweighs_a_better_one():
+    differences = {
+        "mixed": {
+            "true_rms": result(0.01, 0.005, 0.02),
+            "multilabel_nll": result(-0.01, -0.02, -0.005),
+            "map_per_class": result(0.0, -0.01, 0.01),
+        }
+    }
+    answer = mc.answer_table(differences, "BCE", ["true_rms", "multilabel_nll"], ["map_per_class"]).table.iloc[0, -1]
+    assert answer == "no: worse probabilities"
+
+
+def test_deciding_metrics_name_the_columns_behind_each_verdict():
+    calibration, ranking = ["true_rms", "multilabel_nll", "multilabel_ece"], ["map_per_class"]
+    null, better, worse = result(0.0, -0.01, 0.01), result(-0.01, -0.02, -0.005), result(0.01, 0.005, 0.02)
+    map_better, map_worse = result(0.02, 0.01, 0.03), result(-0.02, -0.03, -0.01)
+
+    def row(rms, nll, ece, ranks):
+        return {"true_rms": rms, "multilabel_nll": nll, "multilabel_ece": ece, "map_per_class": ranks}
+
+    cases = {
+        # a "yes": the proper scores that are better (a better ranking is not what decides it)
+        "yes": (row(better, better, null, map_better), ("better", ["true_rms", "multilabel_nll"])),
+        # worse probabilities: only the worse proper scores, not the worse ECE or ranking beside them
+        "worse": (row(worse, null, worse, map_worse), ("worse", ["true_rms"])),
+        "ranks worse": (row(null, null, null, map_worse), ("worse", ["map_per_class"])),
+        "ECE worse": (row(null, null, worse, null), ("worse", ["multilabel_ece"])),
+        "nothing": (row(null, null, better, null), ("", [])),
+    }
+    for name, (differences, expected) in cases.items():
+        assert mc.deciding_metrics(differences, calibration, ranking) == expected, name
 
 
 def test_per_label_view_shows_what_pooling_cancels():

@@ -10,7 +10,8 @@ calibration.
   each calibrator fitted on the calibration half of validation (:func:`helpers.calibration.split_calibration`) and
   applied to the test logits.
 * :func:`answer_table` -- the primary question's table: paired differences to a reference model on calibration
-  and ranking metrics, and an "answer" column (a proper score better, nothing worse?).
+  and ranking metrics, and an "answer" column (a proper score better, none worse, ranking kept?);
+  :func:`deciding_metrics` names the columns behind each answer.
 * :func:`per_label_view` -- per label: prevalence, mean forecast, 15-bin ECE, so that a reader sees what the pooled
   diagram averages away; :func:`query_level_error` -- calibration of each image's predicted number of findings;
   :func:`calibration_levels` -- pooled, per-label and query-level errors side by side.
@@ -41,6 +42,7 @@ __all__ = [
     "posthoc_probabilities",
     "comparison_metrics",
     "answer_table",
+    "deciding_metrics",
     "answer_record",
     "per_label_view",
     "query_level_error",
@@ -155,16 +157,41 @@ def _verdicts(row: Mapping[str, PairedBootstrapResult], names: Sequence[str]) ->
     return better, worse
 
 
-def _answer(row: Mapping[str, PairedBootstrapResult], calibration: Sequence[str], ranking: Sequence[str]) -> str:
+def _sides(
+    row: Mapping[str, PairedBootstrapResult], calibration: Sequence[str], ranking: Sequence[str]
+) -> tuple[list[str], list[str], list[str], list[str]]:
+    """(proper scores better, proper scores worse, ECEs worse, ranking metrics worse), by intervals excluding 0."""
     calibration_better, calibration_worse = _verdicts(row, calibration)
     _, ranking_worse = _verdicts(row, ranking)
-    if calibration_worse:
-        return "no: worse calibrated"
+    proper_better = [name for name in calibration_better if name in PROPER_SCORES]
+    proper_worse = [name for name in calibration_worse if name in PROPER_SCORES]
+    ece_worse = [name for name in calibration_worse if name not in PROPER_SCORES]
+    return proper_better, proper_worse, ece_worse, ranking_worse
+
+
+def _answer(row: Mapping[str, PairedBootstrapResult], calibration: Sequence[str], ranking: Sequence[str]) -> str:
+    proper_better, proper_worse, ece_worse, ranking_worse = _sides(row, calibration, ranking)
+    if proper_worse:
+        return "no: worse probabilities"
     if ranking_worse:
         return "no: ranks worse"
-    if any(name in PROPER_SCORES for name in calibration_better):
-        return "yes"
-    return "no difference detected"
+    if proper_better:
+        return "yes (ECE worse)" if ece_worse else "yes"
+    return "not better (ECE worse)" if ece_worse else "no difference detected"
+
+
+def deciding_metrics(
+    row: Mapping[str, PairedBootstrapResult], calibration: Sequence[str], ranking: Sequence[str]
+) -> tuple[str, list[str]]:
+    """The metrics behind one row's answer (the rule of :func:`answer_table`) and their side, "better" or "worse":
+    the better proper scores of a "yes", the worse proper scores of "no: worse probabilities", the worse ranking
+    metrics of "no: ranks worse", the worse ECEs of "not better (ECE worse)"; ``("", [])`` when no difference is
+    detected."""
+    proper_better, proper_worse, ece_worse, ranking_worse = _sides(row, calibration, ranking)
+    for side, names in (("worse", proper_worse), ("worse", ranking_worse), ("better", proper_better)):
+        if names:
+            return side, names
+    return ("worse", ece_worse) if ece_worse else ("", [])
 
 
 def _require_proper_score(calibration: Sequence[str]) -> None:
@@ -185,14 +212,20 @@ def answer_table(
 ) -> stats.DifferenceTable:
     """The primary question's table: :func:`helpers.metrics.difference_table` of ``differences`` (model →
     metric → paired bootstrap against ``reference``) on the ``calibration`` and ``ranking`` metrics, and a last
-    column "better calibrated, ranking kept?":
+    column "better probabilities, ranking kept?". The proper scores of :data:`PROPER_SCORES` among ``calibration``
+    decide; an ECE neither earns a "yes" nor vetoes one, since a constant predictor can have the lowest ECE of all
+    (notebook 11, section 3), so a better ECE is no evidence of better probabilities and a worse one none of worse
+    probabilities. A worse ECE is reported in the verdict's words:
 
-    * "yes" -- at least one proper score of :data:`PROPER_SCORES` among ``calibration`` better (interval excludes
-      0), no calibration metric worse (an ECE included), no ranking metric worse. An ECE alone never earns a "yes":
-      a constant predictor can have the lowest ECE of all (notebook 11, section 3);
-    * "no: worse calibrated" -- some calibration interval excludes 0 on the worse side;
-    * "no: ranks worse" -- calibration not worse, but some ranking interval excludes 0 on the worse side;
-    * "no difference detected" -- otherwise (no proper score better, nothing worse).
+    * "no: worse probabilities" -- some proper score's interval excludes 0 on the worse side (even if another proper
+      score is better);
+    * "no: ranks worse" -- no proper score worse, but some ranking interval excludes 0 on the worse side;
+    * "yes" -- some proper score better (interval excludes 0), none worse, no ranking metric worse; "yes (ECE
+      worse)" when an ECE interval excludes 0 on the worse side as well;
+    * "not better (ECE worse)" -- no proper score or ranking metric differs, but an ECE is worse;
+    * "no difference detected" -- otherwise (a better ECE alone included).
+
+    :func:`deciding_metrics` names the metrics behind each answer.
 
     ``calibration`` must hold at least one proper score (``ValueError`` otherwise).
     """
@@ -203,7 +236,7 @@ def answer_table(
         raise KeyError(f"no paired difference for (model, metric) {missing[:3]}")
     table = stats.difference_table(differences, reference, columns, digits=digits, labels=labels)
     frame = table.table.copy()
-    frame["better calibrated, ranking kept?"] = [_answer(row, calibration, ranking) for row in differences.values()]
+    frame["better probabilities, ranking kept?"] = [_answer(row, calibration, ranking) for row in differences.values()]
     return stats.DifferenceTable(frame, table.note, table.n_comparisons)
 
 
