@@ -317,6 +317,7 @@ def test_every_plot_function_that_draws_models_is_covered():
         "class_counts",
         "image_row",
         "ece_title",
+        "sparse_bin_label",  # a legend label, draws nothing
         "outlier_rows",
     }
     palette = {"normalise_model_name", "model_style", "figure_styles"}
