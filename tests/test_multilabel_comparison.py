@@ -117,7 +117,7 @@ def test_answer_table_lets_an_ece_neither_earn_a_yes_nor_veto_one():
     answers = mc.answer_table(differences, "BCE", calibration, ["map_per_class"]).table.iloc[:, -1].to_dict()
     assert answers == {
         "ECE only better": "no difference detected",
-        "ECE only worse": "not better (ECE worse)",
+        "ECE only worse": "no difference detected (ECE worse)",
         "NLL better, ECE worse": "yes (ECE worse)",
         "NLL better": "yes",
         "NLL worse, ECE better": "no: worse probabilities",

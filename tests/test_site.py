@@ -371,6 +371,23 @@ def test_the_api_reference_is_in_the_navigation_and_documents_the_metrics(browse
 # part 2: live widgets in JupyterLab
 
 
+# the call that makes a slider cell: ipywidgets' interact or interact_manual, or the course's wrapper of them
+SLIDER_CALL = re.compile(r"(widgets|course)\.interact(_manual)?\(")
+
+
+def slider_cell(nb, name: str) -> int:
+    """The index of a notebook's first slider cell (a code cell calling :data:`SLIDER_CALL`); an error naming the
+    notebook when it has none, since the JupyterLab test drives that cell."""
+    for index, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code" and SLIDER_CALL.search("".join(cell["source"])):
+            return index
+    raise AssertionError(
+        f"{name} has no code cell calling widgets.interact(...), widgets.interact_manual(...) or "
+        "course.interact(...): the JupyterLab slider test needs one (restore the slider cell or drop the notebook "
+        "from WIDGET_NOTEBOOKS)"
+    )
+
+
 def widget_copies() -> dict[str, Path]:
     """Smoke-profile copies of 01, 02 and 08 that end with their (first) widget cell, outputs cleared."""
     import nbformat
@@ -383,12 +400,7 @@ def widget_copies() -> dict[str, Path]:
     copies = {}
     for path in sorted((WIDGET_COPIES / "notebooks").glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
-        last = next(
-            i
-            for i, cell in enumerate(nb.cells)
-            if cell.cell_type == "code" and re.search(r"(widgets|course)\.interact(_manual)?\(", cell.source)
-        )
-        nb.cells = nb.cells[: last + 1]
+        nb.cells = nb.cells[: slider_cell(nb, path.name) + 1]
         for cell in nb.cells:
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = [], None

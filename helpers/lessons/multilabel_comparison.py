@@ -177,7 +177,7 @@ def _answer(row: Mapping[str, PairedBootstrapResult], calibration: Sequence[str]
         return "no: ranks worse"
     if proper_better:
         return "yes (ECE worse)" if ece_worse else "yes"
-    return "not better (ECE worse)" if ece_worse else "no difference detected"
+    return "no difference detected (ECE worse)" if ece_worse else "no difference detected"
 
 
 def deciding_metrics(
@@ -185,8 +185,8 @@ def deciding_metrics(
 ) -> tuple[str, list[str]]:
     """The metrics behind one row's answer (the rule of :func:`answer_table`) and their side, "better" or "worse":
     the better proper scores of a "yes", the worse proper scores of "no: worse probabilities", the worse ranking
-    metrics of "no: ranks worse", the worse ECEs of "not better (ECE worse)"; ``("", [])`` when no difference is
-    detected."""
+    metrics of "no: ranks worse", the worse ECEs of "no difference detected (ECE worse)"; ``("", [])`` when no
+    difference is detected."""
     proper_better, proper_worse, ece_worse, ranking_worse = _sides(row, calibration, ranking)
     for side, names in (("worse", proper_worse), ("worse", ranking_worse), ("better", proper_better)):
         if names:
@@ -222,7 +222,7 @@ def answer_table(
     * "no: ranks worse" -- no proper score worse, but some ranking interval excludes 0 on the worse side;
     * "yes" -- some proper score better (interval excludes 0), none worse, no ranking metric worse; "yes (ECE
       worse)" when an ECE interval excludes 0 on the worse side as well;
-    * "not better (ECE worse)" -- no proper score or ranking metric differs, but an ECE is worse;
+    * "no difference detected (ECE worse)" -- no proper score or ranking metric differs, but an ECE is worse;
     * "no difference detected" -- otherwise (a better ECE alone included).
 
     :func:`deciding_metrics` names the metrics behind each answer.
