@@ -157,8 +157,8 @@ MULTILABEL_GRIDS: dict[str, Grid] = {
     "SPA": Grid(
         "spa_zeta_neg", "ζ⁻", (1.0, 3.0, 5.0), 5.0,
         "SPA is BCE at (ζ⁻, k⁻, b⁻) = (1, 1, 0) (eq. 16 with (ζ⁺, k⁺, b⁺) = (1, 1, 0)); the grid's ζ⁻ runs with "
-        "k⁻ = 3, b⁻ = 1, so BCE is not a value of ζ⁻ (ζ⁻ = 0 is no loss: ℓ₋ = softplus(·)/ζ⁻); the BCE point "
-        "is the BCE run of the seed",
+        "k⁻ = 3, b⁻ = 1, so BCE is not a value of ζ⁻ (ζ⁻ = 0 is not allowed: ℓ₋ = softplus(·)/ζ⁻ divides by it); "
+        "the BCE point is the BCE run of the seed",
         "BCE", "(ζ⁻, k⁻, b⁻)=(1, 1, 0)",
     ),
     "SPA+LPR": Grid(
