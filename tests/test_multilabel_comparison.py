@@ -154,7 +154,8 @@ def test_deciding_metrics_name_the_columns_behind_each_verdict():
         # worse probabilities: only the worse proper scores, not the worse ECE or ranking beside them
         "worse": (row(worse, null, worse, map_worse), ("worse", ["true_rms"])),
         "ranks worse": (row(null, null, null, map_worse), ("worse", ["map_per_class"])),
-        "ECE worse": (row(null, null, worse, null), ("worse", ["multilabel_ece"])),
+        # an ECE decides nothing: a worse ECE alone is "no difference detected (ECE worse)", decided by no column
+        "ECE worse": (row(null, null, worse, null), ("", [])),
         "nothing": (row(null, null, better, null), ("", [])),
     }
     for name, (differences, expected) in cases.items():

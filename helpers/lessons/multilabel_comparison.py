@@ -185,13 +185,13 @@ def deciding_metrics(
 ) -> tuple[str, list[str]]:
     """The metrics behind one row's answer (the rule of :func:`answer_table`) and their side, "better" or "worse":
     the better proper scores of a "yes", the worse proper scores of "no: worse probabilities", the worse ranking
-    metrics of "no: ranks worse", the worse ECEs of "no difference detected (ECE worse)"; ``("", [])`` when no
-    difference is detected."""
-    proper_better, proper_worse, ece_worse, ranking_worse = _sides(row, calibration, ranking)
+    metrics of "no: ranks worse"; ``("", [])`` when no difference is detected, "(ECE worse)" included, since an ECE
+    decides no answer."""
+    proper_better, proper_worse, _, ranking_worse = _sides(row, calibration, ranking)
     for side, names in (("worse", proper_worse), ("worse", ranking_worse), ("better", proper_better)):
         if names:
             return side, names
-    return ("worse", ece_worse) if ece_worse else ("", [])
+    return "", []
 
 
 def _require_proper_score(calibration: Sequence[str]) -> None:
