@@ -132,6 +132,17 @@ def test_integers_and_versions_are_not_checked():
     assert problems(markdown("Seeds 0–4, 28 px, 1,000 images, 13 notebooks, Python 3.11.2, section 7.")) == []
 
 
+def test_a_count_with_a_thousands_separator_is_checked():
+    # "7,007 training images" is a fact of the data a student should find printed; "per 1,000" is a unit
+    assert problems(markdown("All 7,007 training images.")) == ["markdown cell 0: 7,007 is not printed in the main flow"]
+    assert problems(printing("splits: train 7,007, val 1,003\n"), markdown("All 7,007 training images.")) == []
+    assert problems(printing("train 7007\n"), markdown("All 7,007 images.")) == []
+    assert problems(markdown("Net benefit per 1,000 images.")) == []
+    assert problems(markdown("All 7,007 images."), printing("train 7,007\n")) == [
+        "markdown cell 0: 7,007 is printed only below it in the main flow"
+    ]
+
+
 def test_each_quoted_number_is_checked_not_only_the_first():
     found = problems(printing("ECE 0.041\n"), markdown("ECE 0.041 then 0.052 and 0.063."))
     assert [problem.split(": ")[1].split()[0] for problem in found] == ["0.052", "0.063"]

@@ -9,8 +9,9 @@ What counts:
 * **Quoted**: each decimal number (``0.041``, ``76.2``, ``−2.2``, ``1,234.5``) in the main flow of a markdown cell
   (the prose outside ``<details>`` expert blocks of a cell not tagged ``expert``, as
   :func:`helpers.course.output_rules.main_flow_text` reads it), outside ``$math$``, code spans, link targets,
-  licence names ("CC BY-NC 4.0") and section references ("section 3.2", "sec. 4 and 5.3", "§5.1"). Integers
-  are not checked: they are counts, seeds, sizes and section numbers far more often than results.
+  licence names ("CC BY-NC 4.0") and section references ("section 3.2", "sec. 4 and 5.3", "§5.1"), and each
+  count written with a thousands separator ("7,007 training images": a fact of the data the student should find
+  printed). Other integers are not checked: they are seeds, sizes and section numbers far more often than results.
 * **Printed**: every number in the text outputs (streams, plain text, HTML and markdown displays) of the code cells
   above the markdown cell that are in the main flow — not tagged ``expert`` (nor ``hide-cell``, ``hide-output``,
   ``remove-cell``, ``remove-output``, which fold or remove the output) — with ``<details>`` blocks of an HTML output
@@ -34,6 +35,8 @@ from helpers.course import output_rules
 # a decimal number with an optional sign and thousands commas, not part of a word, a version ("1.2.3") or an
 # identifier ("v2.1b3"); the minus sign may be the typographic one (U+2212)
 PROSE_DECIMAL = re.compile(r"(?<![\w.])[−+-]?\d[\d,]*\.\d+(?![\w.]*\d)")
+# a count written with a thousands separator ("7,007", "1,234,567"), not part of a decimal or a word
+PROSE_COUNT = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?![\w.,]*\d)")
 # any number a cell prints, integers included (a prose 12.0 is not supported by a printed 12: too few decimals)
 PRINTED_NUMBER = re.compile(r"(?<![\w.])[−+-]?\d[\d,]*(?:\.\d+)?(?![\w.]*\d)")
 # what the prose says that is not prose: display and inline math, code spans, link targets, HTML tags, licences,
@@ -63,6 +66,8 @@ ALLOWED_CONSTANTS: dict[str, str] = {
     "0.5": "02's slider step for gamma; the decision threshold of a binary label",
     "0.85": "06's recipe table: the one-cycle momentum range 0.85-0.95",
     "0.95": "06's recipe table: the one-cycle momentum range 0.85-0.95",
+    # a unit, not a measurement: net benefit and biopsies "per 1,000 images"; 13's sample of 1,000 real X-rays
+    "1000": "the unit of 'per 1,000 images' (net benefit, biopsies); 13's sample of 1,000 ChestX-ray14 images",
 }
 
 
@@ -81,10 +86,8 @@ def prose_numbers(markdown: str) -> list[tuple[str, bool]]:
     if not isinstance(markdown, str):
         raise TypeError(f"prose_numbers reads markdown text, not {type(markdown).__name__}")
     prose = NOT_PROSE.sub(" ", markdown)
-    return [
-        (_plain(found.group()), bool(PERCENT_AFTER.match(prose[found.end() :])))
-        for found in PROSE_DECIMAL.finditer(prose)
-    ]
+    found = sorted([*PROSE_DECIMAL.finditer(prose), *PROSE_COUNT.finditer(prose)], key=lambda match: match.start())
+    return [(_plain(match.group()), bool(PERCENT_AFTER.match(prose[match.end() :]))) for match in found]
 
 
 def visible_output_texts(cell: dict) -> Iterator[str]:
@@ -146,5 +149,6 @@ def unprinted_numbers(nb: dict) -> list[str]:
             if quote_is_supported(quoted, percent, above):
                 continue
             where = "printed only below it" if quote_is_supported(quoted, percent, everywhere) else "not printed"
-            problems.append(f"markdown cell {index}: {quoted}{' %' if percent else ''} is {where} in the main flow")
+            written = f"{int(quoted):,}" if "." not in quoted else quoted  # a count as the prose writes it
+            problems.append(f"markdown cell {index}: {written}{' %' if percent else ''} is {where} in the main flow")
     return problems
