@@ -134,7 +134,7 @@ def test_integers_and_versions_are_not_checked():
 
 def test_a_count_with_a_thousands_separator_is_checked():
     # "7,007 training images" is a fact of the data a student should find printed; "per 1,000" is a unit
-    assert problems(markdown("All 7,007 training images.")) == ["markdown cell 0: 7,007 is not printed in the main flow"]
+    assert problems(markdown("All 7,007 images.")) == ["markdown cell 0: 7,007 is not printed in the main flow"]
     assert problems(printing("splits: train 7,007, val 1,003\n"), markdown("All 7,007 training images.")) == []
     assert problems(printing("train 7007\n"), markdown("All 7,007 images.")) == []
     assert problems(markdown("Net benefit per 1,000 images.")) == []
